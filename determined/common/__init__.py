@@ -1,0 +1,1 @@
+"""Shared plumbing below the Core API: the master client, storage backends, paths."""

@@ -1,0 +1,101 @@
+"""Errors raised by redetermined.
+
+Hierarchy::
+
+    BaseException
+     └── InvalidExperimentException      (BaseException, as in Determined 0.37: see docs/core.md)
+    Exception
+     ├── InternalException               a bug or broken invariant inside redetermined
+     ├── CheckpointNotFound              no checkpoint with that storage id
+     ├── CheckpointCorrupted             a checkpoint's files do not match its manifest
+     │    └── CheckpointIncomplete       a checkpoint that was never committed, or lost files
+     ├── StorageConfigError (ValueError) a checkpoint_storage setting that cannot be used
+     ├── DistributedTimeout (TimeoutError)  a peer that never connected, or stopped answering
+     ├── MasterError                     the master answered with an error
+     │    ├── MasterNotFound (404)
+     │    ├── BadRequest (400)
+     │    └── Unauthenticated (401)
+     └── MasterUnreachable (ConnectionError)  retries exhausted
+
+``det.InvalidHP`` lives in ``determined/_trial.py`` because user code raises it, not us.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class InvalidExperimentException(BaseException):
+    """A trial was set up in a way that cannot work (for example ``wrap_scaler`` after
+    ``wrap_model``). Derives from BaseException, as in Determined 0.37, so that existing
+    ``except InvalidExperimentException`` and ``except BaseException`` handlers keep working."""
+
+
+class InternalException(Exception):
+    """An internal invariant was broken; please report it."""
+
+
+class CheckpointNotFound(Exception):
+    """No checkpoint exists under the given storage id."""
+
+
+class CheckpointCorrupted(Exception):
+    """A checkpoint's files do not match the sizes or sha256 sums in its manifest."""
+
+    def __init__(self, message: str, *, storage_id: str = "", path: str = "") -> None:
+        super().__init__(message)
+        self.storage_id = storage_id
+        self.path = path
+
+
+class CheckpointIncomplete(CheckpointCorrupted):
+    """A checkpoint was never committed (no manifest) or files listed in its manifest are gone."""
+
+
+class StorageConfigError(ValueError):
+    """A ``checkpoint_storage`` configuration that cannot be used, with what to change."""
+
+
+class DistributedTimeout(TimeoutError):
+    """A peer of a DistributedContext never connected or stopped answering within the timeout."""
+
+
+class MasterError(Exception):
+    """The master answered a request with an error status."""
+
+    def __init__(self, message: str, *, status: int = 0, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class BadRequest(MasterError):
+    """HTTP 400: the master rejected the request's content."""
+
+
+class Unauthenticated(MasterError):
+    """HTTP 401: missing or invalid token."""
+
+
+class MasterNotFound(MasterError):
+    """HTTP 404: the object does not exist or has no data yet."""
+
+
+class MasterUnreachable(ConnectionError):
+    """The master could not be reached, even after retrying."""
+
+
+__all__ = [
+    "BadRequest",
+    "CheckpointCorrupted",
+    "CheckpointIncomplete",
+    "CheckpointNotFound",
+    "DistributedTimeout",
+    "InternalException",
+    "InvalidExperimentException",
+    "MasterError",
+    "MasterNotFound",
+    "MasterUnreachable",
+    "StorageConfigError",
+    "Unauthenticated",
+]
