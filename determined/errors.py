@@ -11,6 +11,7 @@ Hierarchy::
      │    └── CheckpointIncomplete       a checkpoint that was never committed, or lost files
      ├── StorageConfigError (ValueError) a checkpoint_storage setting that cannot be used
      ├── DistributedTimeout (TimeoutError)  a peer that never connected, or stopped answering
+     ├── DistributedPeerLost (ConnectionError)  a peer of a DistributedContext went away
      ├── MasterError                     the master answered with an error
      │    ├── MasterNotFound (404)
      │    ├── BadRequest (400)
@@ -60,6 +61,11 @@ class DistributedTimeout(TimeoutError):
     """A peer of a DistributedContext never connected or stopped answering within the timeout."""
 
 
+class DistributedPeerLost(ConnectionError):
+    """A peer of a DistributedContext disconnected (died, or closed its context) while this rank
+    was waiting on it in a collective, or before the collective started."""
+
+
 class MasterError(Exception):
     """The master answered a request with an error status."""
 
@@ -90,6 +96,7 @@ __all__ = [
     "CheckpointCorrupted",
     "CheckpointIncomplete",
     "CheckpointNotFound",
+    "DistributedPeerLost",
     "DistributedTimeout",
     "InternalException",
     "InvalidExperimentException",
