@@ -10,6 +10,9 @@ Hierarchy::
      ├── CheckpointCorrupted             a checkpoint's files do not match its manifest
      │    └── CheckpointIncomplete       a checkpoint that was never committed, or lost files
      ├── StorageConfigError (ValueError) a checkpoint_storage setting that cannot be used
+     ├── InvalidSearcherConfig (ValueError)  a searcher/hyperparameters section that cannot run
+     ├── SearcherEventRejected (ValueError)  an event a search method cannot accept
+     │    └── InvalidSearcherMetric      a non-numeric searcher metric where trials are ranked
      ├── DistributedTimeout (TimeoutError)  a peer that never connected, or stopped answering
      ├── DistributedPeerLost (ConnectionError)  a peer of a DistributedContext went away
      ├── MasterError                     the master answered with an error
@@ -91,6 +94,19 @@ class MasterUnreachable(ConnectionError):
     """The master could not be reached, even after retrying."""
 
 
+class InvalidSearcherConfig(ValueError):
+    """A ``searcher`` or ``hyperparameters`` section that cannot run, with what to change."""
+
+
+class SearcherEventRejected(ValueError):
+    """The search method cannot accept this event (unknown trial, an operation completed twice
+    or with a length it never asked for); nothing was changed."""
+
+
+class InvalidSearcherMetric(SearcherEventRejected):
+    """The searcher metric reported for a trial is not a number, but the method ranks trials."""
+
+
 __all__ = [
     "BadRequest",
     "CheckpointCorrupted",
@@ -100,9 +116,12 @@ __all__ = [
     "DistributedTimeout",
     "InternalException",
     "InvalidExperimentException",
+    "InvalidSearcherConfig",
+    "InvalidSearcherMetric",
     "MasterError",
     "MasterNotFound",
     "MasterUnreachable",
+    "SearcherEventRejected",
     "StorageConfigError",
     "Unauthenticated",
 ]
