@@ -1,0 +1,75 @@
+"""``grid`` search: one trial per point of the hyperparameter grid."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from determined.master.searcher import _hparams
+from determined.master.searcher._base import Close, Operation, ValidateAfter
+from determined.master.searcher._core import Context, MethodCore
+from determined.master.searcher._searcher import SearcherBase
+
+
+class _GridCore(MethodCore):
+    def __init__(self, max_length: int, mct: int, points: list[dict[str, Any]]):
+        self.max_length = max_length
+        self.mct = mct
+        self.total = len(points)
+        self.remaining = points  # consumed from the end, as in the reference
+
+    def _next_point(self, ctx: Context) -> list[Operation]:
+        create = ctx.create(self.remaining.pop())
+        rid = create.request_id
+        return [create, ValidateAfter(rid, self.max_length), Close(rid)]
+
+    def initial(self, ctx: Context) -> list[Operation]:
+        n = min(self.total, self.mct) if self.mct > 0 else self.total
+        return [op for _ in range(n) for op in self._next_point(ctx)]
+
+    def closed(self, ctx: Context, request_id: str) -> list[Operation]:
+        return self._next_point(ctx) if self.remaining else []
+
+    def rung_lengths(self) -> list[list[int]]:
+        return [[self.max_length]]
+
+    def progress(self, trial_progress: dict[str, float], closed: set[str]) -> float:
+        done: float = len(closed) * self.max_length
+        done += sum(v for r, v in trial_progress.items() if r not in closed)
+        return done / (self.max_length * self.total)
+
+    def state(self) -> dict[str, Any]:
+        return {"remaining": self.remaining}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.remaining = list(state["remaining"])
+
+
+class GridSearch(SearcherBase):
+    """``grid``: every point of the cartesian product of the hyperparameters' grid axes, last
+    point first, at most ``max_concurrent_trials`` at a time (0: all). Each trial gets
+    ``ValidateAfter(max_length)`` and ``Close``; a trial with invalid hyperparameters is not
+    replaced (it is one point of the grid).
+
+    Raises:
+        InvalidSearcherConfig: an int/double/log hyperparameter without ``count``.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_length: int,
+        max_concurrent_trials: int = 16,
+        hparams: Mapping[str, Any] | None,
+        seed: int,
+    ) -> None:
+        space = _hparams.parse_hyperparameters(hparams)
+        core = _GridCore(max_length, max_concurrent_trials, _hparams.grid(space))
+        super().__init__(core, space, seed, kind="grid")
+
+    @property
+    def num_points(self) -> int:
+        """How many trials the grid runs."""
+        core = self._core
+        assert isinstance(core, _GridCore)
+        return core.total
