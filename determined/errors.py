@@ -11,6 +11,7 @@ Hierarchy::
      │    └── CheckpointIncomplete       a checkpoint that was never committed, or lost files
      ├── StorageConfigError (ValueError) a checkpoint_storage setting that cannot be used
      ├── InvalidSearcherConfig (ValueError)  a searcher/hyperparameters section that cannot run
+     ├── InvalidExperimentConfig (ValueError)  an experiment config that fails validation
      ├── SearcherEventRejected (ValueError)  an event a search method cannot accept
      │    └── InvalidSearcherMetric      a non-numeric searcher metric where trials are ranked
      ├── DistributedTimeout (TimeoutError)  a peer that never connected, or stopped answering
@@ -107,6 +108,20 @@ class InvalidSearcherMetric(SearcherEventRejected):
     """The searcher metric reported for a trial is not a number, but the method ranks trials."""
 
 
+class InvalidExperimentConfig(ValueError):
+    """An experiment config failed validation. ``problems`` holds one ``(key_path, message)``
+    pair per problem (key paths like ``searcher.max_length``); the message lists them all, one
+    per line, so the master can return it as HTTP 400 and the CLI can print it."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        lines = [f"  {path or '<config>'}: {msg}" for path, msg in self.problems]
+        super().__init__("invalid experiment config:\n" + "\n".join(lines))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.problems,))
+
+
 __all__ = [
     "BadRequest",
     "CheckpointCorrupted",
@@ -115,6 +130,7 @@ __all__ = [
     "DistributedPeerLost",
     "DistributedTimeout",
     "InternalException",
+    "InvalidExperimentConfig",
     "InvalidExperimentException",
     "InvalidSearcherConfig",
     "InvalidSearcherMetric",
