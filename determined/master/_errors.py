@@ -1,0 +1,56 @@
+"""Errors the master's domain code raises; ``_app`` maps each to its HTTP status and the
+gateway's error body ``{"code", "message", "details"}``.
+
+Hierarchy::
+
+    ApiError
+     ├── InvalidArgument   400  bad input: say what and how to fix it
+     ├── FailedPrecondition 400 wrong state for the request ("experiment in terminal state")
+     ├── Unauthenticated   401  no token, or not a valid one
+     ├── PermissionDenied  403  a valid token that may not touch this object
+     ├── NotFound          404  no such object, or no data yet
+     └── Conflict          409  the object exists already
+"""
+
+from __future__ import annotations
+
+
+class ApiError(Exception):
+    """An error the master answers with; ``status`` is HTTP, ``code`` the gRPC code."""
+
+    status = 500
+    code = 13  # INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(ApiError):
+    status = 400
+    code = 3
+
+
+class FailedPrecondition(ApiError):
+    status = 400
+    code = 9
+
+
+class Unauthenticated(ApiError):
+    status = 401
+    code = 16
+
+
+class PermissionDenied(ApiError):
+    status = 403
+    code = 7
+
+
+class NotFound(ApiError):
+    status = 404
+    code = 5
+
+
+class Conflict(ApiError):
+    status = 409
+    code = 6

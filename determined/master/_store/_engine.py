@@ -1,0 +1,78 @@
+"""Opening the database: SQLite durability settings, any other SQLAlchemy URL as given, and
+the Alembic upgrade run on every start."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+
+_MIGRATIONS = pathlib.Path(__file__).parent / "_migrations"
+
+
+def sqlite_url(data_dir: pathlib.Path) -> str:
+    """The default database: ``master.db`` in the master's data dir."""
+    return f"sqlite:///{data_dir / 'master.db'}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL + FULL: a commit is on disk before the master answers, so kill -9 loses nothing
+    # acknowledged; readers never block the writer.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def make_engine(url: str) -> sa.Engine:
+    """An engine for ``url`` (``sqlite:///path`` or ``postgresql://...``; any SQLAlchemy URL).
+
+    Raises:
+        ValueError: the URL cannot be parsed or names an in-memory SQLite database (the master
+            is several threads and must survive restarts; use a file).
+    """
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError as e:
+        raise ValueError(f"cannot parse database URL {url!r}: {e}") from e
+    if parsed.get_backend_name() != "sqlite":
+        return sa.create_engine(parsed, pool_pre_ping=True)
+    if not parsed.database or parsed.database == ":memory:":
+        raise ValueError(
+            f"database URL {url!r} is an in-memory SQLite database; the master needs a file, "
+            "for example sqlite:////path/to/master.db"
+        )
+    pathlib.Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(parsed, connect_args={"timeout": 30})
+    sa.event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def migrate(engine: sa.Engine) -> None:
+    """Bring the schema to the newest revision; a no-op when it already is."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def current_revision(engine: sa.Engine) -> str | None:
+    """The revision the database is at (None: never migrated)."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def inserted_id(result: sa.CursorResult[Any]) -> int:
+    """The primary key of the row an INSERT just added."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise RuntimeError("the INSERT returned no primary key")
+    return int(key[0])

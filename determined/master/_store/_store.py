@@ -1,0 +1,65 @@
+"""``Store``: the master's one database handle."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+
+from determined.master._store import _engine, _users
+from determined.master._store._schema import cluster_info
+
+
+class Store:
+    """The master's database: opened, migrated and seeded on construction.
+
+    Args:
+        url: any SQLAlchemy URL; ``sqlite:///<file>`` (the default, see ``sqlite_url``) or
+            ``postgresql://...`` (a driver such as psycopg must be installed).
+
+    Writes go through :meth:`tx`, one at a time within this process (the master is the only
+    writer; serializing here keeps SQLite from answering "database is locked"). Reads use
+    :meth:`read` and never wait for writes (WAL).
+
+    Raises:
+        ValueError: the URL cannot be used.
+        sqlalchemy.exc.OperationalError: the database cannot be reached.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = _engine.make_engine(url)
+        self._write_lock = threading.RLock()
+        _engine.migrate(self.engine)
+        with self.tx() as conn:
+            self.cluster_id = self._ensure_cluster_id(conn)
+            _users.ensure_default_users(conn)
+
+    @contextlib.contextmanager
+    def tx(self) -> Iterator[sa.Connection]:
+        """A write transaction: committed when the block ends, rolled back if it raises."""
+        with self._write_lock, self.engine.begin() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sa.Connection]:
+        """A connection for reads (no commit)."""
+        with self.engine.connect() as conn:
+            yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @staticmethod
+    def _ensure_cluster_id(conn: sa.Connection) -> str:
+        row = conn.execute(
+            sa.select(cluster_info.c.value).where(cluster_info.c.key == "cluster_id")
+        ).first()
+        if row is not None:
+            return str(row[0])
+        value = str(uuid.uuid4())
+        conn.execute(cluster_info.insert().values(key="cluster_id", value=value))
+        return value
