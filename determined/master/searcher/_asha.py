@@ -77,14 +77,15 @@ class AshaCoreBase(MethodCore):
         return value if self.smaller_is_better else -value
 
     def _drop_invalid(self, ctx: Context, request_id: str) -> list[Operation]:
-        """Forget an invalid-hyperparameter trial and start a replacement."""
+        """Forget an invalid-hyperparameter trial and start a replacement. (The reference also
+        sends the exiting trial a Close; it has already exited, so we send nothing.)"""
         self.early_exit[request_id] = True
         self.closed_trials[request_id] = True
         self.invalid_trials += 1
         for rung in self.rungs[: self.trial_rungs[request_id] + 1]:
             rung.remove(request_id)
         ctx.sampler.fail(request_id)
-        return [Close(request_id), *self._new_trial(ctx)]
+        return self._new_trial(ctx)
 
     def rung_lengths(self) -> list[list[int]]:
         return [list(self.targets)]
@@ -157,7 +158,7 @@ class AshaPromotionCore(AshaCoreBase):
         ops: list[Operation] = []
         if r == self.num_rungs - 1:
             rung.metrics.append(TrialMetric(request_id, metric))
-            if not self.early_exit.get(request_id):
+            if not self.closed_trials.get(request_id):
                 ops.append(Close(request_id))
                 self.closed_trials[request_id] = True
         else:
@@ -165,8 +166,9 @@ class AshaPromotionCore(AshaCoreBase):
             if promoted is not None:
                 self.trial_rungs[promoted] = r + 1
                 self.rungs[r + 1].outstanding += 1
-                if self.early_exit.get(promoted):
-                    # Score the exited trial as if it ran the next rung and came out worst.
+                if self.closed_trials.get(promoted):
+                    # An exited (or already closed-out) trial cannot resume: score it as if it
+                    # ran the next rung and came out worst. The reference resumes closed ones.
                     return self._promote(ctx, promoted, EXITED_METRIC)
                 ops.append(ValidateAfter(promoted, self.targets[r + 1]))
                 self.pending[promoted] = True

@@ -271,7 +271,7 @@ class SearcherBase:
             elif isinstance(op, Create):
                 self._requested[op.request_id] = True
                 self._outstanding[op.request_id] = []
-            elif op.request_id in self._closed:
+            elif op.request_id in self._closed or op.request_id in self._exits:
                 if self.strict:
                     raise InternalException(f"{op} issued for closed trial {op.request_id}")
                 continue
