@@ -74,10 +74,6 @@ def _validate_args(
             "batch_sampler is mutually exclusive with batch_size, shuffle, sampler and drop_last; "
             "leave those at their defaults when you pass a batch_sampler."
         )
-    if batch_size is None and (shuffle or drop_last):
-        raise ValueError(
-            "batch_size=None disables batching, so shuffle and drop_last cannot apply."
-        )
 
 
 class DataLoader:
