@@ -111,3 +111,16 @@ def test_data_length_of_empty_container_is_value_error(empty: Any) -> None:
 def test_data_length_of_other_types_is_type_error(bad: Any) -> None:
     with pytest.raises(TypeError, match="get_batch_length"):
         data_length(bad)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_pinned_batches_move_to_cuda() -> None:
+    import determined.pytorch as det_torch
+
+    ds = torch.utils.data.TensorDataset(torch.arange(8.0).reshape(4, 2), torch.arange(4))
+    loader = det_torch.DataLoader(ds, batch_size=2, pin_memory=True).get_data_loader()
+    for x, y in loader:
+        assert x.is_pinned()
+        moved = to_device({"x": x, "y": [y]}, torch.device("cuda"), non_blocking=True)
+        assert moved["x"].is_cuda and moved["y"][0].is_cuda
+        assert torch.equal(moved["x"].cpu(), x)
