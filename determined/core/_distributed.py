@@ -7,15 +7,13 @@ import os
 import shutil
 import socket
 import tempfile
-import time
 import types
 from typing import Any
 
 import zmq
 
 from determined import _info, errors
-from determined.core._ipc import BroadcastClient, BroadcastServer
-from determined.core._ipc_codec import Op, decode, encode
+from determined.core._ipc import BroadcastClient, BroadcastServer, Group
 
 PORT_1_ENV = "INTER_TRAIN_PROCESS_COMM_PORT_1"
 PORT_2_ENV = "INTER_TRAIN_PROCESS_COMM_PORT_2"
@@ -41,60 +39,9 @@ def _env_number(name: str, kind: type, default: Any) -> Any:
     try:
         return kind(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a valid {kind.__name__}; unset or fix it") from None
-
-
-class _Group:
-    """The collectives of one channel (all ranks, or one node's ranks) as seen by one rank.
-    The server is the channel's chief; a client is any other member."""
-
-    def __init__(self, rank: int, endpoint: BroadcastServer | BroadcastClient) -> None:
-        self.rank = rank
-        self.endpoint = endpoint
-        self.collective_timeout: float | None = None
-        self._serial = 0
-
-    def _next(self) -> tuple[int, float | None]:
-        self._serial += 1
-        limit = self.collective_timeout
-        return self._serial, None if limit is None else time.monotonic() + limit
-
-    def gather(self, stuff: Any) -> list[Any] | None:
-        serial, deadline = self._next()
-        ep = self.endpoint
-        if isinstance(ep, BroadcastServer):
-            got = ep.gather(serial, Op.GATHER, deadline)
-            ep.publish(serial, Op.GATHER, [])  # keeps clients in lock-step
-            return [stuff, *(decode(got[r]) for r in sorted(got))]
-        ep.send(serial, Op.GATHER, encode(stuff))
-        ep.recv(serial, Op.GATHER, deadline)
-        return None
-
-    def allgather(self, stuff: Any) -> list[Any]:
-        serial, deadline = self._next()
-        ep = self.endpoint
-        if isinstance(ep, BroadcastServer):
-            got = ep.gather(serial, Op.ALLGATHER, deadline)
-            # Forward what the clients sent as-is rather than unpickling and pickling it again.
-            ep.publish(serial, Op.ALLGATHER, [encode(stuff), *(got[r] for r in sorted(got))])
-            return [stuff, *(decode(got[r]) for r in sorted(got))]
-        ep.send(serial, Op.ALLGATHER, encode(stuff))
-        items = ep.recv(serial, Op.ALLGATHER, deadline)
-        return [stuff if i == self.rank else decode(item) for i, item in enumerate(items)]
-
-    def broadcast(self, stuff: Any) -> Any:
-        serial, deadline = self._next()
-        ep = self.endpoint
-        if isinstance(ep, BroadcastServer):
-            ep.publish(serial, Op.BROADCAST, [encode(stuff)])
-            return stuff
-        return decode(ep.recv(serial, Op.BROADCAST, deadline)[0])
-
-    def abort(self, reason: str) -> None:
-        if isinstance(self.endpoint, BroadcastServer):
-            self.endpoint.abort(reason)
-        else:
-            self.endpoint.close()
+        raise ValueError(
+            f"{name}={raw!r} is not a valid {kind.__name__}; unset or fix it"
+        ) from None
 
 
 class DistributedContext:
@@ -161,8 +108,8 @@ class DistributedContext:
         self._pull_port = (default_pull if pull_port is None else pull_port) + port_offset
         self._timeout = _resolve_timeout(timeout, TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
         self._collective_timeout = _resolve_timeout(collective_timeout, COLLECTIVE_TIMEOUT_ENV, 0)
-        self._global: _Group | None = None
-        self._local: _Group | None = None
+        self._global: Group | None = None
+        self._local: Group | None = None
         self._tempdir: str | None = None
         self._failure: str | None = None
         self._closed = False
@@ -183,11 +130,11 @@ class DistributedContext:
             expected = range(1, self.size)
             bind_pub, bind_pull = f"tcp://*:{self._pub_port}", f"tcp://*:{self._pull_port}"
             server = BroadcastServer(self._zmq, bind_pub, bind_pull, expected)
-            self._global = _Group(0, server)
+            self._global = Group(0, server)
             server.start(self._timeout)
         else:
             client = BroadcastClient(self._zmq, pub, pull, self.rank)
-            self._global = _Group(self.rank, client)
+            self._global = Group(self.rank, client)
             client.start(self._timeout)
         self._global.collective_timeout = self._collective_timeout
         self._init_local(force_tcp)
@@ -202,7 +149,7 @@ class DistributedContext:
         if self.local_size >= 2 and self.local_rank == 0:
             pub_url, pull_url = self._local_urls(force_tcp)
             server = BroadcastServer(self._zmq, pub_url, pull_url, range(1, self.local_size))
-            self._local = _Group(0, server)
+            self._local = Group(0, server)
             mine = (self.cross_rank, server.pub_url, server.pull_url)
         chiefs = self._global.allgather(mine)
         if self.local_size < 2:
@@ -215,7 +162,7 @@ class DistributedContext:
                     "local_rank/cross_rank are inconsistent across the processes of this job"
                 )
             client = BroadcastClient(self._zmq, found[0][1], found[0][2], self.local_rank)
-            self._local = _Group(self.local_rank, client)
+            self._local = Group(self.local_rank, client)
             client.start(self._timeout)
         else:
             server.start(self._timeout)
@@ -309,7 +256,7 @@ class DistributedContext:
 
     def allgather(self, stuff: Any) -> list[Any]:
         """Collect ``stuff`` from every rank on every rank, in rank order. Called by all ranks."""
-        return self._run(self._global, "allgather", stuff, [stuff])  # type: ignore[no-any-return]
+        return self._run(self._global, "allgather", stuff, [stuff])
 
     def broadcast(self, stuff: Any) -> Any:
         """Return the chief's ``stuff`` on every rank (others' arguments are ignored)."""
@@ -322,13 +269,13 @@ class DistributedContext:
 
     def allgather_local(self, stuff: Any) -> list[Any]:
         """Like :meth:`allgather`, among this machine's ranks, in local_rank order."""
-        return self._run(self._local, "allgather", stuff, [stuff])  # type: ignore[no-any-return]
+        return self._run(self._local, "allgather", stuff, [stuff])
 
     def broadcast_local(self, stuff: Any = None) -> Any:
         """Return the local chief's ``stuff`` on every rank of this machine."""
         return self._run(self._local, "broadcast", stuff, stuff)
 
-    def _run(self, group: _Group | None, name: str, stuff: Any, alone: Any) -> Any:
+    def _run(self, group: Group | None, name: str, stuff: Any, alone: Any) -> Any:
         if self._failure is not None:
             raise RuntimeError(f"this DistributedContext failed earlier: {self._failure}")
         if self._closed:

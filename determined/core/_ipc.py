@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from determined import errors
-from determined.core._ipc_codec import Buffer, Op, message, split
+from determined.core._ipc_codec import Buffer, Op, decode, encode, message, split
 
 HELLO_INTERVAL_S = 0.05
 HEARTBEAT_ENV = "DET_DISTRIBUTED_HEARTBEAT"  # seconds between pings; a peer is dead after 6 missed
@@ -272,7 +273,62 @@ class BroadcastClient(_Endpoint):
         what = f"rank {self.rank} waited for the chief in {op.name.lower()} #{serial}"
         header, items = split(self._recv(deadline, what))
         if header.op == Op.ABORT:
-            reason = bytes(items[0][0].buffer if isinstance(items[0][0], zmq.Frame) else items[0][0])
+            reason = bytes(
+                items[0][0].buffer if isinstance(items[0][0], zmq.Frame) else items[0][0]
+            )
             raise errors.DistributedPeerLost(f"the chief aborted: {reason.decode()}")
         _check(op, serial, header.op, header.serial, header.rank)
         return items
+
+
+class Group:
+    """The collectives of one channel (all ranks, or one node's ranks) as seen by one rank.
+    The server is the channel's chief; a client is any other member."""
+
+    def __init__(self, rank: int, endpoint: BroadcastServer | BroadcastClient) -> None:
+        self.rank = rank
+        self.endpoint = endpoint
+        self.collective_timeout: float | None = None
+        self._serial = 0
+
+    def _next(self) -> tuple[int, float | None]:
+        self._serial += 1
+        limit = self.collective_timeout
+        return self._serial, None if limit is None else time.monotonic() + limit
+
+    def gather(self, stuff: Any) -> list[Any] | None:
+        serial, deadline = self._next()
+        ep = self.endpoint
+        if isinstance(ep, BroadcastServer):
+            got = ep.gather(serial, Op.GATHER, deadline)
+            ep.publish(serial, Op.GATHER, [])  # keeps clients in lock-step
+            return [stuff, *(decode(got[r]) for r in sorted(got))]
+        ep.send(serial, Op.GATHER, encode(stuff))
+        ep.recv(serial, Op.GATHER, deadline)
+        return None
+
+    def allgather(self, stuff: Any) -> list[Any]:
+        serial, deadline = self._next()
+        ep = self.endpoint
+        if isinstance(ep, BroadcastServer):
+            got = ep.gather(serial, Op.ALLGATHER, deadline)
+            # Forward what the clients sent as-is rather than unpickling and pickling it again.
+            ep.publish(serial, Op.ALLGATHER, [encode(stuff), *(got[r] for r in sorted(got))])
+            return [stuff, *(decode(got[r]) for r in sorted(got))]
+        ep.send(serial, Op.ALLGATHER, encode(stuff))
+        items = ep.recv(serial, Op.ALLGATHER, deadline)
+        return [stuff if i == self.rank else decode(item) for i, item in enumerate(items)]
+
+    def broadcast(self, stuff: Any) -> Any:
+        serial, deadline = self._next()
+        ep = self.endpoint
+        if isinstance(ep, BroadcastServer):
+            ep.publish(serial, Op.BROADCAST, [encode(stuff)])
+            return stuff
+        return decode(ep.recv(serial, Op.BROADCAST, deadline)[0])
+
+    def abort(self, reason: str) -> None:
+        if isinstance(self.endpoint, BroadcastServer):
+            self.endpoint.abort(reason)
+        else:
+            self.endpoint.close()
