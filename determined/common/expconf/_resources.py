@@ -53,6 +53,7 @@ class ResourcesConfig(Section):
     is_single_node: bool | None = None
     devices: list[Device] = Field(default_factory=list)
     agent_label: str | None = Field(default=None, exclude_if=_omit_none)  # ignored, as in 0.37
+    slots: Any = Field(default=None, exclude=True)  # rejected: commands only
 
     @field_validator("shm_size")
     @classmethod
@@ -61,15 +62,10 @@ class ResourcesConfig(Section):
             raise ValueError(f"must be a valid memory size such as 4G or 512M (got {value!r})")
         return value
 
-    @model_validator(mode="before")
+    @field_validator("slots")
     @classmethod
-    def _no_slots(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "slots" in data:
-            raise ValueError(
-                "resources.slots is for commands and notebooks; "
-                "experiments use resources.slots_per_trial"
-            )
-        return data
+    def _no_slots(cls, value: Any) -> Any:
+        raise ValueError("is for commands and notebooks; experiments use resources.slots_per_trial")
 
 
 _DEVICE_KINDS = ("cpu", "cuda", "rocm")

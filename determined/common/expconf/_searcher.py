@@ -174,4 +174,13 @@ def parse_searcher(raw: Any, problems: Problems) -> SearcherConfig | None:
     if model is None:
         problems.append(("searcher.name", f"unknown searcher {name!r}; use one of {names}"))
         return None
+    if name == "grid" and raw.get("max_trials") is not None:
+        problems.append(
+            (
+                "searcher.max_trials",
+                "is not a grid field: a grid runs one trial per point; size the grid with "
+                "`count` on each int/double/log hyperparameter",
+            )
+        )
+        raw = {k: v for k, v in raw.items() if k != "max_trials"}
     return validate(model, raw, "searcher", problems)  # type: ignore[return-value]
