@@ -1,0 +1,153 @@
+"""Experiment endpoints of this slice: create (YAML config + model definition), the
+searcher's best validation, and the task context directory a trial downloads."""
+
+from __future__ import annotations
+
+import base64
+import io
+import tarfile
+from typing import Any
+
+from fastapi import APIRouter
+
+from determined.master import _config
+from determined.master._auth import Caller
+from determined.master._deps import ExperimentsDep, StoreDep
+from determined.master._errors import InvalidArgument, NotFound
+from determined.master._models import CreateExperiment
+from determined.master._states import State
+from determined.master._store import _experiments, _metrics, _time, _trials
+from determined.master._wire import trial_json
+
+router = APIRouter(prefix="/api/v1")
+MAX_MODEL_DEF_BYTES = 96 * 1024 * 1024
+
+
+def _tar_model_definition(files: list[dict[str, Any]]) -> bytes:
+    """The ``modelDefinition`` file list (base64 contents) as one tar.gz."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for f in files:
+            path = str(f.get("path") or "")
+            if not path or path.startswith("/") or ".." in path.split("/"):
+                raise InvalidArgument(f"model definition path {path!r} must be relative")
+            info = tarfile.TarInfo(path)
+            info.mode = int(f.get("mode") or 0o644) & 0o7777
+            info.mtime = int(f.get("mtime") or 0)
+            if str(f.get("type")) in ("53", "5", "TYPE_DIR") or path.endswith("/"):
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+                continue
+            data = base64.b64decode(str(f.get("content") or ""))
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    out = buf.getvalue()
+    if len(out) > MAX_MODEL_DEF_BYTES:
+        raise InvalidArgument(
+            f"the model definition is {len(out)} bytes compressed; the limit is "
+            f"{MAX_MODEL_DEF_BYTES}: move data sets out of the model directory or list them "
+            "in .detignore"
+        )
+    return out
+
+
+def _experiment_json(exp: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": exp["id"],
+        "state": exp["state"],
+        "archived": bool(exp["archived"]),
+        "config": exp["config"],
+        "startTime": _time.rfc3339(exp["start_time"]),
+        "endTime": _time.rfc3339(exp["end_time"]),
+        "progress": exp["progress"],
+        "name": (exp["config"] or {}).get("name", ""),
+        "notes": exp["notes"],
+        "parentId": exp["parent_id"],
+        "userId": exp["owner_id"],
+    }
+
+
+@router.post("/experiments")
+def create_experiment(
+    body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.require_user()
+    config = _config.parse_experiment_config(body.config)
+    if body.validate_only:
+        return {"experiment": None, "config": config, "warnings": []}
+    tgz = _tar_model_definition(body.model_definition or [])
+    exp_id = exps.create(
+        config,
+        body.config,
+        owner_id=caller.info.user_id,
+        model_definition=tgz,
+        activate=body.activate,
+    )
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, exp_id) or {}
+    return {"experiment": _experiment_json(exp), "config": config, "warnings": []}
+
+
+@router.get("/experiments/{experiment_id}/searcher/best_searcher_validation_metric")
+def best_searcher_validation_metric(
+    experiment_id: int, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_experiment(experiment_id)
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+        if exp is None:
+            raise NotFound(f"experiment {experiment_id} not found")
+        metric, smaller = _config.searcher_metric(exp["config"])
+        best = _metrics.best_experiment_validation(conn, experiment_id, metric, smaller)
+    if best is None:
+        raise NotFound(f"experiment {experiment_id} has no validation with {metric!r} yet")
+    return {"metric": best}
+
+
+@router.get("/tasks/{task_id}/context_directory")
+def context_directory(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``{b64Tgz}``: the experiment's model definition, unpacked into a trial's work dir."""
+    caller.check_task(task_id)
+    with store.read() as conn:
+        trial = _trials.trial_by_task(conn, task_id)
+        if trial is None:
+            raise NotFound(f"task {task_id} not found")
+        exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+    tgz = exp.get("model_definition") or b""
+    return {"b64Tgz": base64.b64encode(tgz).decode()}
+
+
+@router.get("/experiments/{experiment_id}")
+def get_experiment(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    caller.check_experiment(experiment_id)
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return {"experiment": _experiment_json(exp), "jobSummary": None}
+
+
+@router.get("/experiments/{experiment_id}/trials")
+def get_experiment_trials(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    caller.check_experiment(experiment_id)
+    with store.read() as conn:
+        if _experiments.get_experiment(conn, experiment_id) is None:
+            raise NotFound(f"experiment {experiment_id} not found")
+        rows = [trial_json(conn, t) for t in _trials.trials_of(conn, experiment_id)]
+    n = len(rows)
+    page = {"offset": 0, "limit": 0, "startIndex": 0, "endIndex": n, "total": n}
+    return {"trials": rows, "pagination": page}
+
+
+@router.post("/experiments/{experiment_id}/activate")
+def activate(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    caller.require_user()
+    exps.set_state(experiment_id, State.ACTIVE)
+    return {}
+
+
+@router.post("/experiments/{experiment_id}/pause")
+def pause(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    caller.require_user()
+    exps.set_state(experiment_id, State.PAUSED)
+    return {}

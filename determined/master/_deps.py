@@ -1,0 +1,28 @@
+"""FastAPI dependencies shared by the routers: the store, the experiments, the signals."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from determined.master._experiment import Experiments
+from determined.master._signals import Signals
+from determined.master._store import Store
+
+
+def _store(request: Request) -> Store:
+    return request.app.state.store
+
+
+def _experiments(request: Request) -> Experiments:
+    return request.app.state.experiments
+
+
+def _signals(request: Request) -> Signals:
+    return request.app.state.signals
+
+
+StoreDep = Annotated[Store, Depends(_store)]
+ExperimentsDep = Annotated[Experiments, Depends(_experiments)]
+SignalsDep = Annotated[Signals, Depends(_signals)]

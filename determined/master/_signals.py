@@ -1,0 +1,71 @@
+"""In-memory rendezvous points between request handlers: preemption wake-ups, rendezvous and
+all-gather barriers. The durable facts (preempted, acked, ready) live in the store; these only
+wake long polls, so a master restart loses nothing but waiting connections (which retry)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+
+class Signals:
+    """Created with the app; every method is safe to call from any thread.
+
+    Long polls register an ``asyncio.Event`` with :meth:`watch`; :meth:`notify` (called by the
+    thread that committed a change) wakes every watcher of that key on its own loop.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watchers: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._barriers: dict[tuple[str, str], _Barrier] = {}
+
+    def watch(self, key: str) -> asyncio.Event:
+        """An event set by the next :meth:`notify` of ``key``; call from the event loop and
+        :meth:`unwatch` when done."""
+        event = asyncio.Event()
+        with self._lock:
+            self._watchers.setdefault(key, set()).add((asyncio.get_running_loop(), event))
+        return event
+
+    def unwatch(self, key: str, event: asyncio.Event) -> None:
+        with self._lock:
+            entries = self._watchers.get(key, set())
+            for entry in [e for e in entries if e[1] is event]:
+                entries.discard(entry)
+            if not entries:
+                self._watchers.pop(key, None)
+
+    def notify(self, key: str) -> None:
+        with self._lock:
+            entries = list(self._watchers.get(key, ()))
+        for loop, event in entries:
+            loop.call_soon_threadsafe(event.set)
+
+    def barrier(self, scope: str, name: str, size: int) -> _Barrier:
+        """The barrier ``name`` within ``scope`` (an allocation), created on first use."""
+        with self._lock:
+            key = (scope, name)
+            found = self._barriers.get(key)
+            if found is None or found.size != size:
+                found = self._barriers[key] = _Barrier(size)
+            return found
+
+    def drop_barrier(self, scope: str, name: str) -> None:
+        with self._lock:
+            self._barriers.pop((scope, name), None)
+
+
+class _Barrier:
+    """Collects one value per participant; done when ``size`` have arrived."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.values: dict[str, Any] = {}
+        self.done = asyncio.Event()
+
+    def arrive(self, participant: str, value: Any) -> None:
+        self.values[participant] = value
+        if len(self.values) >= self.size:
+            self.done.set()

@@ -1,0 +1,91 @@
+"""JSON bodies in the reference's v1 shapes (grpc-gateway: lowerCamelCase keys, unset
+messages as null, int64 as strings where the gateway writes them so)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master import _config
+from determined.master._states import State
+from determined.master._store import _checkpoints, _experiments, _metrics, _time, _trials
+
+
+def _display_state(conn: sa.Connection, trial: dict[str, Any]) -> str:
+    # An ACTIVE trial shows what its allocation is doing, as the reference's API does.
+    if trial["state"] != State.ACTIVE.value:
+        return str(trial["state"])
+    alloc = _trials.live_allocation(conn, int(trial["id"]))
+    return "STATE_RUNNING" if alloc is not None else "STATE_QUEUED"
+
+
+def trial_json(conn: sa.Connection, trial: dict[str, Any]) -> dict[str, Any]:
+    """``v1Trial``."""
+    exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+    metric, _ = _config.searcher_metric(exp.get("config") or {})
+    best = _metrics.get_row(conn, trial["best_validation_id"])
+    ckpts = [
+        c for c in _checkpoints.of_trial(conn, int(trial["id"])) if c["state"] != "STATE_DELETED"
+    ]
+    return {
+        "id": trial["id"],
+        "experimentId": trial["experiment_id"],
+        "startTime": _time.rfc3339(trial["start_time"]),
+        "endTime": _time.rfc3339(trial["end_time"]),
+        "state": _display_state(conn, trial),
+        "restarts": trial["restarts"],
+        "hparams": trial["hparams"],
+        "totalBatchesProcessed": int(trial["total_batches"]),
+        "bestValidation": _metrics.workload_json(best),
+        "latestValidation": _metrics.workload_json(
+            _metrics.get_row(conn, trial["latest_validation_id"])
+        ),
+        "bestCheckpoint": None,
+        "runnerState": trial["runner_state"],
+        "wallClockTime": 0,
+        "warmStartCheckpointUuid": trial["warm_start_checkpoint"],
+        "taskId": trial["task_id"],
+        "totalCheckpointSize": str(sum(int(c["size"]) for c in ckpts)),
+        "checkpointCount": len(ckpts),
+        "searcherMetricValue": None if best is None else best["metrics"].get(metric),
+        "taskIds": [trial["task_id"]],
+        "summaryMetrics": trial["summary_metrics"],
+        "logRetentionDays": None,
+        "metadata": {},
+    }
+
+
+def checkpoint_json(conn: sa.Connection, ckpt: dict[str, Any]) -> dict[str, Any]:
+    """``v1Checkpoint`` with its training metadata."""
+    trial = _trials.get_trial(conn, int(ckpt["trial_id"])) or {}
+    exp = _experiments.get_experiment(conn, int(trial.get("experiment_id") or 0)) or {}
+    metric, _ = _config.searcher_metric(exp.get("config") or {})
+    steps = int(ckpt["steps_completed"])
+    train = _metrics.at_steps(conn, int(ckpt["trial_id"]), "training", steps)
+    val = _metrics.at_steps(conn, int(ckpt["trial_id"]), "validation", steps)
+    return {
+        "taskId": ckpt["task_id"],
+        "allocationId": ckpt["allocation_id"],
+        "uuid": ckpt["uuid"],
+        "reportTime": _time.rfc3339(ckpt["report_time"]),
+        "resources": ckpt["resources"],
+        "metadata": ckpt["metadata"],
+        "state": ckpt["state"],
+        "training": {
+            "trialId": trial.get("id"),
+            "experimentId": trial.get("experiment_id"),
+            "experimentConfig": exp.get("config"),
+            "hparams": trial.get("hparams"),
+            "trainingMetrics": _metrics_json(train),
+            "validationMetrics": _metrics_json(val),
+            "searcherMetric": None if val is None else val["metrics"].get(metric),
+        },
+        "storageId": ckpt["storage_id"],
+    }
+
+
+def _metrics_json(row: dict[str, Any] | None) -> dict[str, Any]:
+    if row is None:
+        return {"avgMetrics": None, "batchMetrics": None}
+    return {"avgMetrics": row["metrics"], "batchMetrics": row["batch_metrics"]}
