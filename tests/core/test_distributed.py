@@ -293,7 +293,7 @@ def test_peer_that_never_starts_times_out() -> None:
     start = time.monotonic()
     with pytest.raises(errors.DistributedTimeout, match=r"ranks \[1\] did not connect"):
         DistributedContext(**chief)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 5
     with pytest.raises(errors.DistributedTimeout, match="DET_CHIEF_IP"):
         DistributedContext(**worker)
 
@@ -305,7 +305,7 @@ def test_timeout_comes_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     start = time.monotonic()
     with pytest.raises(errors.DistributedTimeout, match="DET_DISTRIBUTED_TIMEOUT"):
         DistributedContext(**chief)
-    assert time.monotonic() - start < 2.5
+    assert time.monotonic() - start < 5
 
 
 def test_chief_port_in_use_raises_os_error() -> None:
@@ -331,9 +331,9 @@ def test_killed_peer_makes_the_others_raise_promptly(victim: int) -> None:
 
 
 def test_busy_chief_is_not_mistaken_for_dead() -> None:
-    """Heartbeats every 0.1 s (dead after 0.6 s); the chief holds the GIL for 2 s."""
-    env = {"DET_DISTRIBUTED_HEARTBEAT": "0.1"}
-    assert _ok(w.run(w.busy_chief, w.layout(3, 3), 2.0, env=env)) == [0, 0, 0]
+    """Heartbeats every 0.2 s (dead after 1.2 s); the chief holds the GIL for 2.5 s."""
+    env = {"DET_DISTRIBUTED_HEARTBEAT": "0.2"}
+    assert _ok(w.run(w.busy_chief, w.layout(3, 3), 2.5, env=env)) == [0, 0, 0]
 
 
 def test_collective_timeout() -> None:
