@@ -45,6 +45,7 @@ class _Event:
         self.exp = exp
         self.method = method
         self.wake: list[str] = []
+        self.keep_progress = False  # a raw progress report set it; do not recompute
 
     @property
     def state(self) -> State:
@@ -175,6 +176,7 @@ class Experiments:
             if is_raw:
                 _trials.update_trial(ev.conn, trial_id, progress=progress)
                 _experiments.update_experiment(ev.conn, ev.exp["id"], progress=progress)
+                ev.keep_progress = True
                 return
             _trials.update_trial(ev.conn, trial_id, searcher_units=progress)
 
@@ -372,7 +374,7 @@ class Experiments:
         trials = _trials.trials_of(ev.conn, ev.exp["id"])
         units = {t["request_id"]: float(t["searcher_units"]) for t in trials}
         values: dict[str, Any] = {}
-        if not ev.state.is_terminal:
+        if not ev.state.is_terminal and not ev.keep_progress:
             values["progress"] = ev.method.progress(units)
         if values:
             _experiments.update_experiment(ev.conn, ev.exp["id"], **values)
