@@ -3,12 +3,13 @@ InvalidExperimentConfig listing every problem with its key path."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from determined.common.expconf._base import Problems, Section, validate
+from determined.common.expconf._base import Problems, Section, join_path, validate
 from determined.common.expconf._hparams import parse_hyperparameters
 from determined.common.expconf._models import ExperimentConfig, TopLevelScalars
 from determined.common.expconf._petname import experiment_name
@@ -50,6 +51,25 @@ def _load(raw: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
             [("", f"must be a mapping of config keys (got {type(raw).__name__})")]
         )
     return dict(raw)
+
+
+def _json_problems(value: Any, path: str, problems: Problems) -> None:
+    """Configs travel as JSON: string keys, finite numbers, no YAML-only types (dates...)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                problems.append(
+                    (join_path(path, [str(key)]), f"keys must be strings (got {key!r})")
+                )
+            else:
+                _json_problems(item, join_path(path, [key]), problems)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _json_problems(item, join_path(path, [i]), problems)
+    elif isinstance(value, float) and not math.isfinite(value):
+        problems.append((path, f"must be a finite number (got {value!r})"))
+    elif value is not None and not isinstance(value, (str, int, float)):
+        problems.append((path, f"must be a JSON value (got {type(value).__name__} {value!r})"))
 
 
 def _unknown_keys(raw: Mapping[Any, Any], problems: Problems) -> None:
@@ -112,6 +132,9 @@ def parse_experiment_config(
     """
     config = _load(raw)
     problems: Problems = []
+    _json_problems(config, "", problems)
+    if problems:
+        raise InvalidExperimentConfig(problems)
     _unknown_keys(config, problems)
     scalars = _scalars(config, problems)
     searcher = parse_searcher(config.get("searcher"), problems)

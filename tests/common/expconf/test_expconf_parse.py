@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ CONFIGS = sorted((pathlib.Path(__file__).parent / "configs").glob("*.yaml"))
 REPO = pathlib.Path(__file__).parents[3]
 SHIPPED = sorted((REPO / "examples").rglob("*.yaml"))
 
-MINIMAL = {
+MINIMAL: dict[str, Any] = {
     "entrypoint": "model_def:Trial",
     "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}},
 }
@@ -43,7 +44,7 @@ def test_example_configs_present() -> None:
 def test_every_top_level_default() -> None:
     data = parse_experiment_config(MINIMAL).to_json_dict()
     assert data["name"].startswith("Experiment (") and data["name"].endswith(")")
-    expected = {
+    expected: dict[str, Any] = {
         "description": None,
         "labels": [],
         "data": {},
@@ -128,6 +129,7 @@ def test_yaml_text_and_bytes_are_accepted() -> None:
     config = parse_experiment_config(text)
     assert parse_experiment_config(text.encode()) == config
     assert config.entrypoint == "python3 train.py"
+    assert isinstance(config.searcher, expconf.SingleConfig)
     assert config.searcher.max_length == expconf.Length(None, 3)
 
 
@@ -221,3 +223,12 @@ def test_not_a_mapping_or_bad_yaml(text: str) -> None:
 
 def test_empty_config_lists_required_keys() -> None:
     assert {"entrypoint", "searcher"} <= set(problems(""))
+
+
+def test_non_json_values_rejected_with_paths() -> None:
+    found = problems("entrypoint: a\ndata: {1: x, when: 2020-01-01, n: [.nan]}\n")
+    assert found == {
+        "data.1": "keys must be strings (got 1)",
+        "data.when": "must be a JSON value (got date datetime.date(2020, 1, 1))",
+        "data.n[0]": "must be a finite number (got nan)",
+    }

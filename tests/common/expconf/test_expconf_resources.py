@@ -7,6 +7,7 @@ import pytest
 from determined.common.expconf import (
     Device,
     EnvironmentVariables,
+    ExperimentConfig,
     InvalidExperimentConfig,
     parse_experiment_config,
 )
@@ -14,7 +15,7 @@ from determined.common.expconf import (
 BASE = {"entrypoint": "a:B", "searcher": {"name": "single", "metric": "m", "max_length": 1}}
 
 
-def parse(**top: object):  # noqa: ANN201
+def parse(**top: object) -> ExperimentConfig:
     return parse_experiment_config({**BASE, **top})
 
 
