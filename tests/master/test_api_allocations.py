@@ -133,7 +133,7 @@ def test_context_directory(shared_master: MasterProcess) -> None:
     admin = shared_master.session()
     content = base64.b64encode(b"print('hi')\n").decode()
     body = {
-        "config": "entrypoint: python3 train.py\nsearcher: {name: single, metric: loss, max_length: 1}\n",
+        "config": "entrypoint: x\nsearcher: {name: single, metric: loss, max_length: 1}\n",
         "modelDefinition": [{"path": "train.py", "type": "48", "content": content, "mode": 420}],
     }
     exp_id = admin.post(shared_master.url + "/api/v1/experiments", json=body).json()["experiment"][
