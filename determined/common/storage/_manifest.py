@@ -1,0 +1,213 @@
+"""The checkpoint manifest: every file's relative path, size and sha256, stored as
+``.det_manifest.json`` at the root of a committed checkpoint.
+
+Its presence marks a checkpoint as complete. Readers verify the files they read against it and
+raise :class:`determined.errors.CheckpointCorrupted` (wrong size or hash) or
+:class:`determined.errors.CheckpointIncomplete` (a listed file is missing), naming the file.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from determined import errors
+
+MANIFEST_NAME = ".det_manifest.json"
+FORMAT = 1
+_CHUNK = 8 << 20
+# Hashing releases the GIL, so a few threads overlap hashing one file with fsync of another.
+_THREADS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class FileEntry:
+    size: int
+    sha256: str
+
+
+@dataclasses.dataclass
+class Manifest:
+    """Files (relative posix path -> entry) and directories (relative path ending in ``/``)."""
+
+    files: dict[str, FileEntry] = dataclasses.field(default_factory=dict)
+    dirs: set[str] = dataclasses.field(default_factory=set)
+
+    def update(self, other: Manifest) -> None:
+        self.files.update(other.files)
+        self.dirs.update(other.dirs)
+
+    def resources(self) -> dict[str, int]:
+        """The reference's resource map: files with sizes, directories (``a/``) with 0."""
+        out = {d: 0 for d in self.dirs}
+        out.update({p: e.size for p, e in self.files.items()})
+        return dict(sorted(out.items()))
+
+    def to_json(self, storage_id: str) -> bytes:
+        doc = {
+            "format": FORMAT,
+            "storage_id": storage_id,
+            "files": {
+                p: {"size": e.size, "sha256": e.sha256} for p, e in sorted(self.files.items())
+            },
+            "dirs": sorted(self.dirs),
+        }
+        return json.dumps(doc, indent=1).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, storage_id: str) -> Manifest:
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != FORMAT:
+                raise ValueError(f"unknown manifest format {doc.get('format')!r}")
+            files = {
+                str(p): FileEntry(int(e["size"]), str(e["sha256"])) for p, e in doc["files"].items()
+            }
+            return cls(files, {str(d) for d in doc.get("dirs", [])})
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise errors.CheckpointCorrupted(
+                f"checkpoint {storage_id}: its manifest {MANIFEST_NAME} is unreadable ({e}); "
+                "the checkpoint cannot be verified, so it is not used",
+                storage_id=storage_id,
+                path=MANIFEST_NAME,
+            ) from e
+
+    def select(self, selector: Callable[[str], bool] | None) -> Manifest:
+        if selector is None:
+            return Manifest(dict(self.files), set(self.dirs))
+        return Manifest(
+            {p: e for p, e in self.files.items() if selector(p)},
+            {d for d in self.dirs if selector(d)},
+        )
+
+
+def list_directory(root: str | os.PathLike[str]) -> dict[str, int]:
+    """Relative path -> size of everything under ``root``; directories end in ``/`` with size 0.
+    The manifest itself is left out: it describes the checkpoint, it is not part of it."""
+    root = os.fspath(root)
+    out: dict[str, int] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        for d in dirnames:
+            out[prefix + d + "/"] = 0
+        for f in filenames:
+            if prefix or f != MANIFEST_NAME:
+                out[prefix + f] = os.path.getsize(os.path.join(dirpath, f))
+    return dict(sorted(out.items()))
+
+
+def hash_file(path: str | os.PathLike[str], *, fsync: bool = False) -> FileEntry:
+    """sha256 and size of one file; with ``fsync`` also flushes it to disk."""
+    h = hashlib.sha256()
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+            size += n
+        if fsync:
+            os.fsync(f.fileno())
+    return FileEntry(size, h.hexdigest())
+
+
+def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> FileEntry:
+    """Copy ``src`` to ``dst``, hashing the bytes as they pass and fsyncing ``dst``."""
+    h = hashlib.sha256()
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    size = 0
+    with open(src, "rb", buffering=0) as fi, open(dst, "wb", buffering=0) as fo:
+        while n := fi.readinto(buf):
+            h.update(view[:n])
+            fo.write(view[:n])
+            size += n
+        os.fsync(fo.fileno())
+    return FileEntry(size, h.hexdigest())
+
+
+def parallel(fn: Callable[[str], Any], items: Iterable[str]) -> dict[str, Any]:
+    """``{item: fn(item)}``, run on a few threads; the first exception propagates."""
+    items = list(items)
+    if len(items) <= 1:
+        return {i: fn(i) for i in items}
+    with concurrent.futures.ThreadPoolExecutor(min(_THREADS, len(items))) as pool:
+        futures = {i: pool.submit(fn, i) for i in items}
+        return {i: f.result() for i, f in futures.items()}
+
+
+def hash_tree(
+    root: str | os.PathLike[str], paths: Collection[str] | None = None, *, fsync: bool = False
+) -> Manifest:
+    """Manifest of the files under ``root`` (only ``paths`` when given, as relative paths from
+    :func:`list_directory`); with ``fsync`` every file is flushed to disk as it is hashed."""
+    listing = list_directory(root)
+    if paths is not None:
+        wanted = set(paths)
+        listing = {p: s for p, s in listing.items() if p in wanted}
+    dirs = {p for p in listing if p.endswith("/")}
+    files = [p for p in listing if not p.endswith("/")]
+    entries = parallel(lambda p: hash_file(os.path.join(root, p), fsync=fsync), files)
+    return Manifest(entries, dirs)
+
+
+def fsync_dirs(root: str | os.PathLike[str]) -> None:
+    """fsync every directory under ``root`` (and ``root``), so new entries survive a crash."""
+    for dirpath, _, _ in os.walk(root):
+        fsync_dir(dirpath)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_file(storage_id: str, rel: str, want: FileEntry, got: FileEntry | None) -> None:
+    """Raise the named error if ``got`` (None: missing) does not match the manifest entry."""
+    if got is None:
+        raise errors.CheckpointIncomplete(
+            f"checkpoint {storage_id} is incomplete: {rel!r} is listed in its manifest but is "
+            "missing from storage; restore from another checkpoint",
+            storage_id=storage_id,
+            path=rel,
+        )
+    if got.size != want.size:
+        raise errors.CheckpointCorrupted(
+            f"checkpoint {storage_id} is corrupted: {rel!r} has {got.size} bytes but its manifest "
+            f"says {want.size}; restore from another checkpoint",
+            storage_id=storage_id,
+            path=rel,
+        )
+    if got.sha256 != want.sha256:
+        raise errors.CheckpointCorrupted(
+            f"checkpoint {storage_id} is corrupted: the sha256 of {rel!r} is {got.sha256}, but "
+            f"its manifest says {want.sha256}; restore from another checkpoint",
+            storage_id=storage_id,
+            path=rel,
+        )
+
+
+def verify_tree(storage_id: str, root: str | os.PathLike[str], manifest: Manifest) -> None:
+    """Check every file of ``manifest`` under ``root``; raise on the first bad one (sorted)."""
+
+    def one(rel: str) -> FileEntry | None:
+        path = pathlib.Path(root, rel)
+        if not path.is_file():
+            return None
+        if path.stat().st_size != manifest.files[rel].size:
+            return FileEntry(path.stat().st_size, "")  # no need to hash a wrong-sized file
+        return hash_file(path)
+
+    got = parallel(one, manifest.files)
+    for rel in sorted(manifest.files):
+        check_file(storage_id, rel, manifest.files[rel], got[rel])
