@@ -233,26 +233,47 @@ class CheckpointContext:
         self, storage_id: str, outcomes: list[_Outcome], metadata: dict[str, Any]
     ) -> None:
         failed = [(r, o.error) for r, o in enumerate(outcomes) if o.manifest is None]
-        sm = self._storage_manager
         if failed:
             if self._dist.get_rank() == 0:
-                sm.discard(storage_id)
+                self._storage_manager.discard(storage_id)
             raise RuntimeError(
                 f"checkpoint {storage_id} was not saved: storing files failed on "
                 + "; ".join(f"rank {r}: {err}" for r, err in failed)
             )
-        if self._dist.get_rank() != 0:
-            return
         manifest = Manifest()
         for o in outcomes:
-            assert o.manifest is not None
-            manifest.update(o.manifest)
-        try:
-            sm.commit(storage_id, manifest)
-        except BaseException:
-            sm.discard(storage_id)
-            raise
-        self._reporter.report(storage_id, manifest.resources(), metadata)
+            manifest.update(o.manifest or Manifest())
+        self._chief_commits(storage_id, manifest, None, metadata)
+
+    def _chief_commits(
+        self, storage_id: str, manifest: Manifest | None, src: pathlib.Path | None, metadata: Any
+    ) -> None:
+        """The end of every sharded write: the chief commits (``manifest``, or by hashing
+        ``src`` in place) and reports; then all ranks learn whether that worked, so that every
+        rank leaves ``upload``/``store_path`` only once the checkpoint is committed."""
+        error = None
+        if self._dist.get_rank() == 0:
+            sm = self._storage_manager
+            try:
+                if manifest is None:
+                    assert src is not None
+                    manifest = sm.upload(src, storage_id)
+                else:
+                    try:
+                        sm.commit(storage_id, manifest)
+                    except BaseException:
+                        sm.discard(storage_id)
+                        raise
+                self._reporter.report(storage_id, manifest.resources(), metadata)
+            except Exception as e:
+                error = e
+        message = self._dist.broadcast(
+            None if error is None else f"{type(error).__name__}: {error}"
+        )
+        if error is not None:
+            raise error
+        if message is not None:
+            raise RuntimeError(f"checkpoint {storage_id} was not saved: on rank 0, {message}")
 
     @contextlib.contextmanager
     def store_path(
@@ -305,22 +326,19 @@ class CheckpointContext:
         path = sm.pre_store_path(storage_id)
         try:
             yield path, storage_id
-        except BaseException:
-            sm.discard(storage_id)
-            raise
-        if not sm.store_path_is_direct_access():
-            st = os.stat(path)
-            uids = self._dist.allgather((st.st_dev, st.st_ino))
-            lowest = uids.index((st.st_dev, st.st_ino)) == self._dist.get_rank()
-            self._store_sharded(os.fspath(path) if lowest else None, storage_id, metadata, None)
-            if lowest:
-                sm.discard_local(storage_id)
-            return
-        self._dist.allgather(None)  # every rank has finished writing into the shared directory
-        if chief:
-            (path / "metadata.json").write_bytes(meta)
-            manifest = sm.upload(path, storage_id)
-            self._reporter.report(storage_id, manifest.resources(), merged)
+            if sm.store_path_is_direct_access():
+                self._dist.allgather(None)  # every rank has finished writing into the directory
+                if chief:
+                    (path / "metadata.json").write_bytes(meta)
+                self._chief_commits(storage_id, None, path, merged)
+            else:
+                st = os.stat(path)
+                uids = self._dist.allgather((st.st_dev, st.st_ino))
+                lowest = uids.index((st.st_dev, st.st_ino)) == self._dist.get_rank()
+                self._store_sharded(os.fspath(path) if lowest else None, storage_id, metadata, None)
+        finally:
+            # Only the local staging copy: what reached storage is the chief's to keep or abort.
+            sm.discard_staging(storage_id)
 
     # ---- reading and deleting ----------------------------------------------------------------
 

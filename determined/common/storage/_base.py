@@ -117,9 +117,10 @@ class StorageManager(abc.ABC):
             raise
         self.upload(path, storage_id)
 
-    def discard_local(self, storage_id: str) -> None:
-        """Remove the local staging copy of a committed checkpoint, if the backend has one."""
-        return None
+    @abc.abstractmethod
+    def discard_staging(self, storage_id: str) -> None:
+        """Remove the local staging directory of ``storage_id`` (``pre_store_path``), if any;
+        never anything committed."""
 
     def discard(self, storage_id: str) -> None:
         """``abort``, logging instead of raising: for cleanup while another error propagates."""

@@ -104,7 +104,7 @@ class CloudStorageManager(StorageManager):
         self._store.delete([self._key(storage_id, MARKER_NAME)])
         shutil.rmtree(self._temp_dir / storage_id, ignore_errors=True)
 
-    def discard_local(self, storage_id: str) -> None:
+    def discard_staging(self, storage_id: str) -> None:
         shutil.rmtree(self._temp_dir / storage_id, ignore_errors=True)
 
     def abort(self, storage_id: str) -> None:

@@ -94,6 +94,9 @@ class DirectoryStorageManager(StorageManager):
         _manifest.fsync_dir(self._base_path)
 
     def abort(self, storage_id: str) -> None:
+        self.discard_staging(storage_id)
+
+    def discard_staging(self, storage_id: str) -> None:
         shutil.rmtree(self._staging(storage_id), ignore_errors=True)
 
     def _load(self, storage_id: str) -> tuple[pathlib.Path, Manifest | None]:
