@@ -12,8 +12,10 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import json
+import mmap
 import os
 import pathlib
+import shutil
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
@@ -104,33 +106,33 @@ def list_directory(root: str | os.PathLike[str]) -> dict[str, int]:
 
 
 def hash_file(path: str | os.PathLike[str], *, fsync: bool = False) -> FileEntry:
-    """sha256 and size of one file; with ``fsync`` also flushes it to disk."""
+    """sha256 and size of one file. With ``fsync`` (a file this process has just written and
+    owns) it is also flushed to disk, and hashed through a memory mapping, which skips a copy
+    per byte; files that others might truncate meanwhile are read normally, because a mapping
+    of a shrinking file faults instead of raising."""
     h = hashlib.sha256()
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    size = 0
     with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        if fsync:
+            if size:
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                    h.update(m)
+            os.fsync(f.fileno())
+            return FileEntry(size, h.hexdigest())
+        buf = bytearray(_CHUNK)
+        view = memoryview(buf)
+        size = 0
         while n := f.readinto(buf):
             h.update(view[:n])
             size += n
-        if fsync:
-            os.fsync(f.fileno())
     return FileEntry(size, h.hexdigest())
 
 
 def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> FileEntry:
-    """Copy ``src`` to ``dst``, hashing the bytes as they pass and fsyncing ``dst``."""
-    h = hashlib.sha256()
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    size = 0
-    with open(src, "rb", buffering=0) as fi, open(dst, "wb", buffering=0) as fo:
-        while n := fi.readinto(buf):
-            h.update(view[:n])
-            fo.write(view[:n])
-            size += n
-        os.fsync(fo.fileno())
-    return FileEntry(size, h.hexdigest())
+    """Copy ``src`` to ``dst`` (in the kernel where it can), then hash and fsync ``dst``: the
+    hash is of the bytes that were written."""
+    shutil.copyfile(src, dst)
+    return hash_file(dst, fsync=True)
 
 
 def parallel(fn: Callable[[str], Any], items: Iterable[str]) -> dict[str, Any]:
