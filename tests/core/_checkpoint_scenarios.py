@@ -76,8 +76,12 @@ def sharded_store_path(kw: dict[str, Any], arg: dict[str, Any]) -> Any:
     with DistributedContext(**kw) as d:
         ckpt = _checkpoint(d, arg)
         r = d.get_rank()
-        meta = {"steps_completed": 3, "per_rank": {str(r): r}}
+        meta: dict[str, Any] = {"steps_completed": 3, "per_rank": {str(r): r}}
+        if arg.get("conflict"):
+            meta["lr"] = r
         with ckpt.store_path(meta, shard=True) as (path, sid):
+            if arg.get("conflict"):
+                return "entered the body"
             (path / f"r{r}.bin").write_bytes(bytes([r]) * 10)
             if arg.get("fail_rank") == r:
                 raise ValueError(f"rank {r} failed while writing")

@@ -201,6 +201,19 @@ def test_sharded_store_path_failure_commits_and_reports_nothing(
         assert not pathlib.Path(cfg).exists() or list(pathlib.Path(cfg).iterdir()) == []
 
 
+def test_sharded_store_path_merges_metadata_before_the_body(
+    master: RecordingMaster, tmp_path: pathlib.Path
+) -> None:
+    base = tmp_path / "base"
+    results = w.run(
+        sc.sharded_store_path, w.layout(2, 2), arg(str(base), master, tmp_path, conflict=1)
+    )
+    assert all(isinstance(r, w.Failed) and "metadata conflicts" in r.message for r in results)
+    assert "/lr uploaded by ranks [0, 1]" in results[0].message
+    assert not base.exists()  # no staging directory was even created
+    assert reports(master) == []
+
+
 # --- shared restore / download -----------------------------------------------------------------
 
 
