@@ -9,7 +9,6 @@ before the commit, so a master never hears of a partial checkpoint.
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from determined.common import storage
 from determined.common.storage import Manifest
 from determined.core import _checkpoint_merge as merge
 from determined.core import _checkpoint_read as read
+from determined.core._checkpoint_read import DownloadMode
 from determined.core._checkpoint_reporter import (
     CheckpointReporter,
     ClusterCheckpointReporter,
@@ -42,18 +42,6 @@ __all__ = [
     "DownloadMode",
     "LocalCheckpointReporter",
 ]
-
-
-class DownloadMode(enum.Enum):
-    """How ``download()`` and ``restore_path()`` coordinate the processes of a trial.
-
-    ``LocalWorkersShareDownload`` (default): a collective; every process calls it, the first
-    process of each machine fetches once and the others share its files.
-    ``NoSharedDownload``: no coordination; each caller fetches on its own.
-    """
-
-    LocalWorkersShareDownload = "LOCAL_WORKERS_SHARE_DOWNLOAD"
-    NoSharedDownload = "NO_SHARED_DOWNLOAD"
 
 
 class _Outcome:

@@ -15,6 +15,7 @@ is broadcast to its workers, which raise the same error instead of waiting forev
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import pathlib
 from collections.abc import Callable, Iterator
@@ -24,6 +25,18 @@ from determined.common import storage
 from determined.core._distributed import DistributedContext
 
 Selector = Callable[[str], bool]
+
+
+class DownloadMode(enum.Enum):
+    """How ``download()`` and ``restore_path()`` coordinate the processes of a trial.
+
+    ``LocalWorkersShareDownload`` (default): a collective; every process calls it, the first
+    process of each machine fetches once and the others share its files.
+    ``NoSharedDownload``: no coordination; each caller fetches on its own.
+    """
+
+    LocalWorkersShareDownload = "LOCAL_WORKERS_SHARE_DOWNLOAD"
+    NoSharedDownload = "NO_SHARED_DOWNLOAD"
 
 
 class _Failed:
