@@ -1,0 +1,168 @@
+"""Writing reported metrics as TensorBoard event files.
+
+``BatchMetricWriter`` holds the rules of the Core API's AUTO mode (which values, which tags, at
+which steps); a ``MetricWriter`` puts scalars into files. ``EventWriter`` is ours: tfevents files
+through the ``tensorboard`` package, with no TensorFlow or torch needed.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import pathlib
+import time
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger("determined.tensorboard")
+
+TAG_PREFIX = "Determined/"
+
+
+def is_numerical_scalar(value: Any) -> bool:
+    """True for what TensorBoard can plot as one point: Python ints and floats (bools too, as
+    ints are), numpy numbers and 0-dimensional numeric numpy arrays. Strings, lists, tensors
+    and None are not."""
+    if isinstance(value, (int, float, np.number)):
+        return True
+    return (
+        isinstance(value, np.ndarray) and value.ndim == 0 and np.issubdtype(value.dtype, np.number)
+    )
+
+
+class MetricWriter(abc.ABC):
+    """Puts scalars into TensorBoard files. Subclass it to send AUTO-mode metrics elsewhere."""
+
+    @abc.abstractmethod
+    def add_scalar(self, name: str, value: int | float | np.number, step: int) -> None:
+        """Record ``value`` for tag ``name`` at ``step``."""
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """Finish the current file; the next scalar starts a new one."""
+
+    @abc.abstractmethod
+    def flush(self) -> None:
+        """Make everything added so far readable in the files."""
+
+    def close(self) -> None:
+        """Flush and release the files. The default is ``reset()``."""
+        self.reset()
+
+
+class EventWriter(MetricWriter):
+    """Writes scalars as ``simple_value`` summaries into ``events.out.tfevents.*`` files under
+    ``log_dir`` (created on the first scalar), readable by TensorBoard and by
+    ``tensorboard.backend.event_processing.event_accumulator.EventAccumulator``.
+
+    Not thread-safe: call it from one thread (the Core API calls it from the reporting thread).
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
+        self.log_dir = pathlib.Path(log_dir)
+        self._file: Any = None  # tensorboard's EventFileWriter, opened lazily
+
+    def _open(self) -> Any:
+        if self._file is None:
+            # Imported here: tensorboard's protobufs cost ~0.5 s to import, and most processes
+            # that import determined never write a scalar.
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+            # flush_secs is long because BatchMetricWriter flushes after every report.
+            self._file = EventFileWriter(str(self.log_dir), flush_secs=3600)
+        return self._file
+
+    def add_scalar(self, name: str, value: int | float | np.number, step: int) -> None:
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+
+        summary = summary_pb2.Summary(
+            value=[summary_pb2.Summary.Value(tag=name, simple_value=float(value))]
+        )
+        self._open().add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def reset(self) -> None:
+        if self._file is not None:
+            file, self._file = self._file, None
+            file.close()
+
+
+class BatchMetricWriter:
+    """Writes training and validation reports to TensorBoard with the reference's rules.
+
+    Tags are ``Determined/<name>`` for training and ``Determined/val_<name>`` for validation
+    (``Determined/<name>`` when the name already starts with ``val``). Only numerical scalars
+    (:func:`is_numerical_scalar`) are written; anything else is skipped silently. Each report
+    is flushed, so the files are complete when the call returns.
+
+    Called by ``TrainContext`` on the chief in ``TensorboardMode.AUTO``; not thread-safe.
+    """
+
+    def __init__(self, writer: MetricWriter) -> None:
+        self.writer = writer
+        self._last_flush: float | None = None
+
+    def on_train_step_end(
+        self,
+        steps_completed: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Write one training report.
+
+        ``batch_metrics[i]`` goes at step ``steps_completed - len(batch_metrics) + i``; each
+        averaged metric whose name no batch carried goes at ``steps_completed``.
+        """
+        self._maybe_reset()
+        in_batches: set[str] = set()
+        if batch_metrics:
+            first_step = steps_completed - len(batch_metrics)
+            for i, batch in enumerate(batch_metrics):
+                for name, value in batch.items():
+                    self._write(name, value, first_step + i)
+                    in_batches.add(name)
+        for name, value in metrics.items():
+            if name not in in_batches:
+                self._write(name, value, steps_completed)
+        self.flush()
+
+    def on_validation_step_end(self, steps_completed: int, metrics: dict[str, Any]) -> None:
+        """Write one validation report at ``steps_completed``."""
+        self._maybe_reset()
+        for name, value in metrics.items():
+            self._write(validation_tag_name(name), value, steps_completed)
+        self.flush()
+
+    def flush(self) -> None:
+        """Make every written value readable in the files."""
+        self.writer.flush()
+        self._last_flush = time.time()
+
+    def close(self) -> None:
+        """Flush and close the current file. Writing again afterwards starts a new file."""
+        self.writer.close()
+
+    def _write(self, name: str, value: Any, step: int) -> None:
+        if is_numerical_scalar(value):
+            self.writer.add_scalar(TAG_PREFIX + name, value, step)
+
+    def _maybe_reset(self) -> None:
+        # A new file per wall-clock second (as the reference): a sync re-uploads whole changed
+        # files, so small finished files keep each upload small however long the trial runs.
+        if self._last_flush is not None and int(time.time()) > int(self._last_flush):
+            self.writer.reset()
+
+
+def validation_tag_name(name: str) -> str:
+    """``loss`` -> ``val_loss``; a name already starting with ``val`` is kept."""
+    return name if name.startswith("val") else "val_" + name
+
+
+def get_metric_writer(log_dir: str | os.PathLike[str]) -> BatchMetricWriter:
+    """The AUTO-mode writer: ``BatchMetricWriter(EventWriter(log_dir))``."""
+    return BatchMetricWriter(EventWriter(log_dir))
