@@ -26,7 +26,7 @@ import numpy as np
 logger = logging.getLogger("determined.tensorboard")
 
 Selector = Callable[[pathlib.Path], bool]
-Mangler = Callable[[pathlib.PurePath, int], pathlib.PurePath]
+Mangler = Callable[[pathlib.Path, int], pathlib.PurePath]
 
 # Automatic syncs (after each metric report) happen at most this often, to stay within cloud
 # storage request quotas (the reference's limit).
@@ -68,7 +68,7 @@ def _all_files(_: pathlib.Path) -> bool:
     return True
 
 
-def _same_name(path: pathlib.PurePath, _rank: int) -> pathlib.PurePath:
+def _same_name(path: pathlib.Path, _rank: int) -> pathlib.PurePath:
     return path
 
 
@@ -176,7 +176,7 @@ class TensorboardManager:
                 continue  # removed since the listing
             if not selector(path):
                 continue
-            dst = _checked_name(mangler(pathlib.PurePosixPath(rel), rank), rel)
+            dst = _checked_name(mangler(pathlib.Path(rel), rank), rel)
             stat = (st.st_size, st.st_mtime_ns)
             with self._lock:
                 if self._uploaded.get((rel, dst)) == stat:

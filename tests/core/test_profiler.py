@@ -253,3 +253,11 @@ def test_gpu_group_is_absent_without_nvml() -> None:
     else:
         groups = [s.group for s in samplers.default_samplers()]
         assert groups[-4:] == GROUPS and groups[:-4] in ([], ["gpu"])
+
+
+def test_the_first_cpu_sample_measures_since_the_sampler_was_built() -> None:
+    cpu = samplers.CpuSampler()
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:
+        pass  # keep one core busy
+    assert cpu.sample()["cpu_util_simple"] > 0

@@ -133,8 +133,9 @@ def test_selector_sees_full_paths_and_mangler_renames_with_rank(
         seen.append(p)
         return p.suffix != ".tmp"
 
-    def mangler(p: pathlib.PurePath, rank: int) -> pathlib.PurePath:
-        return pathlib.PurePath(f"rank{rank}") / p
+    def mangler(p: pathlib.Path, rank: int) -> pathlib.Path:
+        assert not p.is_absolute()
+        return pathlib.Path(f"rank{rank}") / p
 
     manager(base, store, async_upload=False).sync(selector, mangler, rank=2)
     assert sorted(seen) == [base / "keep.tfevents", base / "skip.tmp"]
