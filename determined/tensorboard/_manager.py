@@ -165,26 +165,22 @@ class TensorboardManager:
         self.close()
 
     def _changed_files(self, selector: Selector, mangler: Mangler, rank: int) -> _Batch:
-        """Files not uploaded in their current state. Each is recorded as uploaded at once, so
-        a sync before its upload finishes does not queue it again; a failure undoes that."""
-        batch = _Batch({}, {})
+        """Files not uploaded in their current state. They are recorded as uploaded at once, so
+        a sync before their upload finishes does not queue them again; a failure undoes that."""
+        found: dict[tuple[str, str], _Stat] = {}
         for rel in _list_files(self.base_path):
             path = self.base_path / rel
             try:
                 st = path.stat()
             except FileNotFoundError:
                 continue  # removed since the listing
-            if not selector(path):
-                continue
-            dst = _checked_name(mangler(pathlib.Path(rel), rank), rel)
-            stat = (st.st_size, st.st_mtime_ns)
-            with self._lock:
-                if self._uploaded.get((rel, dst)) == stat:
-                    continue
-                self._uploaded[(rel, dst)] = stat
-            batch.names[rel] = dst
-            batch.stats[(rel, dst)] = stat
-        return batch
+            if selector(path):
+                dst = _checked_name(mangler(pathlib.Path(rel), rank), rel)
+                found[(rel, dst)] = (st.st_size, st.st_mtime_ns)
+        with self._lock:  # only after every name was checked: a bad one records nothing
+            changed = {k: v for k, v in found.items() if self._uploaded.get(k) != v}
+            self._uploaded.update(changed)
+        return _Batch({rel: dst for rel, dst in changed}, changed)
 
     def _upload_now(self, batch: _Batch) -> None:
         # Storage clients may draw from the global RNGs (retry jitter); training must not notice.

@@ -158,9 +158,12 @@ def test_a_mangler_that_leaves_the_trial_directory_raises(
 ) -> None:
     write(base / "a", b"1")
     m = manager(base, store, async_upload=False)
+    write(base / "b", b"2")
     with pytest.raises(ValueError, match="mangler"):
-        m.sync(mangler=lambda p, r: pathlib.PurePath(bad))
+        m.sync(mangler=lambda p, r: p if p.name == "a" else pathlib.Path(bad))
     assert synced(store) == {}
+    m.sync(tensorboard_selector_all)  # nothing was recorded as uploaded by the failed sync
+    assert synced(store) == {"a": b"1", "b": b"2"}
 
 
 def test_missing_base_path_syncs_nothing(base: pathlib.Path, store: RecordingStorage) -> None:
