@@ -328,7 +328,7 @@ def get_cluster_info() -> ClusterInfo | None:
         if info is None and "DET_TASK_TYPE" in os.environ:
             info = ClusterInfo._from_env()
         _cached = info
-    return _cached  # type: ignore[no-any-return]
+    return _cached
 
 
 def _reset_cluster_info_cache() -> None:

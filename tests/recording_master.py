@@ -38,7 +38,9 @@ Handler = Callable[[Request, "re.Match[str]"], Reply]
 class RecordingMaster:
     """Start with ``with RecordingMaster() as m:``; ``m.url`` is its address.
 
-    ``m.route(method, path_regex, handler_or_json)`` adds or replaces a route; a handler gets the
+    A ``path_regex`` must match the end of the path (``r"/metrics"`` matches
+    ``/api/v1/trials/3/metrics``). ``m.route(method, path_regex, handler_or_json)`` adds or
+    replaces a route; a handler gets the
     Request and the regex match and returns ``(status, json_body)``. Unrouted requests get
     ``(404, {"error": {"message": "not routed"}})``. ``m.requests`` lists everything received.
     """
@@ -71,7 +73,7 @@ class RecordingMaster:
     def find(self, method: str, path_regex: str) -> list[Request]:
         pattern = re.compile(path_regex + r"\Z")
         with self._lock:
-            return [r for r in self.requests if r.method == method and pattern.match(r.path)]
+            return [r for r in self.requests if r.method == method and pattern.search(r.path)]
 
     def _dispatch(self, req: Request) -> Reply:
         with self._lock:
@@ -79,7 +81,7 @@ class RecordingMaster:
             routes = list(self._routes)
         for method, pattern, handler in routes:
             if method == req.method:
-                m = pattern.match(req.path)
+                m = pattern.search(req.path)
                 if m:
                     return handler(req, m)
         return 404, {"error": {"message": f"not routed: {req.method} {req.path}"}}

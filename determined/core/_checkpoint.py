@@ -38,6 +38,7 @@ PathLike = str | os.PathLike[str]
 __all__ = [
     "CheckpointContext",
     "CheckpointReporter",
+    "DummyCheckpointContext",
     "ClusterCheckpointReporter",
     "DownloadMode",
     "LocalCheckpointReporter",
@@ -391,3 +392,10 @@ class CheckpointContext:
         it on one rank. A checkpoint already gone from storage is logged, not an error."""
         self._storage_manager.delete(storage_id)
         self._reporter.mark_deleted(storage_id)
+
+
+class DummyCheckpointContext(CheckpointContext):
+    """A CheckpointContext that reports to no master (checkpoints are logged)."""
+
+    def __init__(self, dist: DistributedContext, storage_manager: storage.StorageManager) -> None:
+        super().__init__(dist, storage_manager, LocalCheckpointReporter())

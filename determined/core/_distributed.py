@@ -350,3 +350,10 @@ def _training_port_offset() -> int:
     if info is not None and info.task_type == "TRIAL":
         return int(info.trial._unique_port_offset)
     return 0
+
+
+class DummyDistributedContext(DistributedContext):
+    """A single-process DistributedContext: rank 0 of 1; every collective is an identity."""
+
+    def __init__(self) -> None:
+        super().__init__(rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1)

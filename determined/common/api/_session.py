@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json as _json
 import logging
 import math
 import time
@@ -130,7 +131,9 @@ class Session:
     ) -> requests.Response:
         """Send one request, retrying connection errors and 5xx; raise a MasterError on 4xx."""
         url = self.master_url + "/" + path.lstrip("/")
-        body = None if json is None else json_safe(json)
+        # A JSON body without a Content-Type header, byte for byte what Determined's own client
+        # sends; the master parses an untyped body as JSON.
+        body = None if json is None else _json.dumps(json_safe(json))
         delay = self.backoff
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
@@ -139,7 +142,7 @@ class Session:
                     method,
                     url,
                     params=params,
-                    json=body,
+                    data=body,
                     timeout=timeout or self.timeout,
                     stream=stream,
                 )

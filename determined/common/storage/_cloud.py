@@ -15,7 +15,7 @@ import os
 import pathlib
 import shutil
 import tempfile
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Protocol
 
 from determined import errors
@@ -70,6 +70,13 @@ class CloudStorageManager(StorageManager):
 
     def store_path_is_direct_access(self) -> bool:
         return False
+
+    def put_files(self, src_dir: pathlib.Path, dst_prefix: str, files: Mapping[str, str]) -> None:
+        """Copy ``src_dir/<src>`` to the object ``<prefix>/<dst_prefix>/<dst>`` for each
+        ``src -> dst``: how a trial's TensorBoard files reach a bucket."""
+        head = "/".join(p for p in (self._prefix, dst_prefix.strip("/")) if p)
+        for src, dst in files.items():
+            self._store.put_file(f"{head}/{dst}", str(src_dir / src))
 
     def pre_store_path(self, storage_id: str) -> pathlib.Path:
         path = self._temp_dir / storage_id

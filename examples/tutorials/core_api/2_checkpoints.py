@@ -1,0 +1,75 @@
+"""Step 2: checkpoints, resuming, and preemption.
+
+The script saves its state every 20 batches and whenever it is asked to stop: on a master when
+the experiment is paused, locally on Ctrl-C or SIGTERM (a second Ctrl-C kills at once). It
+resumes from the latest checkpoint: on a master the one the master names, locally the one whose
+id this script wrote to ``latest_checkpoint`` next to itself.
+
+    python 2_checkpoints.py          # trains; press Ctrl-C to stop it cleanly
+    python 2_checkpoints.py          # continues where it stopped
+    python 2_checkpoints.py --fresh  # starts over
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pathlib
+import sys
+
+from model import LinearModel
+
+import determined as det
+from determined import core
+
+LOCAL_LATEST = pathlib.Path(__file__).with_name("latest_checkpoint")
+
+
+def latest_checkpoint() -> str | None:
+    info = det.get_cluster_info()
+    if info is not None:
+        return info.latest_checkpoint
+    if LOCAL_LATEST.exists() and "--fresh" not in sys.argv:
+        return LOCAL_LATEST.read_text().strip() or None
+    return None
+
+
+def save(core_context: core.Context, model: LinearModel, steps_completed: int) -> None:
+    metadata = {"steps_completed": steps_completed}
+    with core_context.checkpoint.store_path(metadata) as (path, storage_id):
+        (path / "model.json").write_text(json.dumps(model.state()))
+    if det.get_cluster_info() is None:
+        LOCAL_LATEST.write_text(storage_id)
+    logging.info(f"saved checkpoint {storage_id} at batch {steps_completed}")
+
+
+def load(core_context: core.Context, model: LinearModel, storage_id: str) -> int:
+    with core_context.checkpoint.restore_path(storage_id) as path:
+        model.load_state(json.loads((path / "model.json").read_text()))
+        steps_completed = int(json.loads((path / "metadata.json").read_text())["steps_completed"])
+    logging.info(f"resumed from checkpoint {storage_id} at batch {steps_completed}")
+    return steps_completed
+
+
+def main(core_context: core.Context, batches: int = 200) -> None:
+    model = LinearModel()
+    start = 0
+    storage_id = latest_checkpoint()
+    if storage_id is not None:
+        start = load(core_context, model, storage_id)
+    for steps_completed in range(start + 1, batches + 1):
+        loss = model.train_batch()
+        if steps_completed % 10 == 0:
+            core_context.train.report_training_metrics(steps_completed, {"loss": loss})
+        if steps_completed % 20 == 0 or steps_completed == batches:
+            save(core_context, model, steps_completed)
+            if core_context.preempt.should_preempt():
+                logging.info("asked to stop: state saved, exiting")
+                return
+    core_context.train.report_validation_metrics(batches, {"validation_loss": model.validate()})
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    with core.init() as core_context:
+        main(core_context)
