@@ -1,0 +1,83 @@
+"""``python -m determined.exec.launch``: what a trial process runs first.
+
+Checks that the trial can write to its checkpoint storage (a bad bucket or path fails here, in
+seconds, not after the first hour of training), then runs the experiment's ``entrypoint``:
+
+* ``module:Class`` (the legacy form) -> ``python -m determined.launch.torch_distributed --
+  --trial module:Class``;
+* any other string -> ``sh -c STRING``;
+* a list -> run as given.
+
+Signals are forwarded, and the exit code is the entrypoint's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import sys
+import tempfile
+import uuid
+from typing import Any
+
+import determined as det
+from determined.common import storage
+from determined.launch import _signals
+
+logger = logging.getLogger("determined.exec.launch")
+
+LEGACY_ENTRYPOINT = re.compile(r"^[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+$")
+
+
+def entrypoint_command(entrypoint: str | list[str]) -> list[str]:
+    """The argv that runs an experiment's ``entrypoint``."""
+    if isinstance(entrypoint, list):
+        if not entrypoint or not all(isinstance(a, str) for a in entrypoint):
+            raise ValueError(f"an entrypoint list must be non-empty strings, not {entrypoint!r}")
+        return list(entrypoint)
+    if not isinstance(entrypoint, str) or not entrypoint.strip():
+        raise ValueError(f"the entrypoint must be a string or a list, not {entrypoint!r}")
+    if LEGACY_ENTRYPOINT.match(entrypoint):
+        launcher = [sys.executable, "-m", "determined.launch.torch_distributed"]
+        return [*launcher, "--", "--trial", entrypoint]
+    return ["sh", "-c", entrypoint]
+
+
+def validate_storage(config: dict[str, Any]) -> None:
+    """Write, read back and delete a small checkpoint; raises what goes wrong."""
+    manager = storage.build(config["checkpoint_storage"])
+    storage_id = str(uuid.uuid4())
+    with tempfile.TemporaryDirectory() as src:
+        with open(f"{src}/VALIDATE.txt", "w") as f:
+            f.write(storage_id)
+        manager.upload(src, storage_id)
+    try:
+        with manager.restore_path(storage_id) as path, open(path / "VALIDATE.txt") as f:
+            if f.read() != storage_id:
+                raise OSError("checkpoint storage returned different bytes than were written")
+    finally:
+        manager.delete(storage_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    info = det.get_cluster_info()
+    if info is None or info.task_type != "TRIAL":
+        print("determined.exec.launch runs trials started by a master", file=sys.stderr)
+        return 1
+    config = info.trial._config
+    try:
+        validate_storage(config)
+    except Exception as e:
+        print(f"checkpoint storage is not usable: {e}", file=sys.stderr)
+        return 1
+    cmd = entrypoint_command(config.get("entrypoint") or "")
+    logger.info(f"running entrypoint: {cmd}")
+    proc = subprocess.Popen(cmd)
+    _signals.forward_to(proc)
+    return _signals.exit_code(proc.wait())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
