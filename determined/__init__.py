@@ -11,7 +11,7 @@ from determined._info import (
     TrialInfo,
     get_cluster_info,
 )
-from determined._trial import InvalidHP
+from determined._trial import InvalidHP, LegacyTrial
 from determined._version import __version__
 
 LOG_FORMAT = "%(levelname)s: [%(process)s] %(name)s: %(message)s"
@@ -20,6 +20,7 @@ __all__ = [
     "ClusterInfo",
     "InvalidHP",
     "LOG_FORMAT",
+    "LegacyTrial",
     "RendezvousInfo",
     "ResourcesInfo",
     "TrialInfo",

@@ -14,3 +14,8 @@ class InvalidHP(Exception):
         if not isinstance(msg, str):
             raise TypeError(f"InvalidHP takes a str message, not {type(msg).__name__}: {msg!r}")
         super().__init__(msg)
+
+
+class LegacyTrial:
+    """The base of trial classes that the harness runs from a ``module:Class`` entrypoint
+    (``determined.pytorch.PyTorchTrial`` is one). The harness refuses any other class."""
