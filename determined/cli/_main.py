@@ -1,36 +1,111 @@
-"""Entry point of ``det``.
+"""Entry point of ``det``: the command tree and the one place errors become messages.
 
-Only ``det --version`` exists so far; the experiment, trial, checkpoint, user and master commands
-arrive with the master (issue 7). Unknown commands exit with status 2 and say so.
+Commands follow Determined 0.37's CLI (``det e create``, ``det t logs``, ``det c describe``, ...;
+see docs/cli.md). A user error (an unreachable master, an unknown experiment, a bad flag) prints
+``det: <what went wrong>`` on stderr and exits 1; argparse usage errors exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from determined import __version__
+from determined import __version__, errors
+from determined.cli import (
+    _checkpoint,
+    _experiment,
+    _master,
+    _render,
+    _session,
+    _trial,
+    _user,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="det", description="redetermined command line")
+    parser = argparse.ArgumentParser(
+        prog="det",
+        description="redetermined command line",
+        epilog="examples:\n  det master up\n  det e create const.yaml ./model -f\n  det e list",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"det {__version__}")
-    parser.add_argument("-m", "--master", help="master URL (default: $DET_MASTER)")
-    parser.add_argument("command", nargs="?", help="command to run")
+    parser.add_argument(
+        "-m",
+        "--master",
+        default=None,
+        help="master URL (default: $DET_MASTER, then the master `det master up` started, "
+        "then http://localhost:8080)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _master.add_parser(sub)
+    _user.add_parser(sub)
+    _experiment.add_parser(sub)
+    _trial.add_parser(sub)
+    _checkpoint.add_parser(sub)
+    version = sub.add_parser("version", help="show the CLI and master versions")
+    version.set_defaults(func=_cmd_version)
     return parser
 
 
+def _cmd_version(args: argparse.Namespace) -> None:
+    print(f"client: {__version__}")
+    url = _session.master_url(args)
+    try:
+        info = _session.anonymous(args).get("/info").json()
+    except errors.MasterUnreachable:
+        print(f"master: not reachable at {url}")
+        return
+    print(f"master: {info.get('version')} at {url}")
+
+
+def _master_message(e: errors.MasterError) -> str:
+    """The master's own message, then the status, without the client's request line."""
+    body: Any = e.body
+    message = ""
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict):
+            message = str(inner.get("message") or "")
+        message = message or str(body.get("message") or body.get("detail") or "")
+    if not message:
+        message = str(e)
+    if e.status == 405 or (e.status == 404 and message.strip().lower() == "not found"):
+        request = str(e).split(" failed with", 1)[0]
+        return f"this master does not serve {request} yet (HTTP {e.status})"
+    return f"{message} (HTTP {e.status})"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args, _rest = _parser().parse_known_args(argv)
-    if args.command is None:
-        _parser().print_help()
+    parser = _parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
         return 0
-    print(
-        f"det: the {args.command!r} command is not available yet in this release; "
-        "see docs/cli.md for the commands that exist",
-        file=sys.stderr,
-    )
-    return 2
+    try:
+        func(args)
+    except _render.CliError as e:
+        print(f"det: {e}", file=sys.stderr)
+        return 1
+    except errors.MasterUnreachable:
+        url = _session.master_url(args)
+        print(
+            f"det: cannot reach the master at {url}; start one with `det master up` or "
+            "point -m/DET_MASTER at a running one",
+            file=sys.stderr,
+        )
+        return 1
+    except errors.MasterError as e:
+        print(f"det: {_master_message(e)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 0
 
 
 if __name__ == "__main__":

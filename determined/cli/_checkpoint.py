@@ -1,0 +1,150 @@
+"""``det checkpoint`` (alias ``c``): describe, download and delete checkpoints; ``det e lc``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+from typing import Any
+
+from determined.cli import _render, _session
+from determined.common import storage
+
+
+def _get(args: argparse.Namespace, uuid: str) -> dict[str, Any]:
+    sess = _session.session(args)
+    return dict(sess.get(f"/api/v1/checkpoints/{uuid}").json()["checkpoint"])
+
+
+def render_checkpoint(ckpt: dict[str, Any], path: pathlib.Path | None = None) -> None:
+    """The reference's one-row table, under ``Local checkpoint path:`` after a download."""
+    if path is not None:
+        print("Local checkpoint path:")
+        print(path, "\n")
+    training = ckpt.get("training") or {}
+    metadata = ckpt.get("metadata") or {}
+    headers = [
+        "Experiment ID",
+        "Trial ID",
+        "Steps Completed",
+        "Report Time",
+        "Checkpoint UUID",
+        "Validation Metrics",
+        "Metadata",
+    ]
+    row = [
+        training.get("experimentId"),
+        training.get("trialId"),
+        metadata.get("steps_completed"),
+        _render.format_time(ckpt.get("reportTime")),
+        ckpt.get("uuid"),
+        json.dumps(training.get("validationMetrics"), indent=4),
+        json.dumps(metadata, indent=4),
+    ]
+    _render.table(headers, [row])
+
+
+def cmd_describe(args: argparse.Namespace) -> None:
+    ckpt = _get(args, args.uuid)
+    if args.json:
+        _render.print_json(ckpt)
+        return
+    render_checkpoint(ckpt)
+
+
+def download(ckpt: dict[str, Any], output_dir: pathlib.Path) -> pathlib.Path:
+    """Copy a COMPLETED checkpoint from its storage (the experiment's checkpoint_storage)."""
+    uuid = str(ckpt.get("uuid"))
+    state = _render.strip_state(ckpt.get("state"))
+    if state not in ("COMPLETED", "PARTIALLY_DELETED"):
+        raise _render.CliError(f"checkpoint {uuid} is {state}; only COMPLETED ones download")
+    config = (ckpt.get("training") or {}).get("experimentConfig") or {}
+    section = config.get("checkpoint_storage")
+    if not section:
+        raise _render.CliError(f"checkpoint {uuid}: its experiment has no checkpoint_storage")
+    try:
+        manager = storage.build(section)
+    except (TypeError, ValueError, ImportError) as e:
+        raise _render.CliError(f"checkpoint {uuid}: cannot open its storage: {e}") from e
+    output_dir.mkdir(parents=True, exist_ok=True)
+    manager.download(uuid, output_dir)
+    return output_dir
+
+
+def cmd_download(args: argparse.Namespace) -> None:
+    ckpt = _get(args, args.uuid)
+    out = pathlib.Path(args.output_dir or pathlib.Path("checkpoints") / args.uuid)
+    path = download(ckpt, out)
+    if args.quiet:
+        print(path)
+    else:
+        render_checkpoint(ckpt, path)
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    uuids = [u.strip() for u in args.checkpoints_uuids.split(",") if u.strip()]
+    if not args.yes and not _render.yes_or_no(
+        "Deleting checkpoints deletes their files from checkpoint storage. Proceed?"
+    ):
+        print("Stopping deletion of checkpoints.")
+        return
+    _session.session(args).delete("/api/v1/checkpoints", json={"checkpointUuids": uuids})
+    print(f"Deletion of checkpoints {args.checkpoints_uuids} is in progress")
+
+
+def _validation_metric(ckpt: dict[str, Any], metric: str) -> str:
+    validation = (ckpt.get("training") or {}).get("validationMetrics") or {}
+    avg = validation.get("avgMetrics") or {}
+    return str(avg[metric]) if metric in avg else ""
+
+
+def cmd_list_checkpoints(args: argparse.Namespace) -> None:
+    """``det e lc ID [--best N]``."""
+    sess = _session.session(args)
+    params: dict[str, Any] = {
+        "sortByAttr": "SORT_BY_SEARCHER_METRIC" if args.best else "SORT_BY_END_TIME"
+    }
+    if args.best:
+        params["limit"] = args.best
+    body = sess.get(f"/api/v1/experiments/{args.experiment_id}/checkpoints", params=params)
+    ckpts = body.json().get("checkpoints") or []
+    if args.json:
+        _render.print_json(ckpts)
+        return
+    metric = ""
+    if ckpts:
+        config = (ckpts[0].get("training") or {}).get("experimentConfig") or {}
+        metric = str((config.get("searcher") or {}).get("metric") or "")
+    headers = ["Trial ID", "# of Batches", "State", "Validation Metric", "UUID", "Resources"]
+    headers.append("Size")
+    rows = [
+        [
+            (c.get("training") or {}).get("trialId"),
+            (c.get("metadata") or {}).get("steps_completed"),
+            _render.strip_state(c.get("state")),
+            _validation_metric(c, metric),
+            c.get("uuid"),
+            _render.format_resources(c.get("resources")),
+            _render.format_resource_sizes(c.get("resources")),
+        ]
+        for c in ckpts
+    ]
+    _render.table(headers, rows, as_csv=args.csv)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("checkpoint", aliases=["c"], help="manage checkpoints")
+    cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
+    dl = cmds.add_parser("download", help="download checkpoint from storage")
+    dl.add_argument("uuid", help="checkpoint UUID")
+    dl.add_argument("-o", "--output-dir", default=None, help="default: checkpoints/<uuid>")
+    dl.add_argument("-q", "--quiet", action="store_true", help="print only the path")
+    dl.set_defaults(func=cmd_download)
+    de = cmds.add_parser("describe", help="describe checkpoint")
+    de.add_argument("uuid", help="checkpoint UUID")
+    de.add_argument("--json", action="store_true", help="print as JSON")
+    de.set_defaults(func=cmd_describe)
+    rm = cmds.add_parser("delete", help="delete checkpoints")
+    rm.add_argument("checkpoints_uuids", help="comma-separated checkpoint UUIDs")
+    rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rm.set_defaults(func=cmd_delete)

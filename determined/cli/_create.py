@@ -1,0 +1,181 @@
+"""``det experiment create CONFIG [DIR]``: post a YAML config and a model directory.
+
+Without ``-m``/``$DET_MASTER`` and with no master answering, it starts the local master
+(``det master up``) first and says so. ``--follow`` waits for the first trial and prints its logs
+with the experiment's state and progress on stderr whenever they change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import threading
+from typing import Any
+
+import yaml
+
+from determined.cli import _context, _logs, _master, _render, _session
+from determined.common.api import Session
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(config: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``--config a.b=v``: YAML-typed values, ``x,y`` as lists, ``[..]``/``{..}`` as YAML.
+
+    Raises:
+        CliError: an override without ``=``, or one whose parent key is not a mapping.
+    """
+    for item in overrides:
+        if "=" not in item:
+            raise _render.CliError(
+                f"--config {item!r} is not of the form key=value (e.g. "
+                "--config searcher.max_trials=4 or --config resources.slots_per_trial=2)"
+            )
+        key, raw = item.split("=", 1)
+        if raw.startswith(("[", "{")):
+            value = _parse_value(raw)
+            if key == "bind_mounts" and isinstance(value, dict):
+                value = [value]
+        elif "," in raw:
+            value = [_parse_value(v) for v in raw.split(",")]
+        else:
+            value = _parse_value(raw)
+            if key == "bind_mounts":
+                value = [value]
+        node = config
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise _render.CliError(f"--config {key}: {part!r} is not a mapping in the config")
+            node = child
+        old = node.get(parts[-1])
+        if isinstance(old, dict) and isinstance(value, dict):
+            old.update(value)
+        else:
+            node[parts[-1]] = value
+    return config
+
+
+def _read_config(path: pathlib.Path, overrides: list[str]) -> str:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise _render.CliError(f"cannot read experiment config {str(path)!r}: {e}") from e
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise _render.CliError(f"experiment config {str(path)!r} is not valid YAML: {e}") from e
+    if not isinstance(config, dict):
+        raise _render.CliError(f"experiment config {str(path)!r} must be a YAML mapping")
+    if not overrides:
+        return text  # keep the user's comments and order, as the reference does
+    return str(yaml.safe_dump(apply_overrides(config, overrides), sort_keys=False))
+
+
+def _ensure_master(args: argparse.Namespace) -> None:
+    """Start the local master when nothing names one and none answers."""
+    if _session.explicit_master(args) or _master.running() is not None:
+        return
+    if _master.answers(_session.DEFAULT_MASTER):
+        return
+    print("No master is running; starting a local one (stop it with `det master down`)...")
+    local = _master.start(_master.DEFAULT_PORT)
+    print(f"Started a local master at {local.url} (data dir {local.data_dir})")
+
+
+class _Progress(threading.Thread):
+    """Print ``Experiment N: STATE, P%`` on stderr whenever it changes, until stopped."""
+
+    def __init__(self, sess: Session, experiment_id: int, interval: float = 2.0) -> None:
+        super().__init__(daemon=True)
+        self.sess = sess
+        self.experiment_id = experiment_id
+        self.interval = interval
+        self.halt = threading.Event()
+        self.last = ""
+
+    def poll(self) -> None:
+        try:
+            exp = self.sess.get(f"/api/v1/experiments/{self.experiment_id}").json()["experiment"]
+        except Exception:  # a display thread must never kill the command
+            return
+        line = (
+            f"Experiment {self.experiment_id}: {_render.strip_state(exp.get('state'))}, "
+            f"progress {_render.format_percent(exp.get('progress') or 0.0)}"
+        )
+        if line != self.last:
+            self.last = line
+            print(line, file=sys.stderr, flush=True)
+
+    def run(self) -> None:
+        while not self.halt.wait(self.interval):
+            self.poll()
+
+
+def follow_first_trial(sess: Session, experiment_id: int) -> None:
+    print("Waiting for first trial to begin...", flush=True)
+    progress = _Progress(sess, experiment_id)
+    trial_id = _logs.wait_for_first_trial(sess, experiment_id, tick=progress.poll)
+    print(f"Following first trial with ID {trial_id}", flush=True)
+    progress.start()
+    try:
+        _logs.print_logs(_logs.trial_logs(sess, trial_id, follow=True))
+    finally:
+        progress.halt.set()
+        progress.poll()
+        print(
+            f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}",
+            flush=True,
+        )
+
+
+def cmd_create(args: argparse.Namespace) -> None:
+    config_text = _read_config(args.config_file, args.config)
+    files = _context.read_context(args.model_def)
+    _ensure_master(args)
+    sess = _session.session(args)
+    body = {
+        "activate": not args.paused,
+        "config": config_text,
+        "modelDefinition": files,
+        "parentId": None,
+        "projectId": args.project_id,
+        "validateOnly": False,
+    }
+    resp = sess.post("/api/v1/experiments", json=body).json()
+    experiment_id = int(resp["experiment"]["id"])
+    print(f"Created experiment {experiment_id}", flush=True)
+    for warning in resp.get("warnings") or []:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.follow_first_trial and not args.paused:
+        follow_first_trial(sess, experiment_id)
+
+
+def add_parser(cmds: argparse._SubParsersAction) -> None:
+    p = cmds.add_parser("create", help="create experiment")
+    p.add_argument("config_file", type=pathlib.Path, help="experiment config file (.yaml)")
+    p.add_argument(
+        "model_def", nargs="?", type=pathlib.Path, default=None, help="model definition directory"
+    )
+    p.add_argument("--config", action="append", default=[], help="override: key.path=value")
+    p.add_argument("--project_id", type=int, default=None, help="project to place it in")
+    p.add_argument(
+        "-f",
+        "--follow-first-trial",
+        "--follow",
+        dest="follow_first_trial",
+        action="store_true",
+        help="follow the logs of the first trial",
+    )
+    p.add_argument("--paused", action="store_true", help="do not activate the experiment")
+    p.set_defaults(func=cmd_create)

@@ -1,0 +1,156 @@
+"""Trial logs for ``det trial logs``, ``det e logs`` and ``det e create -f``.
+
+The reference streams ``GET /api/v1/trials/{id}/logs`` as NDJSON (``{"result": v1TrialLog}``
+per line; ``follow=true`` keeps it open until shortly after the trial ends). A master without
+that route is read through ``GET /api/v1/tasks/{task_id}/logs`` pages (``searchAfter``),
+polled while following.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from determined import errors
+from determined.cli import _render
+from determined.common.api import Session
+
+TERMINAL_STATES = frozenset(
+    {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED", "STATE_DELETE_FAILED"}
+)
+_STREAM_TIMEOUT = 24 * 3600.0  # a followed stream may stay quiet for long stretches
+_POLL_SECONDS = 0.5
+
+
+def format_line(entry: dict[str, Any]) -> str:
+    """The reference's ``message``: ``[time] <container[:8]> [rank=N] || LEVEL: log``."""
+    message = entry.get("message")
+    if message:
+        return str(message).rstrip("\n")
+    stamp = entry.get("timestamp") or ""
+    container = str(entry.get("containerId") or "")[:8].ljust(8)
+    rank = entry.get("rankId")
+    rank_part = f"[rank={rank}] " if rank is not None else ""
+    level = str(entry.get("level") or "").replace("LOG_LEVEL_", "")
+    level_part = f"{level}: " if level and level not in ("UNSPECIFIED", "INFO") else ""
+    text = str(entry.get("log") or "").rstrip("\n")
+    return f"[{stamp}] {container} {rank_part}|| {level_part}{text}"
+
+
+def _stream(
+    sess: Session, trial_id: int, follow: bool, head: int | None, tail: int | None
+) -> Iterator[dict[str, Any]]:
+    params: dict[str, Any] = {"follow": "true" if follow else "false"}
+    if head is not None or tail is not None:
+        params["limit"] = head if head is not None else tail
+    if tail is not None:
+        params["orderBy"] = "ORDER_BY_DESC"
+    resp = sess.get(
+        f"/api/v1/trials/{trial_id}/logs", params=params, stream=True, timeout=_STREAM_TIMEOUT
+    )
+    lines: list[dict[str, Any]] = []
+    with resp:
+        for raw in resp.iter_lines():
+            if not raw:
+                continue
+            obj = json.loads(raw)
+            if "error" in obj:
+                raise _render.CliError(f"log stream failed: {obj['error']}")
+            result = obj.get("result", obj)
+            if tail is None:
+                yield result
+            else:
+                lines.append(result)
+    yield from reversed(lines)
+
+
+def _poll_task(
+    sess: Session, trial_id: int, follow: bool, head: int | None, tail: int | None
+) -> Iterator[dict[str, Any]]:
+    after = 0
+    seen = 0
+    buffer: list[dict[str, Any]] = []
+    while True:
+        trial = sess.get(f"/api/v1/trials/{trial_id}").json()["trial"]
+        done = trial.get("state") in TERMINAL_STATES
+        page = sess.get(
+            f"/api/v1/tasks/{trial['taskId']}/logs", params={"searchAfter": after}
+        ).json()
+        for entry in page.get("logs") or []:
+            after = max(after, int(entry.get("id") or 0))
+            if head is not None and seen >= head:
+                return
+            seen += 1
+            if tail is None:
+                yield entry
+            else:
+                buffer = (buffer + [entry])[-tail:]
+        if page.get("logs"):
+            continue  # drain every page before looking at the state again
+        if not follow or done:
+            break
+        time.sleep(_POLL_SECONDS)
+    yield from buffer
+
+
+def trial_logs(
+    sess: Session,
+    trial_id: int,
+    *,
+    follow: bool = False,
+    head: int | None = None,
+    tail: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Log entries of a trial, oldest first; with ``follow``, until the trial has ended.
+
+    Raises:
+        MasterNotFound: no such trial.
+    """
+    try:
+        yield from _stream(sess, trial_id, follow, head, tail)
+        return
+    except errors.MasterNotFound:
+        # No streaming route on this master (or no such trial: the next call says which).
+        sess.get(f"/api/v1/trials/{trial_id}")
+    yield from _poll_task(sess, trial_id, follow, head, tail)
+
+
+def print_logs(entries: Iterator[dict[str, Any]], *, as_json: bool = False) -> None:
+    for entry in entries:
+        print(json.dumps(entry) if as_json else format_line(entry), flush=True)
+
+
+def lowest_trial_id(sess: Session, experiment_id: int) -> int | None:
+    trials = sess.get(f"/api/v1/experiments/{experiment_id}/trials").json().get("trials") or []
+    ids = sorted(int(t["id"]) for t in trials)
+    return ids[0] if ids else None
+
+
+def wait_for_first_trial(
+    sess: Session, experiment_id: int, tick: Callable[[], None] | None = None
+) -> int:
+    """Poll until the experiment has a trial (or ends without one)."""
+    while True:
+        trial_id = lowest_trial_id(sess, experiment_id)
+        if trial_id is not None:
+            return trial_id
+        exp = sess.get(f"/api/v1/experiments/{experiment_id}").json()["experiment"]
+        if exp.get("state") in TERMINAL_STATES:
+            raise _render.CliError(
+                f"experiment {experiment_id} ended ({_render.strip_state(exp['state'])}) "
+                "without starting a trial"
+            )
+        if tick is not None:
+            tick()
+        time.sleep(_POLL_SECONDS)
+
+
+def add_log_args(p: Any) -> None:
+    """The reference's log flags that this CLI implements."""
+    p.add_argument("-f", "--follow", action="store_true", help="follow the logs, like tail -f")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--head", type=int, help="number of lines from the beginning")
+    group.add_argument("--tail", type=int, help="number of lines from the end")
+    p.add_argument("--json", action="store_true", help="print each entry as JSON")
