@@ -40,6 +40,11 @@ def _public_vars(obj: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     return {k.lstrip("_"): v for k, v in vars(obj).items() if k not in skip}
 
 
+def _info_path(info_dir: str | None, name: str) -> str:
+    # INFO_DIR is read at call time so a test can point it at a temporary directory.
+    return os.path.join(INFO_DIR if info_dir is None else info_dir, name)
+
+
 def _read_json(path: str) -> dict[str, Any] | None:
     if not os.path.exists(path):
         return None
@@ -65,8 +70,8 @@ class RendezvousInfo:
         self.container_slot_counts = container_slot_counts
 
     @classmethod
-    def _from_file(cls, path: str = f"{INFO_DIR}/rendezvous.json") -> RendezvousInfo | None:
-        data = _read_json(path)
+    def _from_file(cls, info_dir: str | None = None) -> RendezvousInfo | None:
+        data = _read_json(_info_path(info_dir, "rendezvous.json"))
         return None if data is None else cls(**data)
 
     @classmethod
@@ -81,8 +86,8 @@ class RendezvousInfo:
             ),
         )
 
-    def _to_file(self, path: str = f"{INFO_DIR}/rendezvous.json") -> None:
-        with open(path, "w") as f:
+    def _to_file(self, info_dir: str | None = None) -> None:
+        with open(_info_path(info_dir, "rendezvous.json"), "w") as f:
             json.dump(_public_vars(self), f)
 
 
@@ -140,12 +145,12 @@ class TrialInfo:
         )
 
     @classmethod
-    def _from_file(cls, path: str = f"{INFO_DIR}/trial.json") -> TrialInfo | None:
-        data = _read_json(path)
+    def _from_file(cls, info_dir: str | None = None) -> TrialInfo | None:
+        data = _read_json(_info_path(info_dir, "trial.json"))
         return None if data is None else cls(**data)
 
-    def _to_file(self, path: str = f"{INFO_DIR}/trial.json") -> None:
-        with open(path, "w") as f:
+    def _to_file(self, info_dir: str | None = None) -> None:
+        with open(_info_path(info_dir, "trial.json"), "w") as f:
             json.dump(_public_vars(self), f)
 
 
@@ -160,8 +165,8 @@ class ResourcesInfo:
         return self._gpu_uuids
 
     @classmethod
-    def _from_file(cls, path: str = f"{INFO_DIR}/resources.json") -> ResourcesInfo | None:
-        data = _read_json(path)
+    def _from_file(cls, info_dir: str | None = None) -> ResourcesInfo | None:
+        data = _read_json(_info_path(info_dir, "resources.json"))
         return None if data is None else cls(**data)
 
     @classmethod
@@ -169,8 +174,8 @@ class ResourcesInfo:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         return cls(gpu_uuids=[g for g in visible.split(",") if g])
 
-    def _to_file(self, path: str = f"{INFO_DIR}/resources.json") -> None:
-        with open(path, "w") as f:
+    def _to_file(self, info_dir: str | None = None) -> None:
+        with open(_info_path(info_dir, "resources.json"), "w") as f:
             json.dump(_public_vars(self), f)
 
 
@@ -241,20 +246,20 @@ class ClusterInfo:
         )
 
     @classmethod
-    def _from_file(cls, path: str = f"{INFO_DIR}/cluster.json") -> ClusterInfo | None:
-        data = _read_json(path)
+    def _from_file(cls, info_dir: str | None = None) -> ClusterInfo | None:
+        data = _read_json(_info_path(info_dir, "cluster.json"))
         if data is None:
             return None
         return cls(
-            trial_info=TrialInfo._from_file(),
-            rendezvous_info=RendezvousInfo._from_file(),
-            resources_info=ResourcesInfo._from_file(),
+            trial_info=TrialInfo._from_file(info_dir),
+            rendezvous_info=RendezvousInfo._from_file(info_dir),
+            resources_info=ResourcesInfo._from_file(info_dir),
             **data,
         )
 
-    def _to_file(self, path: str = f"{INFO_DIR}/cluster.json") -> None:
+    def _to_file(self, info_dir: str | None = None) -> None:
         skip = ("_trial_info", "_rendezvous_info", "_resources_info")
-        with open(path, "w") as f:
+        with open(_info_path(info_dir, "cluster.json"), "w") as f:
             json.dump(_public_vars(self, skip), f)
 
     @property

@@ -13,6 +13,7 @@ from determined.core._preempt import DummyPreemptContext, PreemptContext, Preemp
 from determined.core._profiler import DummyProfilerContext, ProfilerContext
 from determined.core._searcher import (
     DummySearcherContext,
+    DummySearcherOperation,
     SearcherContext,
     SearcherMode,
     SearcherOperation,
@@ -32,6 +33,7 @@ __all__ = [
     "DummyPreemptContext",
     "DummyProfilerContext",
     "DummySearcherContext",
+    "DummySearcherOperation",
     "DummyTrainContext",
     "EarlyExitReason",
     "ExperimentalCoreContext",

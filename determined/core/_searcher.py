@@ -145,6 +145,14 @@ class SearcherOperation:
         self._source.report_completed(self._length, searcher_metric)
 
 
+class DummySearcherOperation(SearcherOperation):
+    """An operation no master assigned (the reference's name): the same rules as
+    :class:`SearcherOperation`, and its reports are only logged."""
+
+    def __init__(self, length: int, is_chief: bool) -> None:
+        super().__init__(_LocalOps(length), length, is_chief)
+
+
 class _Broadcaster(Protocol):
     def get_rank(self) -> int: ...
 

@@ -257,3 +257,45 @@ def start(fn: Scenario, ranks: list[dict[str, Any]], arg: Any) -> tuple[list[Any
     for p in procs:
         p.start()
     return procs, q
+
+
+def _error(fn: Callable[[], Any]) -> str:
+    try:
+        fn()
+    except RuntimeError as e:
+        return f"RuntimeError: {e}"
+    return "no error"
+
+
+def local_core_ranks(kw: dict[str, Any], _: Any) -> dict[str, Any]:
+    """core.init() without a master on every rank: the chief's SIGTERM reaches every rank
+    through should_preempt(); ChiefOnly modes refuse workers; the one local op is broadcast."""
+    from determined import core
+
+    out: dict[str, Any] = {}
+    d = DistributedContext(**kw)
+    with core.init(distributed=d, tensorboard_mode=core.TensorboardMode.MANUAL) as ctx:
+        rank = ctx.distributed.get_rank()
+        out["before"] = ctx.preempt.should_preempt()
+        if rank == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)  # the handler runs between bytecodes of the main thread
+        out["after"] = [ctx.preempt.should_preempt() for _ in range(2)]
+        ops = []
+        for op in ctx.searcher.operations():
+            ops.append(op.length)
+            if rank == 0:
+                op.report_completed(0.0)
+            else:
+                out["worker_report"] = _error(lambda op=op: op.report_completed(0.0))
+        out["ops"] = ops
+        if rank != 0:
+            chief_only = core.SearcherMode.ChiefOnly
+            out["searcher_chief_only"] = _error(lambda: next(ctx.searcher.operations(chief_only)))
+    with core.init(
+        distributed=DistributedContext(**kw),
+        preempt_mode=core.PreemptMode.ChiefOnly,
+        tensorboard_mode=core.TensorboardMode.MANUAL,
+    ) as ctx:
+        out["preempt_chief_only"] = _error(ctx.preempt.should_preempt)
+    return out

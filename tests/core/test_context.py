@@ -7,7 +7,7 @@ import pathlib
 import uuid
 
 import pytest
-from conftest import TRIAL_ID
+from _cluster_env import TRIAL_ID
 from recording_master import RecordingMaster
 
 import determined as det

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import pathlib
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 
+import _dist_worker as w
 import pytest
-from conftest import ALLOCATION_ID
+from _cluster_env import ALLOCATION_ID
 from recording_master import RecordingMaster, Request
 
 from determined import core
@@ -102,3 +104,34 @@ def test_no_ack_without_auto_ack(cluster_trial: RecordingMaster) -> None:
         assert cluster_trial.find("POST", r"/ack_preemption") == []
         ctx.preempt.acknowledge_preemption_signal()
     assert len(cluster_trial.find("POST", r"/ack_preemption")) == 1
+
+
+def test_local_ranks_follow_the_chiefs_signal_and_chief_only_refuses_workers(
+    tmp_path: pathlib.Path,
+) -> None:
+    """§19 item 23 (a worker in ChiefOnly mode raises) with 2 real processes; the chief's
+    SIGTERM becomes every rank's answer in WorkersAskChief mode."""
+    results = w.run(w.local_core_ranks, w.layout(2, 2), env={"DET_HOME": str(tmp_path)})
+    chief, worker = results
+    assert not isinstance(chief, w.Failed) and not isinstance(worker, w.Failed), results
+    for got in (chief, worker):
+        assert got["before"] is False
+        assert got["after"] == [True, True]
+        assert got["ops"] == [1]
+    assert chief["preempt_chief_only"] == "no error"
+    assert worker["preempt_chief_only"].startswith("RuntimeError: preempt_mode=ChiefOnly")
+    assert worker["worker_report"].startswith("RuntimeError") and "chief" in worker["worker_report"]
+    assert worker["searcher_chief_only"].startswith("RuntimeError")
+
+
+def test_dummy_preempt_context_is_never_preempted() -> None:
+    """§19 item 24, first half: the Dummy answers False and keeps the ChiefOnly rules."""
+    with core.DistributedContext(
+        rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1
+    ) as d:
+        dummy = core.DummyPreemptContext(d, core.PreemptMode.ChiefOnly)
+        with pytest.raises(RuntimeError, match="before start"):
+            dummy.should_preempt()
+        with dummy:
+            assert [dummy.should_preempt() for _ in range(3)] == [False, False, False]
+            dummy.acknowledge_preemption_signal()  # nothing to tell: no error

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import ALLOCATION_ID, TRIAL_ID
+from _cluster_env import ALLOCATION_ID, TRIAL_ID
 from hypothesis import given
 from hypothesis import strategies as st
 from recording_master import RecordingMaster, Request
@@ -71,11 +71,17 @@ def test_advancing_past_uncompleted_op_raises() -> None:
 
 
 def test_worker_operation_cannot_report() -> None:
-    op = core.SearcherOperation(core._searcher._LocalOps(), 5, is_chief=False)
+    op = core.DummySearcherOperation(5, is_chief=False)
+    assert isinstance(op, core.SearcherOperation) and op.length == 5
     with pytest.raises(RuntimeError, match="chief"):
         op.report_progress(1)
     with pytest.raises(RuntimeError, match="chief"):
         op.report_completed(1.0)
+    chief_op = core.DummySearcherOperation(5, is_chief=True)
+    chief_op.report_progress(2.5)
+    chief_op.report_completed(1.0)
+    with pytest.raises(RuntimeError, match="only be called once"):
+        chief_op.report_completed(1.0)
 
 
 def test_cluster_operations_on_the_wire(cluster_trial: RecordingMaster) -> None:

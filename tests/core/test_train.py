@@ -7,7 +7,7 @@ import math
 import time
 
 import pytest
-from conftest import TRIAL_ID
+from _cluster_env import TRIAL_ID
 from recording_master import RecordingMaster
 
 from determined import core, errors
