@@ -1,0 +1,361 @@
+"""The training loop: one controller, read top to bottom.
+
+    for each searcher operation (absolute length; locally one, of max_length):
+        train batches until a boundary fires (op length, validation, checkpoint, reporting)
+        report training metrics                       <- every boundary
+        handle the fired boundaries in order; after each, stop if preempted or asked to
+    end of operation: validate if not current, checkpoint if not current
+
+When to validate, checkpoint and report is decided by the pure ``_periods.due``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import logging
+import pathlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+import determined as det
+from determined import core
+from determined.pytorch import _checkpoint_io, _metrics, _state
+from determined.pytorch._context import PyTorchTrialContext
+from determined.pytorch._data import DataLoader
+from determined.pytorch._lr_scheduler import auto_steps
+from determined.pytorch._periods import Boundary, Periods, due, length_reached
+from determined.pytorch._trial import PyTorchTrial, _check_trial
+from determined.pytorch._units import Batch, TrainUnit
+from determined.pytorch._validation import Validator
+
+logger = logging.getLogger("determined.pytorch")
+
+
+class ExitReason(enum.Enum):
+    COMPLETED = "completed"  # every searcher operation is done
+    STOPPED = "stopped"  # preempted, or context.set_stop_requested(True)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSettings:
+    """Everything the loop needs to know, resolved once by the Trainer."""
+
+    periods: Periods
+    checkpoint_policy: str = "best"  # "best" | "all" | "none"
+    max_length: TrainUnit | None = None  # local: the one operation's length
+    searcher_unit: core.Unit | None = None  # on-cluster: the unit of op.length
+    global_batch_size: int | None = None
+    searcher_metric: str | None = None
+    smaller_is_better: bool = True
+    test_mode: bool = False
+    step_zero_validation: bool = False
+    latest_checkpoint: str | None = None
+    trial_id: int = 0
+    data_seed: int | None = None
+    average_training_metrics: bool = True
+    profiling_enabled: bool = False
+    load_data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    code_dir: pathlib.Path | None = None
+
+
+class Controller:
+    """Runs one trial to completion, to a stop, or until it raises. Every rank runs one."""
+
+    def __init__(
+        self, trial: PyTorchTrial, context: PyTorchTrialContext, settings: LoopSettings
+    ) -> None:
+        self.trial, self.context, self.s = trial, context, settings
+        self.core: core.Context = context._core
+        self.dist = context.distributed
+        self.chief = self.dist.get_rank() == 0
+        self.by_batch = _check_trial(trial, context)
+        self.callbacks = trial.build_callbacks()
+        self.progress = _state.Progress(trial_id=settings.trial_id)
+        self.validator = Validator(trial, context, self.callbacks, settings, self.by_batch)
+        self._chunk: list[dict[str, Any]] = []
+        self._best: float | None = None
+        self._completed_ops: set[int] = set()
+
+    # ---- entry point -----------------------------------------------------------------------
+
+    def run(self) -> ExitReason:
+        with contextlib.ExitStack() as stack:
+            for cb in self.callbacks.values():
+                cb.on_trial_startup(self.context.get_initial_batch(), self.s.latest_checkpoint)
+                stack.callback(cb.on_trial_shutdown)  # unwinds in reverse, even on error
+            self._setup()
+            try:
+                return self._run_ops()
+            except det.InvalidHP:
+                self._checkpoint_if_needed()
+                raise
+
+    def _setup(self) -> None:
+        # Loaders first (the reference order), then the checkpoint, then the iterator: the
+        # restored counters decide how many batches the iterator skips, as indices only.
+        train_loader = self.trial.build_training_data_loader()
+        self.validator.set_loader(self.trial.build_validation_data_loader())
+        if self.s.latest_checkpoint is not None:
+            self._restore(self.s.latest_checkpoint)
+        self._batches, epoch_len = self._training_batches(train_loader)
+        self.epoch_len = self.dist.broadcast(epoch_len if self.chief else None)
+        for cb in self.callbacks.values():
+            cb.on_training_start()
+        if self.s.profiling_enabled:
+            self.core.profiler.on()
+
+    def _training_batches(self, loader: Any) -> tuple[Iterator[Any], int]:
+        if isinstance(loader, DataLoader):
+            torch_loader = loader.get_data_loader(
+                repeat=True,
+                skip=self.progress.batches_trained,
+                num_replicas=self.dist.get_size(),
+                rank=self.dist.get_rank(),
+                seed=self.s.data_seed,
+            )
+            return iter(torch_loader), len(torch_loader)
+        self.validator.check_raw_loader(loader, "build_training_data_loader")
+        epoch_len = len(loader) if hasattr(loader, "__len__") else sys.maxsize
+        return _forever(loader), epoch_len
+
+    def _restore(self, storage_id: str) -> None:
+        with self.core.checkpoint.restore_path(storage_id) as path:
+            saved = _state.read_progress(path)
+            same_trial = saved is not None and saved.trial_id == self.s.trial_id
+            _checkpoint_io.restore(path, self.context, self.callbacks, weights_only=not same_trial)
+        if same_trial and saved is not None:
+            self.progress = saved
+        logger.info(f"restored {storage_id} at batch {self.progress.batches_trained}")
+
+    # ---- operations ------------------------------------------------------------------------
+
+    def _ops(self) -> Iterator[tuple[TrainUnit, core.SearcherOperation | None]]:
+        if self.s.max_length is not None:
+            yield self.s.max_length, None
+            return
+        for op in self.core.searcher.operations():
+            yield (
+                TrainUnit._from_searcher_unit(
+                    op.length, self.s.searcher_unit, self.s.global_batch_size
+                ),
+                op,
+            )
+
+    def _run_ops(self) -> ExitReason:
+        fresh = self.progress.batches_trained == 0 and self.progress.last_val is None
+        if self.s.step_zero_validation and fresh and self._validate(None, None):
+            self._checkpoint_if_needed()
+        for length, op in self._ops():
+            if self.s.test_mode:
+                length = Batch(self.progress.batches_trained + 1)
+            if not self._train_for_op(length, op):
+                return ExitReason.STOPPED
+            self._validate_if_needed(length, op)
+            if self.dist.broadcast(self.chief and op is not None and not self._done(op)):
+                self._validate(length, op)  # validated before a restart: complete it now
+            self._checkpoint_if_needed()
+        return ExitReason.COMPLETED
+
+    def _train_for_op(self, length: TrainUnit, op: core.SearcherOperation | None) -> bool:
+        """Train until ``length``; False if the run must stop."""
+        while not length_reached(length, self.progress.batches_trained, self.epoch_len):
+            fired = self._train_chunk(length)
+            self._report_training()
+            for boundary in fired:
+                if boundary in (Boundary.TRAIN, Boundary.REPORT):
+                    self._report_progress(length, op)
+                elif boundary == Boundary.VALIDATE:
+                    self._validate_if_needed(length, op)
+                elif boundary == Boundary.CHECKPOINT:
+                    self._checkpoint_if_needed()
+                if self._stop_requested():
+                    self._checkpoint_if_needed()
+                    return False
+        return True
+
+    # ---- training --------------------------------------------------------------------------
+
+    def _train_chunk(self, length: TrainUnit) -> list[Boundary]:
+        if self.chief:
+            self.core.train.set_status("training")
+        for m in self.context.models:
+            m.train()
+        self.validator.reset_reducers(training=True)
+        while True:
+            idx = self.progress.batches_trained
+            self._train_batch(next(self._batches), idx)
+            fired = due(idx, self.epoch_len, length, self.s.periods, self.s.test_mode)
+            if fired:
+                return fired
+
+    def _train_batch(self, batch: Any, idx: int) -> None:
+        ctx, epoch_idx = self.context, idx // self.epoch_len
+        ctx._set_progress(idx, self.epoch_len)
+        if idx % self.epoch_len == 0:
+            for cb in self.callbacks.values():
+                cb.on_training_epoch_start(epoch_idx)
+        if ctx._auto_to_device:
+            batch = ctx.to_device(batch)
+        with ctx.autocast(enabled=ctx._auto_amp):
+            out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
+        if ctx._should_communicate_and_update():
+            if ctx._opt.scaler is not None:
+                ctx._opt.scaler.update()
+            for sched in ctx.lr_schedulers:
+                mode, freq = sched._step_mode, sched._frequency
+                for _ in range(auto_steps(mode, freq, idx, ctx._opt.agg, self.epoch_len)):
+                    sched.step()
+        self._chunk.append(_metrics.batch_metrics(out))
+        self.progress.batches_trained += 1
+        if idx % self.epoch_len == self.epoch_len - 1:
+            for cb in self.callbacks.values():
+                cb.on_training_epoch_end(epoch_idx)
+            self.progress.epochs_trained += 1
+
+    def _report_training(self) -> None:
+        chunk, self._chunk = self._chunk, []
+        reduced = _metrics.reduce_training(chunk, self.dist.gather, self.s.average_training_metrics)
+        extra = self.validator.run_reducers(training=True)
+        avg, per_batch = ({**reduced[0], **extra}, reduced[1]) if reduced else ({}, [])
+        if self.chief:
+            self.core.train.report_training_metrics(self.progress.batches_trained, avg, per_batch)
+        avg, per_batch = self.dist.broadcast((avg, per_batch) if self.chief else None)
+        for cb in self.callbacks.values():
+            cb.on_training_workload_end(avg, per_batch)
+
+    def _report_progress(self, length: TrainUnit, op: core.SearcherOperation | None) -> None:
+        if op is None or not self.chief or self._done(op):
+            return
+        batches = self.progress.batches_trained
+        if self.s.searcher_unit == core.Unit.EPOCHS:
+            op.report_progress(batches / self.epoch_len)
+        elif self.s.searcher_unit == core.Unit.RECORDS and self.s.global_batch_size:
+            op.report_progress(float(batches * self.s.global_batch_size))
+        else:
+            op.report_progress(float(batches))
+
+    def _stop_requested(self) -> bool:
+        preempt = self.core.preempt.should_preempt()
+        asked = any(self.dist.allgather(self.context.get_stop_requested()))
+        return bool(preempt or asked)
+
+    # ---- validation and checkpoints --------------------------------------------------------
+
+    def _validate_if_needed(self, length: TrainUnit | None, op: Any) -> None:
+        stale = self.progress.last_val != self.progress.batches_trained
+        if stale and self._validate(length, op) and self.s.checkpoint_policy != "none":
+            self._checkpoint_if_needed()
+
+    def _validate(self, length: TrainUnit | None, op: core.SearcherOperation | None) -> bool:
+        """Validate, report, maybe complete ``op``; returns the policy's checkpoint decision."""
+        with _rng_preserved():
+            metrics = self.validator.validate()
+        self.progress.last_val = self.progress.batches_trained
+        decision = False
+        if self.chief:
+            decision = self._report_validation(metrics, length, op)
+        return bool(self.dist.broadcast(decision if self.chief else None))
+
+    def _report_validation(
+        self, metrics: dict[str, Any], length: TrainUnit | None, op: Any
+    ) -> bool:
+        best_before = self._best_before()
+        self.core.train.report_validation_metrics(self.progress.batches_trained, metrics)
+        metric = self._searcher_metric(metrics, required=op is not None)
+        done = length is not None and length_reached(
+            length, self.progress.batches_trained, self.epoch_len
+        )
+        if op is not None and done and not self._done(op):
+            op.report_completed(metric)
+            self._completed_ops.add(id(op))
+        if self.s.checkpoint_policy == "all":
+            return True
+        if self.s.checkpoint_policy != "best" or metric is None:
+            return False
+        better = best_before is None or (
+            metric < best_before if self.s.smaller_is_better else metric > best_before
+        )
+        if better and self.s.max_length is not None:
+            self._best = metric  # locally, the loop keeps the experiment's best itself
+        return better
+
+    def _done(self, op: core.SearcherOperation) -> bool:
+        return id(op) in self._completed_ops
+
+    def _best_before(self) -> float | None:
+        if self.s.max_length is not None:
+            return self._best
+        return self.core.train.get_experiment_best_validation()
+
+    def _searcher_metric(self, metrics: dict[str, Any], required: bool) -> Any:
+        name = self.s.searcher_metric
+        if name is None:
+            return None
+        value = metrics.get(name)
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            if not required and self.s.checkpoint_policy != "best":
+                return None
+            raise RuntimeError(
+                f"the searcher metric {name!r} must be a numeric scalar in the validation "
+                f"metrics, but got {value!r} (metrics: {sorted(metrics)})"
+            )
+        return value
+
+    def _checkpoint_if_needed(self) -> None:
+        if self.progress.last_ckpt != self.progress.batches_trained:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        if self.chief:
+            self.core.train.set_status("checkpointing")
+        self.progress.last_ckpt = self.progress.batches_trained
+        metadata = {
+            "steps_completed": self.progress.batches_trained,
+            "framework": f"torch-{torch.__version__}",
+            "format": "pickle",
+            "determined_version": det.__version__,
+        }
+        shard = self.dist.get_size() > 1
+        uuid = None
+        if shard or self.chief:
+            with self.core.checkpoint.store_path(metadata, shard=shard) as (path, uuid):
+                _checkpoint_io.write_rank_files(path, self.dist.get_rank())
+                if self.chief:
+                    self._write_chief_files(path)
+        uuid = self.dist.broadcast(uuid if self.chief else None)
+        for cb in self.callbacks.values():
+            cb.on_checkpoint_upload_end(uuid)
+
+    def _write_chief_files(self, path: pathlib.Path) -> None:
+        state = _checkpoint_io.build_state_dict(self.context, self.callbacks)
+        for cb in self.callbacks.values():
+            cb.on_checkpoint_save_start(state)
+        torch.save(state, path / "state_dict.pth")
+        _state.write_json(path / "trial_state.json", self.progress.state_dict())
+        _state.write_json(path / "load_data.json", self.s.load_data)
+        if self.s.code_dir is not None:
+            _state.copy_code(self.s.code_dir, path / "code", exclude=path.parent)
+        for cb in self.callbacks.values():
+            cb.on_checkpoint_end(str(path))
+            cb.on_checkpoint_write_end(str(path))
+
+
+def _forever(loader: Any) -> Iterator[Any]:
+    # A plain torch loader does not repeat; Determined 0.37 spins forever once it runs dry.
+    while True:
+        yield from loader
+
+
+@contextlib.contextmanager
+def _rng_preserved() -> Iterator[None]:
+    """Validation must not shift training's random streams (dropout, augmentation)."""
+    saved = _state.rng_state()
+    try:
+        yield
+    finally:
+        _state.set_rng_state(saved)

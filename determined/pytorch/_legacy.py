@@ -1,0 +1,155 @@
+"""Everything about checkpoints written by Determined itself (0.x) or by older layouts, in one
+place. The rest of the package reads and writes only the current layout through
+:func:`normalize_state` and :func:`torch_load`.
+
+Current layout of ``state_dict.pth``: ``models_state_dict``, ``optimizers_state_dict`` and
+``lr_schedulers_state_dict`` (lists in wrap order), ``callbacks``, optional
+``scaler_state_dict``, and ``rng_state``.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+# Where the state file has lived, first match wins.
+STATE_FILES = (
+    "state_dict.pth",
+    "determined/state_dict.pth",
+    "pedl/state_dict.pth",
+    "checkpoint.pt",
+)
+
+# Old single-object keys -> current list keys. Old and new together are ambiguous.
+LEGACY_KEYS = {
+    "model_state_dict": "models_state_dict",
+    "optimizer_state_dict": "optimizers_state_dict",
+    "lr_scheduler": "lr_schedulers_state_dict",
+}
+
+# Metadata files that describe how to rebuild the trial, newest first.
+LOAD_DATA_FILES = ("load_data.json", "metadata.json")
+
+# Globals a Determined-written state_dict.pth needs beyond torch's weights_only defaults: the
+# numpy RNG state (`np.random.get_state()`) was saved as a raw ndarray, which torch >= 2.6
+# refuses by default (Determined 0.37 itself fails to load it there).
+_NUMPY_GLOBALS: list[Any] = [np.ndarray, np.dtype, np.dtypes.UInt32DType]
+for _mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
+    try:
+        _NUMPY_GLOBALS.append(__import__(_mod, fromlist=["_reconstruct"])._reconstruct)
+    except (ImportError, AttributeError):
+        pass
+
+
+def find_state_file(path: pathlib.Path) -> pathlib.Path | None:
+    for name in STATE_FILES:
+        if (path / name).is_file():
+            return path / name
+    return None
+
+
+def torch_load(file: pathlib.Path, **kwargs: Any) -> Any:
+    """``torch.load`` with ``weights_only=True`` and the numpy globals old checkpoints need;
+    CUDA tensors land on the CPU when CUDA is unavailable."""
+    if not torch.cuda.is_available():
+        kwargs.setdefault("map_location", "cpu")
+    kwargs.setdefault("weights_only", True)
+    with torch.serialization.safe_globals(_NUMPY_GLOBALS):
+        return torch.load(file, **kwargs)
+
+
+def normalize_state(state: dict[str, Any], n_models: int) -> dict[str, Any]:
+    """Rewrite legacy single-object keys into the current list keys."""
+    state = dict(state)
+    for old, new in LEGACY_KEYS.items():
+        if old not in state:
+            continue
+        if new in state:
+            raise RuntimeError(
+                f"checkpoint has both the legacy key {old!r} and {new!r}; it is ambiguous"
+            )
+        if n_models != 1:
+            raise RuntimeError(
+                f"checkpoint uses the legacy key {old!r}, which holds one object, but the trial "
+                f"wrapped {n_models} models"
+            )
+        state[new] = [state.pop(old)]
+    return state
+
+
+def load_model_state(model: torch.nn.Module, state: dict[str, Any]) -> None:
+    """Load ``state``; if the keys do not match, retry with the DDP ``module.`` prefix added
+    or stripped (DDP and plain checkpoints load into each other)."""
+    try:
+        model.load_state_dict(state)
+        return
+    except RuntimeError as first:
+        for fix in (_strip_module, _add_module):
+            try:
+                model.load_state_dict(fix(state))
+                return
+            except RuntimeError:
+                continue
+        raise first
+
+
+def _strip_module(state: dict[str, Any]) -> dict[str, Any]:
+    return {k.removeprefix("module."): v for k, v in state.items()}
+
+
+def _add_module(state: dict[str, Any]) -> dict[str, Any]:
+    return {"module." + k: v for k, v in state.items()}
+
+
+def numpy_rng_state(saved: Any) -> tuple[Any, ...]:
+    """Determined saves ``np.random.get_state()`` as is; we save the key as a tensor."""
+    name, key, pos, has_gauss, cached = saved
+    if isinstance(key, torch.Tensor):
+        key = key.numpy().astype(np.uint32)
+    return (name, np.asarray(key, dtype=np.uint32), int(pos), int(has_gauss), float(cached))
+
+
+class _StateStandIn:
+    """Receives the attributes of a pickled Determined ``_TrialState``."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+class _TrialStateUnpickler(pickle.Unpickler):
+    # Only Determined's trial-state classes may be rebuilt, as plain attribute bags.
+    _ALLOWED = {"_TrialState", "_WorkloadSequencerState", "WorkloadSequencerState"}
+
+    def find_class(self, module: str, name: str) -> Callable[..., Any]:
+        if module.startswith("determined.") and name in self._ALLOWED:
+            return _StateStandIn
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a trial state")
+
+
+# Determined's pickled trial state -> our progress fields.
+TRIAL_STATE_FIELDS = {
+    "trial_id": "trial_id",
+    "last_ckpt": "last_ckpt",
+    "last_val": "last_val",
+    "step_id": "batches_trained",
+    "batches_trained": "batches_trained",
+    "epochs_trained": "epochs_trained",
+}
+
+
+def read_pickled_trial_state(path: pathlib.Path) -> dict[str, Any] | None:
+    """Determined's ``trial_state.pkl`` (or legacy ``workload_sequencer.pkl``) as a dict of
+    our progress fields; None when neither exists."""
+    for name in ("trial_state.pkl", "workload_sequencer.pkl"):
+        file = path / name
+        if file.is_file():
+            with file.open("rb") as f:
+                obj = _TrialStateUnpickler(f).load()
+            attrs = obj.__dict__ if isinstance(obj, _StateStandIn) else dict(obj)
+            return {new: attrs[old] for old, new in TRIAL_STATE_FIELDS.items() if old in attrs}
+    return None

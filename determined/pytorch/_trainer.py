@@ -1,0 +1,249 @@
+"""``det.pytorch.init()`` and ``Trainer``: run a ``PyTorchTrial`` locally or on a cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pathlib
+import random
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+import determined as det
+from determined import core
+from determined.pytorch._context import PyTorchTrialContext
+from determined.pytorch._controller import Controller, ExitReason, LoopSettings
+from determined.pytorch._periods import Periods
+from determined.pytorch._trial import PyTorchTrial
+from determined.pytorch._units import Batch, Epoch, TrainUnit
+
+logger = logging.getLogger("determined.pytorch")
+
+_MODEL_DIR = pathlib.Path("/run/determined/train/model")
+
+
+def _on_cluster() -> det.ClusterInfo | None:
+    info = det.get_cluster_info()
+    return info if info is not None and info.task_type == "TRIAL" else None
+
+
+def _cluster_distributed(info: det.ClusterInfo) -> core.DistributedContext | None:
+    if os.environ.get("USE_TORCH_DISTRIBUTED"):
+        import torch.distributed as tdist
+
+        if not tdist.is_initialized():
+            tdist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        return core.DistributedContext.from_torch_distributed()
+    if len(info.slot_ids) > 1 or len(info.container_addrs) > 1:
+        raise ValueError(
+            f"this trial has {len(info.slot_ids)} slots but no distributed backend: launch it "
+            "with determined.launch.torch_distributed (which sets USE_TORCH_DISTRIBUTED)"
+        )
+    return None
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.random.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def init(
+    *,
+    hparams: dict[str, Any] | None = None,
+    exp_conf: dict[str, Any] | None = None,
+    distributed: core.DistributedContext | None = None,
+    aggregation_frequency: int = 1,
+    enable_tensorboard_logging: bool = True,
+) -> Iterator[PyTorchTrialContext]:
+    """Build a :class:`PyTorchTrialContext` (and the Core API under it) for ``Trainer``.
+
+    Locally (no cluster info) ``distributed`` and ``exp_conf`` are used as given and nothing
+    is seeded. On a cluster the distributed backend comes from the launcher's environment,
+    ``exp_conf`` is the trial's config (``hparams`` stays as passed) and python, numpy and
+    torch are seeded with the trial seed on every rank. Use as a context manager.
+    """
+    info = _on_cluster()
+    seed, steps = None, 0
+    if info is not None:
+        distributed = _cluster_distributed(info)
+        exp_conf = info.trial._config
+        seed, steps = info.trial.trial_seed, info.trial._steps_completed
+        _seed_everything(seed)
+    opts = (exp_conf or {}).get("optimizations") or {}
+    with core.init(
+        distributed=distributed,
+        preempt_mode=core.PreemptMode.WorkersAskChief,
+        tensorboard_mode=core.TensorboardMode.MANUAL,
+    ) as core_context:
+        yield PyTorchTrialContext(
+            core_context,
+            hparams=hparams,
+            exp_conf=exp_conf,
+            trial_seed=seed,
+            aggregation_frequency=aggregation_frequency,
+            average_aggregated_gradients=opts.get("average_aggregated_gradients", True),
+            steps_completed=steps,
+            enable_tensorboard_logging=enable_tensorboard_logging,
+        )
+
+
+def _check_length(max_length: Any) -> TrainUnit:
+    if max_length is None:
+        raise ValueError("fit(max_length=...) is required in a local run, e.g. Batch(1000)")
+    if not isinstance(max_length, Batch | Epoch) or not isinstance(max_length.value, int):
+        raise TypeError(f"max_length must be Batch(n) or Epoch(n) with an int n: {max_length!r}")
+    return max_length
+
+
+def _code_dir(trial: PyTorchTrial) -> pathlib.Path | None:
+    if _MODEL_DIR.is_dir():
+        return _MODEL_DIR
+    file = getattr(sys.modules.get(type(trial).__module__), "__file__", None)
+    return pathlib.Path(file).resolve().parent if file else None
+
+
+def _load_data(trial: PyTorchTrial, context: PyTorchTrialContext) -> dict[str, Any]:
+    def maybe(getter: Any) -> Any:
+        try:
+            return getter()
+        except ValueError:
+            return None
+
+    cls = type(trial)
+    return {
+        "trial_type": "PyTorchTrial",
+        "experiment_config": maybe(context.get_experiment_config),
+        "hparams": maybe(context.get_hparams),
+        "trial_cls_spec": f"{cls.__module__}:{cls.__qualname__}",
+        "is_trainer": True,
+    }
+
+
+class Trainer:
+    """Runs a constructed ``PyTorchTrial`` with the context it was built with."""
+
+    def __init__(self, trial: PyTorchTrial, context: PyTorchTrialContext) -> None:
+        self._trial = trial
+        self._context = context
+        self._info = _on_cluster()
+
+    def fit(
+        self,
+        checkpoint_period: TrainUnit | None = None,
+        validation_period: TrainUnit | None = None,
+        max_length: TrainUnit | None = None,
+        reporting_period: TrainUnit = Batch(100),
+        checkpoint_policy: str = "best",
+        latest_checkpoint: str | None = None,
+        step_zero_validation: bool = False,
+        test_mode: bool = False,
+        profiling_enabled: bool = False,
+    ) -> ExitReason:
+        """Train: see docs/pytorch.md for when it validates, checkpoints and reports.
+
+        Locally ``max_length`` is required; on a cluster the searcher's operations decide the
+        length (``max_length`` is ignored with a warning) and ``test_mode`` is refused.
+        Returns why the loop ended (all work done, or stopped by preemption or a request).
+        """
+        if checkpoint_policy not in ("best", "all", "none"):
+            raise ValueError(f"checkpoint_policy must be best, all or none: {checkpoint_policy!r}")
+        periods = Periods(
+            validation=validation_period or Batch(sys.maxsize),
+            checkpoint=checkpoint_period or Batch(sys.maxsize),
+            reporting=reporting_period,
+        )
+        if self._info is None:
+            settings = self._local_settings(periods, max_length, checkpoint_policy)
+        else:
+            settings = self._cluster_settings(
+                periods, max_length, checkpoint_policy, test_mode, latest_checkpoint
+            )
+        if self._context.distributed.get_size() > 1 and not os.environ.get("USE_TORCH_DISTRIBUTED"):
+            raise ValueError(
+                "distributed training with torch needs USE_TORCH_DISTRIBUTED=1 in the "
+                "environment and torch.distributed.init_process_group() called first"
+            )
+        settings = _replace(
+            settings,
+            test_mode=test_mode,
+            step_zero_validation=step_zero_validation,
+            latest_checkpoint=latest_checkpoint,
+            profiling_enabled=profiling_enabled,
+            load_data=_load_data(self._trial, self._context),
+            code_dir=_code_dir(self._trial),
+        )
+        reason = Controller(self._trial, self._context, settings).run()
+        logger.info(f"training ended: {reason.value}")
+        return reason
+
+    def _config(self) -> dict[str, Any]:
+        return self._context._exp_conf or {}
+
+    def _common(self, periods: Periods, policy: str) -> dict[str, Any]:
+        conf = self._config()
+        searcher = conf.get("searcher") or {}
+        return {
+            "periods": periods,
+            "checkpoint_policy": policy,
+            "searcher_metric": searcher.get("metric"),
+            "smaller_is_better": searcher.get("smaller_is_better", True),
+            "average_training_metrics": (conf.get("optimizations") or {}).get(
+                "average_training_metrics", True
+            ),
+        }
+
+    def _local_settings(self, periods: Periods, max_length: Any, policy: str) -> LoopSettings:
+        length = _check_length(max_length)
+        common = self._common(periods, policy)
+        if policy == "best" and common["searcher_metric"] is None:
+            logger.warning(
+                "checkpoint_policy='best' needs searcher.metric in exp_conf to rank "
+                "validations; checkpointing after every validation ('all') instead"
+            )
+            common["checkpoint_policy"] = "all"
+        seed = (self._config().get("reproducibility") or {}).get("experiment_seed")
+        return LoopSettings(max_length=length, data_seed=seed, **common)
+
+    def _cluster_settings(
+        self,
+        periods: Periods,
+        max_length: Any,
+        policy: str,
+        test_mode: bool,
+        latest_checkpoint: str | None,
+    ) -> LoopSettings:
+        assert self._info is not None
+        if test_mode:
+            raise ValueError("test_mode is only for local runs; run it without a master")
+        if max_length is not None:
+            warnings.warn(
+                "max_length is ignored on a cluster: the searcher decides the length",
+                stacklevel=3,
+            )
+        if self._info.latest_checkpoint is not None and latest_checkpoint is None:
+            logger.warning(
+                "the cluster has a latest checkpoint for this trial: pass "
+                "latest_checkpoint=det.get_cluster_info().latest_checkpoint to resume from it"
+            )
+        hparams = self._context._hparams or {}
+        return LoopSettings(
+            searcher_unit=self._context._core.searcher.get_configured_units(),
+            global_batch_size=hparams.get("global_batch_size"),
+            trial_id=self._info.trial.trial_id,
+            data_seed=self._info.trial.trial_seed,
+            **self._common(periods, policy),
+        )
+
+
+def _replace(settings: LoopSettings, **changes: Any) -> LoopSettings:
+    import dataclasses
+
+    return dataclasses.replace(settings, **changes)
