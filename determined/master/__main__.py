@@ -7,6 +7,7 @@ import logging
 import os
 import pathlib
 import sys
+from typing import Any
 
 from determined.common import _paths
 
@@ -19,6 +20,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--db-url", default=None, help="SQLAlchemy URL (default: SQLite in data dir)")
     p.add_argument("--cluster-name", default="", help="shown by /info")
     p.add_argument("--dev-endpoints", action="store_true", help="serve /api/v1/dev (tests)")
+    p.add_argument(
+        "--cpu-slots",
+        type=int,
+        default=None,
+        help="run trials on this many CPU slots (default: one per GPU, else one per core)",
+    )
+    p.add_argument(
+        "--resource-manager",
+        choices=("local", "none"),
+        default="local",
+        help="'none': run no trials (the dev endpoints allocate them by hand)",
+    )
     p.add_argument("--log-level", default="warning")
     return p
 
@@ -26,8 +39,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Open (and migrate) the store, then serve until interrupted."""
     args = _parser().parse_args(argv)
-    import uvicorn
-
     from determined.master._app import create_app
     from determined.master._store import Store, sqlite_url
 
@@ -41,9 +52,41 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    app = create_app(store, cluster_name=args.cluster_name, dev_endpoints=args.dev_endpoints)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    local = args.resource_manager == "local"
+    app = create_app(
+        store,
+        cluster_name=args.cluster_name,
+        dev_endpoints=args.dev_endpoints,
+        master_url=_reachable_url(args.host, args.port) if local else None,
+        work_root=data_dir / "work" if local else None,
+        cpu_slots=args.cpu_slots,
+    )
+    _serve(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _reachable_url(host: str, port: int) -> str:
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def _serve(app: Any, **options: Any) -> None:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """Stops the trial processes as soon as SIGTERM/SIGINT arrives, before draining."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if app.state.rm is not None:
+                app.state.rm.terminate_all()
+            super().handle_exit(sig, frame)
+
+    # The trials' long polls must not hold the shutdown for long.
+    config = uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=2, **options)
+    Server(config).run()
 
 
 if __name__ == "__main__":

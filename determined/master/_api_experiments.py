@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from determined.master import _config
+from determined.master import _config, _launcher
 from determined.master._auth import Caller
 from determined.master._deps import ExperimentsDep, StoreDep
 from determined.master._errors import InvalidArgument, NotFound
@@ -73,6 +73,7 @@ def create_experiment(
 ) -> dict[str, Any]:
     caller.require_user()
     config = _config.parse_experiment_config(body.config)
+    _launcher.check_bind_mounts(config)
     if body.validate_only:
         return {"experiment": None, "config": config, "warnings": []}
     tgz = _tar_model_definition(body.model_definition or [])
@@ -150,4 +151,20 @@ def activate(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[s
 def pause(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
     caller.require_user()
     exps.set_state(experiment_id, State.PAUSED)
+    return {}
+
+
+@router.post("/experiments/{experiment_id}/cancel")
+def cancel(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    """Stop gracefully: running trials are preempted (checkpoint, then exit); ends CANCELED."""
+    caller.require_user()
+    exps.stop(experiment_id, State.STOPPING_CANCELED)
+    return {}
+
+
+@router.post("/experiments/{experiment_id}/kill")
+def kill(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    """Stop now: trial processes are killed; trials and experiment end CANCELED."""
+    caller.require_user()
+    exps.stop(experiment_id, State.STOPPING_KILLED)
     return {}

@@ -150,3 +150,11 @@ def early_exit(
     caller.check_trial(trial_id)
     exps.early_exit(trial_id, body.reason)
     return {}
+
+
+@router.post("/trials/{trial_id}/kill")
+def kill_trial(trial_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    """Kill one trial: its process group is killed; it ends CANCELED and is not replaced."""
+    caller.require_user()
+    exps.kill_trial(trial_id)
+    return {}

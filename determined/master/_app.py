@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -20,9 +23,11 @@ from determined.master import (
     _api_experiments,
     _api_logs,
     _api_trials,
+    _gc,
 )
 from determined.master._errors import ApiError
 from determined.master._experiment import Experiments
+from determined.master._rm import LocalResourceManager
 from determined.master._signals import Signals
 from determined.master._store import Store
 
@@ -42,6 +47,21 @@ def _describe(errors: list[Any]) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
+class _UntypedJson:
+    """Determined's clients (ours too) send JSON bodies without a Content-Type; FastAPI reads
+    such bodies as JSON only in some versions, so mark them as JSON before it sees them."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = list(scope.get("headers") or [])
+            if not any(key == b"content-type" for key, _ in headers):
+                scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        await self.app(scope, receive, send)
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -56,7 +76,15 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(_error_body(3, _describe(list(exc.errors()))), status_code=400)
 
 
-def create_app(store: Store, *, cluster_name: str = "", dev_endpoints: bool = False) -> FastAPI:
+def create_app(
+    store: Store,
+    *,
+    cluster_name: str = "",
+    dev_endpoints: bool = False,
+    master_url: str | None = None,
+    work_root: Path | None = None,
+    cpu_slots: int | None = None,
+) -> FastAPI:
     """The master's HTTP API over ``store``.
 
     Args:
@@ -64,16 +92,40 @@ def create_app(store: Store, *, cluster_name: str = "", dev_endpoints: bool = Fa
         cluster_name: shown by ``/info``.
         dev_endpoints: also serve ``/api/v1/dev/...`` (allocate / preempt / exit a trial's run
             by hand: tests and external launchers; admins only).
+        master_url: the URL trials reach this master at. With it (and ``work_root``) the local
+            resource manager runs trials while the app serves; without it nothing runs them
+            but the dev endpoints.
+        work_root: where runs get their work dirs.
+        cpu_slots: see :class:`LocalResourceManager`.
 
-    The app's state holds ``store``, ``experiments`` (:class:`Experiments`) and ``signals``;
-    the resource manager reaches experiments through ``app.state.experiments``.
+    The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
+    ``rm`` (the :class:`LocalResourceManager` or None).
     """
-    app = FastAPI(title="redetermined master", version=__version__)
+    signals = Signals()
+    experiments = Experiments(store, signals)
+    experiments.subscribe(on_end=lambda exp_id: _gc.collect_async(store, exp_id))
+    rm = None
+    if master_url is not None and work_root is not None:
+        rm = LocalResourceManager(
+            store, experiments, master_url=master_url, work_root=work_root, cpu_slots=cpu_slots
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if rm is not None:
+            rm.start()
+        yield
+        if rm is not None:
+            rm.stop()
+
+    app = FastAPI(title="redetermined master", version=__version__, lifespan=lifespan)
     app.state.store = store
-    app.state.signals = Signals()
-    app.state.experiments = Experiments(store, app.state.signals)
+    app.state.signals = signals
+    app.state.experiments = experiments
+    app.state.rm = rm
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
+    app.add_middleware(_UntypedJson)
     _install_error_handlers(app)
     for module in (
         _api_auth,

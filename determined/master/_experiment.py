@@ -13,8 +13,9 @@ trial's own HTTP calls.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -26,6 +27,8 @@ from determined.master._errors import FailedPrecondition, InvalidArgument, NotFo
 from determined.master._signals import Signals
 from determined.master._states import AllocationState, State, trial_escalation
 from determined.master._store import Store, _experiments, _time, _trials, _users
+
+logger = logging.getLogger("determined.master")
 
 EARLY_EXIT_REASONS = {
     "EXITED_REASON_INVALID_HP": searcher.ExitedReason.INVALID_HP,
@@ -46,6 +49,7 @@ class _Event:
         self.method = method
         self.wake: list[str] = []
         self.keep_progress = False  # a raw progress report set it; do not recompute
+        self.ended = False  # the experiment reached a terminal state in this event
 
     @property
     def state(self) -> State:
@@ -57,6 +61,7 @@ class _Event:
             values["end_time"] = _time.now()
             if state == State.COMPLETED:
                 values["progress"] = 1.0
+            self.ended = True
         _experiments.update_experiment(self.conn, self.exp["id"], **values)
         self.exp = {**self.exp, **values, "state": state.value}
 
@@ -69,6 +74,21 @@ class Experiments:
         self._signals = signals
         self._methods: dict[int, Any] = {}
         self._lock = threading.RLock()
+        self._on_change: list[Callable[[], None]] = []
+        self._on_end: list[Callable[[int], None]] = []
+
+    def subscribe(
+        self,
+        on_change: Callable[[], None] | None = None,
+        on_end: Callable[[int], None] | None = None,
+    ) -> None:
+        """Call ``on_change()`` after every committed event (the resource manager wakes up) and
+        ``on_end(experiment_id)`` once an experiment reaches a terminal state (checkpoint GC).
+        Callbacks run on the committing thread and must not block."""
+        if on_change is not None:
+            self._on_change.append(on_change)
+        if on_end is not None:
+            self._on_end.append(on_end)
 
     # ----------------------------------------------------------------------- lifecycle
 
@@ -127,6 +147,33 @@ class Experiments:
                     _trials.update_trial(ev.conn, trial["id"], state=state)
                     if state == State.PAUSED:
                         self._preempt_live(ev, trial["id"])
+
+    def stop(self, experiment_id: int, stop: State) -> None:
+        """Cancel (``STOPPING_CANCELED``: running trials are preempted) or kill
+        (``STOPPING_KILLED``: the resource manager kills their processes) an experiment.
+        Terminal or already-stopping experiments are a no-op, except that a kill upgrades a
+        cancel (spec §4.1)."""
+        if stop not in (State.STOPPING_CANCELED, State.STOPPING_KILLED):
+            raise InvalidArgument(f"{stop.value} is not a cancel or a kill")
+        with self._event(experiment_id) as ev:
+            upgrade = ev.state == State.STOPPING_CANCELED and stop == State.STOPPING_KILLED
+            if ev.state.is_terminal or (ev.state.is_stopping and not upgrade):
+                return
+            self._stop(ev, stop)
+
+    def kill_trial(self, trial_id: int) -> None:
+        """Kill one trial: its process is killed and it ends CANCELED; the search sees a
+        user cancel (random does not replace it). A terminal trial is a no-op."""
+        with self._trial_event(trial_id) as (ev, trial):
+            state = State(trial["state"])
+            if state.is_terminal:
+                return
+            if _trials.live_allocation(ev.conn, trial_id) is not None:
+                new = trial_escalation(state, State.STOPPING_KILLED)
+                _trials.update_trial(ev.conn, trial_id, state=new)
+                return
+            self._end_trial(ev, trial, State.CANCELED)
+            self._maybe_end_experiment(ev)
 
     # ----------------------------------------------------------------------- trial events
 
@@ -226,8 +273,14 @@ class Experiments:
             _trials.update_allocation(conn, allocation_id, preempted=True)
         self._signals.notify(preemption_key(allocation_id))
 
-    def allocation_exited(self, allocation_id: str, exit_code: int) -> State:
-        """The allocation's processes are gone; decide the trial's fate (spec §4.3)."""
+    def allocation_exited(
+        self, allocation_id: str, exit_code: int, *, killed: bool = False
+    ) -> State:
+        """The allocation's processes are gone; decide the trial's fate (spec §4.3).
+
+        ``killed``: the master itself killed them (kill, preemption timeout, master restart);
+        that is no failure of the trial and counts no restart, like an acknowledged exit.
+        """
         with self._store.read() as conn:
             alloc = _trials.get_allocation(conn, allocation_id)
         if alloc is None:
@@ -244,7 +297,9 @@ class Experiments:
                 end_time=_time.now(),
             )
             _users.revoke_allocation_tokens(ev.conn, allocation_id)
-            return self._decide_exit(ev, trial, alloc, exit_code)
+            if killed:
+                alloc = {**alloc, "acked": True}
+            return self._decide_exit(ev, trial, alloc, 0 if killed else exit_code)
 
     # ----------------------------------------------------------------------- internals
 
@@ -409,6 +464,11 @@ class Experiments:
                 raise
         for key in ev.wake:
             self._signals.notify(key)
+        for callback in self._on_change:
+            callback()
+        if ev.ended:
+            for end in self._on_end:
+                end(experiment_id)
 
     @contextmanager
     def _trial_event(self, trial_id: int) -> Iterator[tuple[_Event, dict[str, Any]]]:

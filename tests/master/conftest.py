@@ -28,12 +28,21 @@ class MasterProcess:
     """``python -m determined.master`` on a free port with its own data dir.
 
     ``url`` is ``http://127.0.0.1:<port>``; :meth:`kill` sends SIGKILL, :meth:`start` starts it
-    again on the same port and data dir (a restart).
+    again on the same port and data dir (a restart). Without ``cpu_slots`` it runs no trials
+    (``--resource-manager none``: tests allocate through the dev endpoints); with it, the local
+    resource manager runs them on that many CPU slots.
     """
 
-    def __init__(self, data_dir: pathlib.Path, *, db_url: str | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: pathlib.Path,
+        *,
+        db_url: str | None = None,
+        cpu_slots: int | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.db_url = db_url
+        self.cpu_slots = cpu_slots
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -44,6 +53,10 @@ class MasterProcess:
         cmd += ["--data-dir", str(self.data_dir), "--dev-endpoints"]
         if self.db_url:
             cmd += ["--db-url", self.db_url]
+        if self.cpu_slots is None:
+            cmd += ["--resource-manager", "none"]
+        else:
+            cmd += ["--cpu-slots", str(self.cpu_slots)]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
         env["PYTHONPATH"] = str(REPO)

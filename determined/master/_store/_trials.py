@@ -125,3 +125,35 @@ def update_allocation(conn: sa.Connection, allocation_id: str, **values: Any) ->
     if "state" in values and isinstance(values["state"], AllocationState):
         values["state"] = values["state"].value
     conn.execute(allocations.update().where(allocations.c.id == allocation_id).values(**values))
+
+
+def runnable_trials(conn: sa.Connection) -> list[dict[str, Any]]:
+    """Trials that need a run now (spec §4.2): ACTIVE in an ACTIVE experiment, with a pending
+    operation and no live allocation; oldest first."""
+    from determined.master._store._schema import experiments
+
+    live = sa.select(allocations.c.trial_id).where(
+        allocations.c.state != AllocationState.TERMINATED.value
+    )
+    q = (
+        sa.select(trials)
+        .join(experiments, experiments.c.id == trials.c.experiment_id)
+        .where(
+            trials.c.state == State.ACTIVE.value,
+            experiments.c.state == State.ACTIVE.value,
+            trials.c.op_complete.is_(False),
+            trials.c.id.not_in(live),
+        )
+        .order_by(trials.c.experiment_id, trials.c.id)
+    )
+    return [dict(r) for r in conn.execute(q).mappings()]
+
+
+def live_allocations(conn: sa.Connection) -> list[dict[str, Any]]:
+    """Every allocation that has not terminated, with its trial's state as ``trial_state``."""
+    q = (
+        sa.select(allocations, trials.c.state.label("trial_state"))
+        .join(trials, trials.c.id == allocations.c.trial_id)
+        .where(allocations.c.state != AllocationState.TERMINATED.value)
+    )
+    return [dict(r) for r in conn.execute(q).mappings()]

@@ -1,0 +1,139 @@
+"""Checkpoint GC at the end of an experiment (spec/master.md §4.7).
+
+:func:`select_deletions` is the policy (pure); :func:`collect` applies it: it deletes each
+chosen checkpoint from its storage with ``determined.common.storage`` and marks it DELETED.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.common import storage
+from determined.master import _config
+from determined.master._store import Store, _checkpoints, _experiments, _metrics, _trials
+from determined.master._store._schema import storage_backends
+
+logger = logging.getLogger("determined.master")
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A COMPLETED checkpoint with the searcher metric of the validation at its steps (if any;
+    ``order`` is that validation's id, the tie-break)."""
+
+    uuid: str
+    trial_id: int
+    steps: int
+    metric: float | None = None
+    order: int = 0
+
+
+def select_deletions(
+    candidates: Iterable[Candidate],
+    *,
+    experiment_best: int,
+    trial_best: int,
+    trial_latest: int,
+    smaller_is_better: bool = True,
+) -> set[str]:
+    """The uuids to delete: all but each trial's ``trial_latest`` newest, each trial's
+    ``trial_best`` best and the experiment's ``experiment_best`` best (by searcher metric;
+    checkpoints without a validated metric are never "best")."""
+    cands = list(candidates)
+    keep: set[str] = set()
+
+    def best(of: list[Candidate], n: int) -> list[Candidate]:
+        scored = [c for c in of if c.metric is not None and not math.isnan(c.metric)]
+        sign = 1.0 if smaller_is_better else -1.0
+        return sorted(scored, key=lambda c: (sign * float(c.metric or 0.0), c.order))[:n]
+
+    by_trial: dict[int, list[Candidate]] = {}
+    for c in cands:
+        by_trial.setdefault(c.trial_id, []).append(c)
+    for rows in by_trial.values():
+        newest = sorted(rows, key=lambda c: c.steps, reverse=True)[: max(trial_latest, 0)]
+        keep.update(c.uuid for c in newest)
+        keep.update(c.uuid for c in best(rows, max(trial_best, 0)))
+    keep.update(c.uuid for c in best(cands, max(experiment_best, 0)))
+    return {c.uuid for c in cands} - keep
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _candidates(conn: sa.Connection, experiment_id: int, metric: str) -> list[Candidate]:
+    trials = _trials.trials_of(conn, experiment_id)
+    warm = {t["warm_start_checkpoint"] for t in trials if t["warm_start_checkpoint"]}
+    out = []
+    for trial in trials:
+        for ckpt in _checkpoints.of_trial(conn, int(trial["id"])):
+            if ckpt["state"] != _checkpoints.COMPLETED or ckpt["uuid"] in warm:
+                continue
+            steps = int(ckpt["steps_completed"])
+            val = _metrics.at_steps(conn, int(trial["id"]), "validation", steps)
+            value = None if val is None else _number((val["metrics"] or {}).get(metric))
+            order = 0 if val is None else int(val["id"])
+            out.append(Candidate(ckpt["uuid"], int(trial["id"]), steps, value, order))
+    return out
+
+
+def _storage_config(conn: sa.Connection, ckpt: dict[str, Any], default: dict) -> dict:
+    if ckpt["storage_id"] is None:
+        return default
+    q = sa.select(storage_backends.c.config).where(storage_backends.c.id == ckpt["storage_id"])
+    row = conn.execute(q).first()
+    return dict(row[0]) if row is not None and row[0] else default
+
+
+def collect(store: Store, experiment_id: int) -> list[str]:
+    """Apply the experiment's GC policy now; returns the uuids marked DELETED."""
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+        if exp is None:
+            return []
+        config = exp["config"] or {}
+        policy = config.get("checkpoint_storage") or {}
+        metric, smaller = _config.searcher_metric(config)
+        doomed = select_deletions(
+            _candidates(conn, experiment_id, metric),
+            experiment_best=int(policy.get("save_experiment_best", 0)),
+            trial_best=int(policy.get("save_trial_best", 1)),
+            trial_latest=int(policy.get("save_trial_latest", 1)),
+            smaller_is_better=smaller,
+        )
+        targets = [
+            (u, _storage_config(conn, _checkpoints.get(conn, u) or {}, policy)) for u in doomed
+        ]
+    deleted = []
+    for uuid, storage_config in sorted(targets):
+        try:
+            storage.build(storage_config).delete(uuid)
+        except Exception:  # keep the record; a later GC may succeed
+            logger.exception("checkpoint GC could not delete %s", uuid)
+            continue
+        with store.tx() as conn:
+            _checkpoints.update_resources(conn, uuid, None)
+        deleted.append(uuid)
+    return deleted
+
+
+def collect_async(store: Store, experiment_id: int) -> None:
+    """Run :func:`collect` on its own thread (called when the experiment ends)."""
+
+    def run() -> None:
+        try:
+            collect(store, experiment_id)
+        except Exception:
+            logger.exception("checkpoint GC of experiment %d failed", experiment_id)
+
+    threading.Thread(target=run, name=f"gc-{experiment_id}", daemon=True).start()

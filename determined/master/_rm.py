@@ -1,0 +1,241 @@
+"""The local resource manager: runs trials as process groups on this machine.
+
+Slots are the GPUs (one ``CUDA_VISIBLE_DEVICES`` set per run) unless CPU slots are asked for
+or there is no GPU. One thread does everything, on a short tick or when an experiment event
+wakes it: reap exited runs (-> :meth:`Experiments.allocation_exited`), enforce kills and the
+preemption timeout, then start the runnable trials (oldest first) while slots are free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from determined.master import _launcher
+from determined.master._errors import ApiError
+from determined.master._experiment import Experiments
+from determined.master._log_capture import LogSink, LogWriter
+from determined.master._states import State
+from determined.master._store import Store, _trials
+
+logger = logging.getLogger("determined.master")
+TICK_S = 0.5
+STOP_GRACE_S = 3.0
+
+
+def detect_gpus() -> list[int]:
+    """GPU indices from ``nvidia-smi``, else from torch when it is importable; [] if none."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        if out.returncode == 0:
+            return [int(x) for x in out.stdout.split() if x.strip().isdigit()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import torch
+
+        return list(range(torch.cuda.device_count()))
+    except Exception:  # no torch, or a torch without CUDA
+        return []
+
+
+@dataclasses.dataclass
+class _Run:
+    proc: _launcher.TrialProcess
+    sink: LogSink
+    slots: list[int]
+    timeout_s: float
+    preempted_at: float | None = None
+    killed: bool = False
+
+
+class LocalResourceManager:
+    """Runs the trials of ``experiments`` (call :meth:`start` once the app serves).
+
+    Args:
+        master_url: what trials use as ``DET_MASTER``.
+        work_root: runs get ``<work_root>/<allocation id>`` as their work dir (removed after).
+        cpu_slots: use this many CPU slots; None: the GPUs, or ``os.cpu_count()`` without any.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        experiments: Experiments,
+        *,
+        master_url: str,
+        work_root: Path,
+        cpu_slots: int | None = None,
+    ) -> None:
+        self._store = store
+        self._exps = experiments
+        self._master_url = master_url
+        self._work_root = work_root
+        gpus = [] if cpu_slots is not None else detect_gpus()
+        self.gpu = bool(gpus)
+        self.slots = gpus or list(range(cpu_slots or os.cpu_count() or 1))
+        self._free = list(self.slots)
+        self._runs: dict[str, _Run] = {}
+        self._warned: set[int] = set()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._logs = LogWriter(store)
+        self._thread = threading.Thread(target=self._loop, name="resource-manager", daemon=True)
+        experiments.subscribe(on_change=self._wake.set)
+
+    def start(self) -> None:
+        """Close runs a previous master left behind (no restart counted), then schedule."""
+        with self._store.read() as conn:
+            stale = [str(a["id"]) for a in _trials.live_allocations(conn)]
+        for allocation_id in stale:
+            self._exps.allocation_exited(allocation_id, -1, killed=True)
+        self._thread.start()
+
+    def terminate_all(self) -> None:
+        """SIGTERM every run's process group (the master is stopping); :meth:`stop` follows."""
+        self._stopping.set()
+        for run in list(self._runs.values()):
+            run.proc.signal_group(signal.SIGTERM)
+
+    def stop(self) -> None:
+        """Stop scheduling and make sure no trial process outlives the master."""
+        self.terminate_all()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline and any(
+            r.proc.poll() is None for r in self._runs.values()
+        ):
+            time.sleep(0.05)
+        for run in self._runs.values():
+            run.proc.finish(timeout=1.0)
+        self._logs.close()
+
+    # ------------------------------------------------------------------- the loop
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(TICK_S)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self._reap()
+                self._enforce()
+                self._schedule()
+            except Exception:  # keep scheduling whatever one event did
+                logger.exception("resource manager tick failed")
+
+    def _reap(self) -> None:
+        for allocation_id, run in list(self._runs.items()):
+            code = run.proc.poll()
+            if code is None:
+                continue
+            run.proc.finish()
+            if code != 0 and not run.killed:
+                run.sink.master(f"crashed: trial process exited with code {code}")
+            run.sink.master(f"allocation {allocation_id} exited with code {code}")
+            self._logs.flush()
+            del self._runs[allocation_id]
+            self._free.extend(run.slots)
+            shutil.rmtree(run.proc.work_dir, ignore_errors=True)
+            self._exps.allocation_exited(allocation_id, code, killed=run.killed)
+
+    def _enforce(self) -> None:
+        """Kill runs of killed trials at once and preempted ones after their timeout."""
+        with self._store.read() as conn:
+            rows = {str(a["id"]): a for a in _trials.live_allocations(conn)}
+        now = time.monotonic()
+        for allocation_id, run in self._runs.items():
+            row = rows.get(allocation_id)
+            if row is None or run.killed:
+                continue
+            if row["trial_state"] == State.STOPPING_KILLED.value:
+                self._kill(run, "killed")
+            elif row["preempted"] and run.preempted_at is None:
+                run.preempted_at = now
+                run.sink.master(
+                    "gracefully terminating allocation's remaining resources (reason: preempted)"
+                )
+            elif run.preempted_at is not None and now - run.preempted_at > run.timeout_s:
+                self._kill(run, "preemption timeout")
+
+    def _kill(self, run: _Run, reason: str) -> None:
+        run.sink.master(f"forcibly killing allocation's remaining resources (reason: {reason})")
+        run.killed = True
+        run.proc.signal_group(signal.SIGKILL)
+        self._wake.set()
+
+    def _schedule(self) -> None:
+        with self._store.read() as conn:
+            runnable = _trials.runnable_trials(conn)
+        for trial in runnable:
+            if self._stopping.is_set():
+                return
+            need = self._slots_needed(trial)
+            if need is None or need > len(self._free):
+                continue
+            slots, self._free = self._free[:need], self._free[need:]
+            if not self._launch(int(trial["id"]), slots):
+                self._free.extend(slots)
+
+    def _slots_needed(self, trial: dict) -> int | None:
+        with self._store.read() as conn:
+            from determined.master._store import _experiments
+
+            exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+        wanted = int(((exp.get("config") or {}).get("resources") or {}).get("slots_per_trial", 1))
+        need = max(wanted, 1)
+        if need > len(self.slots):
+            if trial["id"] not in self._warned:
+                self._warned.add(trial["id"])
+                logger.warning(
+                    "trial %s needs %d slots; this master has %d: it stays queued",
+                    trial["id"],
+                    need,
+                    len(self.slots),
+                )
+            return None
+        return need
+
+    def _launch(self, trial_id: int, slots: list[int]) -> bool:
+        resources = [{"resourcesId": "0", "address": "127.0.0.1", "slots": len(slots)}]
+        try:
+            alloc, token = self._exps.allocate(trial_id, resources)
+        except ApiError:
+            return False  # it changed since the read (paused, killed): not runnable now
+        with self._store.read() as conn:
+            spec = _launcher.launch_spec(conn, alloc, token, slots, self.gpu)
+        sink = LogSink(self._logs, spec.task_id, spec.allocation_id)
+        work_dir = self._work_root / spec.allocation_id
+        try:
+            _launcher.prepare_work_dir(work_dir, spec)
+            argv = _launcher.command(spec.config["entrypoint"])
+            env = _launcher.trial_env(spec, self._master_url, self._store.cluster_id, work_dir)
+            proc = _launcher.TrialProcess(argv, work_dir, env, sink)
+        except _launcher.LaunchError as e:
+            sink.master(f"crashed: {e}")
+            self._logs.flush()
+            shutil.rmtree(work_dir, ignore_errors=True)
+            self._exps.allocation_exited(spec.allocation_id, 1)
+            return False
+        timeout = float(spec.config.get("preemption_timeout") or 3600)
+        self._runs[spec.allocation_id] = _Run(proc, sink, slots, timeout)
+        sink.master(
+            f"Resources for Trial {spec.trial_id} (Experiment {spec.experiment_id}) have "
+            f"started (slots {slots}, pid {proc.pid})"
+        )
+        return True
