@@ -5,6 +5,8 @@ Kept free of any framework so that the tutorials show only the Core API calls.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -30,8 +32,12 @@ class LinearModel:
         x = np.linspace(-1, 1, 101)
         return float(np.mean((self.w * x + self.b - (3 * x + 1)) ** 2))
 
-    def state(self) -> dict[str, float]:
-        return {"w": self.w, "b": self.b}
+    def state(self) -> dict[str, Any]:
+        # The data RNG is part of the state: a resumed run then draws the same batches as one
+        # that was never stopped.
+        return {"w": self.w, "b": self.b, "rng": self.rng.bit_generator.state}
 
-    def load_state(self, state: dict[str, float]) -> None:
+    def load_state(self, state: dict[str, Any]) -> None:
         self.w, self.b = float(state["w"]), float(state["b"])
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
