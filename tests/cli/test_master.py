@@ -1,0 +1,114 @@
+"""``det master up|status|down``: a daemon from the data dir, found by later commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+
+import psutil
+import pytest
+import requests
+
+from tests.cli.conftest import CONFIG, Det, free_port
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _cleanup(home: pathlib.Path) -> None:
+    """Kill a master a failed test left behind (by its own pid file only)."""
+    pid_file = home / "master.pid"
+    if pid_file.exists():
+        pid = int(pid_file.read_text())
+        if _alive(pid) and "determined.master" in " ".join(psutil.Process(pid).cmdline()):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_up_status_down_lifecycle(tmp_path: pathlib.Path) -> None:
+    home = tmp_path / "home"
+    det = Det(home)  # no DET_MASTER, no -m
+    port = free_port()
+    try:
+        out = det.ok("master", "up", "--port", str(port), "--cpu-slots", "1")
+        url = f"http://127.0.0.1:{port}"
+        assert f"Master running at {url}" in out
+        pid = int((home / "master.pid").read_text())
+        assert int((home / "master.port").read_text()) == port
+        proc = psutil.Process(pid)
+        assert "determined.master" in proc.cmdline()
+        assert proc.cmdline()[proc.cmdline().index("--cpu-slots") + 1] == "1"
+        assert requests.get(url + "/info", timeout=5).ok
+
+        assert f"Master running at {url}" in det.ok("master", "status")
+        # Later commands find the daemon without -m or DET_MASTER.
+        assert "You are logged in as user 'determined'" in det.ok("user", "whoami")
+        assert url in json.loads((home / "auth.json").read_text())["masters"]
+
+        again = det("master", "up", "--port", str(port))
+        assert again.returncode == 1
+        assert "already running" in again.stderr
+
+        assert f"Stopped the master at {url}" in det.ok("master", "down")
+        assert not _alive(pid)
+        assert not (home / "master.pid").exists()
+        assert not (home / "master.port").exists()
+        status = det("master", "status")
+        assert status.returncode == 1
+        assert "No master is running" in status.stderr
+        assert "No master is running" in det.ok("master", "down")
+    finally:
+        _cleanup(home)
+
+
+def test_up_reports_a_master_that_cannot_start(tmp_path: pathlib.Path) -> None:
+    home = tmp_path / "home"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        try:
+            r = Det(home)("master", "up", "--port", str(port))
+        finally:
+            _cleanup(home)
+    assert r.returncode == 1
+    assert "the master exited" in r.stderr
+    assert "Traceback" not in r.stderr.split("the end of", 1)[0]
+    assert not (home / "master.pid").exists()
+
+
+def _port_8080_free() -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", 8080))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.skipif(not _port_8080_free(), reason="the local master's default port is in use")
+def test_create_starts_the_local_master(tmp_path: pathlib.Path) -> None:
+    home = tmp_path / "home"
+    det = Det(home)
+    config = tmp_path / "c.yaml"
+    config.write_text(CONFIG)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "train.py").write_text("print('hi')\n")
+    try:
+        out = det.ok("e", "create", str(config), str(model))
+        assert "starting a local one" in out
+        assert "Started a local master at http://127.0.0.1:8080" in out
+        assert "Created experiment 1" in out
+        pid = int((home / "master.pid").read_text())
+        assert _alive(pid)
+        det.ok("master", "down")
+        assert not _alive(pid)
+    finally:
+        _cleanup(home)
