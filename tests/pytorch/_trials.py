@@ -138,3 +138,50 @@ class MLPTrial(det_torch.PyTorchTrial):
 
 def params(model: torch.nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
+
+
+class Capture(PyTorchCallback):
+    """Keeps what the loop reports: training (avg, batch metrics), validation metrics, uuids."""
+
+    def __init__(self) -> None:
+        self.training: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+        self.validation: list[dict[str, Any]] = []
+        self.uuids: list[str] = []
+
+    def on_training_workload_end(self, avg_metrics: Any, batch_metrics: Any) -> None:
+        self.training.append((avg_metrics, batch_metrics))
+
+    def on_validation_end(self, metrics: dict[str, Any]) -> None:
+        self.validation.append(metrics)
+
+    def on_checkpoint_upload_end(self, uuid: str) -> None:
+        self.uuids.append(uuid)
+
+
+def run_local(
+    trial_cls: type = MLPTrial,
+    hparams: dict[str, Any] | None = None,
+    exp_conf: dict[str, Any] | None = None,
+    **fit: Any,
+) -> tuple[Any, Capture, list[tuple[Any, ...]]]:
+    """Train ``trial_cls`` locally with a Recorder and a Capture callback attached."""
+    log: list[tuple[Any, ...]] = []
+    capture = Capture()
+    hp = {**(hparams or {}), "callback_log": log}
+    with det_torch.init(hparams=hp, exp_conf=exp_conf) as ctx:
+        trial = trial_cls(ctx)
+        original = trial.build_callbacks
+
+        def callbacks() -> dict[str, PyTorchCallback]:
+            return {**original(), "capture": capture}
+
+        trial.build_callbacks = callbacks
+        fit.setdefault("max_length", det_torch.Batch(10))
+        trial.reason = det_torch.Trainer(trial, ctx).fit(**fit)
+    return trial, capture, log
+
+
+def ckpt_dir(uuid: str) -> Any:
+    from determined.common import _paths
+
+    return _paths.default_checkpoint_dir() / uuid

@@ -1,0 +1,219 @@
+"""The training loop run locally with real torch training (spec/harness.md §12, §15)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from _trials import MLPTrial, run_local
+
+import determined as det
+import determined.pytorch as det_torch
+from determined.pytorch import Batch, Epoch
+
+
+def _validated_at(log: list[tuple[Any, ...]]) -> list[int]:
+    """Batches trained at each validation, from the callback log."""
+    trained, out = 0, []
+    for e in log:
+        if e[0] == "on_training_workload_end":
+            trained += e[1]
+        elif e[0] == "on_validation_start":
+            out.append(trained)
+    return out
+
+
+def _checkpointed_at(log: list[tuple[Any, ...]]) -> list[int]:
+    trained, out = 0, []
+    for e in log:
+        if e[0] == "on_training_workload_end":
+            trained += e[1]
+        elif e[0] == "on_checkpoint_upload_end":
+            out.append(trained)
+    return out
+
+
+def test_policy_none_validates_at_periods_and_checkpoints_once_at_the_end() -> None:
+    """§19 item 45: Batch(10), validation Batch(4), policy none -> validations at 4, 8, 10 and
+    one checkpoint, at 10."""
+    _, cap, log = run_local(validation_period=Batch(4), checkpoint_policy="none")
+    assert _validated_at(log) == [4, 8, 10]
+    assert _checkpointed_at(log) == [10]
+    assert len(cap.validation) == 3
+
+
+def test_policy_all_checkpoints_after_each_validation() -> None:
+    """§19 items 45 and 52: policy all checkpoints after every validation."""
+    _, cap, log = run_local(validation_period=Batch(4), checkpoint_policy="all")
+    assert _checkpointed_at(log) == [4, 8, 10]
+    assert len(set(cap.uuids)) == 3
+
+
+def test_policy_best_checkpoints_only_on_improvement() -> None:
+    """§19 item 52 (deviation: local "best" works when searcher.metric is configured): a
+    checkpoint follows a validation only if it strictly beats the best so far."""
+    conf = {"searcher": {"metric": "val_loss", "smaller_is_better": False}}
+    # With smaller_is_better False and a falling loss, only the first validation "wins".
+    _, cap, log = run_local(
+        hparams={"lr": 0.01},
+        exp_conf=conf,
+        validation_period=Batch(2),
+        checkpoint_policy="best",
+    )
+    losses = [v["val_loss"] for v in cap.validation]
+    assert losses == sorted(losses, reverse=True)  # training improves the loss every time
+    assert _validated_at(log) == [2, 4, 6, 8, 10]
+    assert _checkpointed_at(log) == [2, 10]  # the first win, then the end-of-op checkpoint
+
+
+def test_policy_best_without_metric_behaves_as_all() -> None:
+    """§19 item 42: local "best" without a searcher metric behaves as "all"."""
+    _, _, log = run_local(validation_period=Batch(5), checkpoint_policy="best")
+    assert _checkpointed_at(log) == [5, 10]
+
+
+def test_train_batch_sees_global_indices_and_epochs() -> None:
+    """§19 items 46 and 49: idx 0..9 with epoch_idx = idx // epoch_len; Epoch(2) with 5
+    batches per epoch trains 10 batches; epoch hooks at 0/5 and 4/9."""
+    trial, _, log = run_local(hparams={"n": 20}, max_length=Epoch(2))
+    assert trial.events == [(i // 5, i) for i in range(10)]
+    assert [e for e in log if e[0] == "on_training_epoch_start"] == [
+        ("on_training_epoch_start", 0),
+        ("on_training_epoch_start", 1),
+    ]
+    ends = [i for i, e in enumerate(log) if e[0] == "on_training_epoch_end"]
+    assert [log[i][1] for i in ends] == [0, 1]
+
+
+def test_training_metrics_at_every_boundary() -> None:
+    """§19 items 47 and 48: metrics at every boundary (report every 3, validate every 4),
+    avg is the batch mean, one batch_metrics entry per batch, Tensor -> loss."""
+    _, cap, _ = run_local(reporting_period=Batch(3), validation_period=Batch(4))
+    sizes = [len(b) for _, b in cap.training]
+    assert sizes == [3, 1, 2, 2, 1, 1]  # boundaries at 3, 4, 6, 8, 9, 10
+    for avg, batches in cap.training:
+        assert set(avg) == {"loss"}
+        assert avg["loss"] == pytest.approx(sum(b["loss"] for b in batches) / len(batches))
+
+
+class DictMetricsTrial(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        loss = super().train_batch(batch, epoch_idx, batch_idx)
+        return {"loss": loss, "maybe": None if batch_idx % 2 else 1.0, "name": "x"}
+
+
+def test_average_ignores_none_and_non_numbers() -> None:
+    """§19 item 48: None values are skipped; a value that cannot be averaged becomes None."""
+    _, cap, _ = run_local(DictMetricsTrial, reporting_period=Batch(4), max_length=Batch(4))
+    avg, batches = cap.training[0]
+    assert avg["maybe"] == 1.0
+    assert avg["name"] is None
+    assert [b["maybe"] for b in batches] == [1.0, None, 1.0, None]
+
+
+def test_step_zero_validation() -> None:
+    """§19 item 54: step-zero validation runs at batches_trained 0 with no earlier one."""
+    _, _, log = run_local(step_zero_validation=True, validation_period=Batch(5))
+    assert _validated_at(log) == [0, 5, 10]
+    _, _, log = run_local(validation_period=Batch(5))
+    assert _validated_at(log) == [5, 10]
+
+
+def test_test_mode_runs_one_batch_one_validation_batch_one_checkpoint() -> None:
+    """§19 item 55: test_mode trains 1 batch, validates 1 batch, checkpoints once."""
+    trial, cap, log = run_local(test_mode=True, max_length=Batch(1000), checkpoint_policy="none")
+    assert trial.events == [(0, 0)]
+    assert [e for e in log if e[0] == "on_validation_epoch_end"] == [("on_validation_epoch_end", 1)]
+    assert len(cap.uuids) == 1
+
+
+def test_callback_order() -> None:
+    """§19 item 64 (§15): hooks run in the reference order; shutdown last."""
+    _, _, log = run_local(max_length=Batch(10), validation_period=Batch(10), hparams={"n": 40})
+    names = [e[0] for e in log]
+    assert names[:3] == ["on_trial_startup", "on_training_start", "on_training_epoch_start"]
+    tail = names[names.index("on_training_epoch_end") :]
+    assert tail == [
+        "on_training_epoch_end",
+        "on_training_workload_end",
+        "on_validation_start",
+        "on_validation_epoch_start",
+        "on_validation_epoch_end",
+        "on_validation_end",
+        "state_dict",
+        "on_checkpoint_save_start",
+        "on_checkpoint_end",
+        "on_checkpoint_write_end",
+        "on_checkpoint_upload_end",
+        "on_trial_shutdown",
+    ]
+
+
+class FailingTrial(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        if batch_idx == 2:
+            raise ZeroDivisionError("boom")
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+
+def test_shutdown_runs_even_on_error() -> None:
+    """§19 item 64: on_trial_shutdown runs when training raises."""
+    log: list[Any] = []
+    with pytest.raises(ZeroDivisionError), det_torch.init(hparams={"callback_log": log}) as ctx:
+        det_torch.Trainer(FailingTrial(ctx), ctx).fit(max_length=Batch(5))
+    assert log[-1] == ("on_trial_shutdown",)
+
+
+class StopTrial(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        if batch_idx == 4:
+            self.context.set_stop_requested(True)
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+
+def test_stop_requested_checkpoints_and_returns_at_next_boundary() -> None:
+    """§19 item 63: set_stop_requested -> checkpoint at the next boundary, clean return, no
+    more batches."""
+    trial, cap, log = run_local(StopTrial, reporting_period=Batch(3), checkpoint_policy="none")
+    assert trial.reason == det_torch.ExitReason.STOPPED
+    assert [i for _, i in trial.events] == [0, 1, 2, 3, 4, 5]
+    assert _checkpointed_at(log) == [6]
+
+
+class InvalidHPTrial(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        out = super().train_batch(batch, epoch_idx, batch_idx)
+        if batch_idx == 2:
+            raise det.InvalidHP("too big")
+        return out
+
+
+def test_invalid_hp_checkpoints_and_exits_zero() -> None:
+    """§19 item 66: InvalidHP in train_batch -> a checkpoint, early exit, exit status 0."""
+    log: list[Any] = []
+    with pytest.raises(SystemExit) as exc, det_torch.init(hparams={"callback_log": log}) as ctx:
+        det_torch.Trainer(InvalidHPTrial(ctx), ctx).fit(max_length=Batch(5))
+    assert exc.value.code == 0
+    assert [e[0] for e in log][-2:] == ["on_checkpoint_upload_end", "on_trial_shutdown"]
+
+
+class EveryBatchLR(MLPTrial):
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        mode = context.get_hparam("mode")
+        self.sched = context.wrap_lr_scheduler(
+            torch.optim.lr_scheduler.StepLR(self.opt, step_size=1, gamma=0.5),
+            step_mode=getattr(det_torch.LRScheduler.StepMode, mode),
+            frequency=context.get_hparam("freq"),
+        )
+
+
+@pytest.mark.parametrize(
+    ("mode", "freq", "steps"),
+    [("STEP_EVERY_BATCH", 2, 5), ("STEP_EVERY_EPOCH", 1, 2), ("MANUAL_STEP", 1, 0)],
+)
+def test_lr_auto_step(mode: str, freq: int, steps: int) -> None:
+    """§19 item 62: EVERY_BATCH freq 2 steps every 2 batches; EVERY_EPOCH at each epoch end."""
+    trial, _, _ = run_local(EveryBatchLR, hparams={"mode": mode, "freq": freq, "n": 20})
+    assert trial.sched.last_epoch == steps
