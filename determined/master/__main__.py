@@ -82,6 +82,7 @@ def _serve(app: Any, **options: Any) -> None:
         def handle_exit(self, sig: int, frame: Any) -> None:
             if app.state.rm is not None:
                 app.state.rm.terminate_all()
+            app.state.signals.wake_all()
             super().handle_exit(sig, frame)
 
     # The trials' long polls must not hold the shutdown for long.

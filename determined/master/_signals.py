@@ -43,6 +43,14 @@ class Signals:
         for loop, event in entries:
             loop.call_soon_threadsafe(event.set)
 
+    def wake_all(self) -> None:
+        """Wake every long poll (the master is stopping: answer them now, not at their
+        timeout, so that the shutdown does not wait for them)."""
+        with self._lock:
+            entries = [e for watchers in self._watchers.values() for e in watchers]
+        for loop, event in entries:
+            loop.call_soon_threadsafe(event.set)
+
     def barrier(self, scope: str, name: str, size: int) -> _Barrier:
         """The barrier ``name`` within ``scope`` (an allocation), created on first use."""
         with self._lock:

@@ -10,7 +10,16 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import MasterProcess
-from trial_kit import TRAIN_PY, Cluster, alive, config, env_of, wait_dead, wait_file
+from trial_kit import (
+    TRAIN_PY,
+    Cluster,
+    alive,
+    config,
+    env_of,
+    sleepers,
+    wait_dead,
+    wait_file,
+)
 
 from determined.master._store import _time
 
@@ -132,22 +141,6 @@ def test_stopping_the_master_leaves_no_trial_process(tmp_path: pathlib.Path) -> 
         assert m.proc is not None and m.proc.returncode is not None
         assert time.monotonic() - started < 10
         wait_dead(pid, timeout=5)
-        assert not _sleepers(str(tmp_path))
+        assert not sleepers(str(tmp_path))
     finally:
         m.kill()
-
-
-def _sleepers(marker: str) -> list[int]:
-    """Processes still running ``sleep 300`` from a work dir under ``marker``."""
-    found = []
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().split(b"\0")
-            cwd = str((proc / "cwd").resolve())
-        except OSError:
-            continue
-        if cmd[:2] == [b"sleep", b"300"] and cwd.startswith(marker) and alive(int(proc.name)):
-            found.append(int(proc.name))
-    return found

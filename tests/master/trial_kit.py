@@ -3,7 +3,8 @@
 ``TRAIN_PY`` is a small Core API trial driven by its hyperparameters: it records its pid and
 ``DET_*`` environment under ``hparams["out"]``, trains ``op.length`` steps (``sleep`` seconds
 each), checkpoints every ``ckpt_every`` steps, resumes from ``DET_LATEST_CHECKPOINT``, honours
-preemption unless ``ignore_preempt``, and exits 3 at once while its run id <= ``fail_runs``.
+preemption unless ``ignore_preempt``, exits 3 at once while its run id <= ``fail_runs`` and
+exits 0 after acknowledging a preemption while its run id <= ``ack_exit_runs``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def save(ctx, steps):
         (path / "state.json").write_text(json.dumps({"steps": steps}))
 
 with core.init() as ctx:
+    if run <= hp.get("ack_exit_runs", 0):
+        ctx.preempt.acknowledge_preemption_signal()  # as if preempted: exit 0 after an ack
+        sys.exit(0)
     steps = 0
     if info.latest_checkpoint:
         with ctx.checkpoint.restore_path(info.latest_checkpoint) as path:
@@ -128,6 +132,17 @@ class Cluster:
     def logs(self, task_id: str) -> list[dict[str, Any]]:
         return list(self.get(f"/api/v1/tasks/{task_id}/logs")["logs"])
 
+    def wait_log(self, task_id: str, text: str, timeout: float = 15) -> list[str]:
+        """The task's log lines once one contains ``text``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [e["log"] for e in self.logs(task_id)]
+            if any(text in line for line in lines):
+                return lines
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no log line of {task_id} contains {text!r}: {lines}")
+            time.sleep(0.1)
+
     def wait_experiment(self, exp_id: int, *states: str, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
@@ -182,3 +197,34 @@ def wait_dead(pid: int, timeout: float = 15) -> None:
 
 def env_of(out: pathlib.Path, trial_id: int, run: int) -> dict[str, str]:
     return dict(json.loads(wait_file(out / f"{trial_id}.{run}.env.json")))
+
+
+GC_PY = r"""
+import determined as det
+from determined import core
+
+hp = det.get_cluster_info().trial.hparams
+with core.init() as ctx:
+    for op in ctx.searcher.operations():
+        for steps, loss in enumerate(hp["losses"], 1):
+            ctx.train.report_validation_metrics(steps, {"loss": loss})
+            with ctx.checkpoint.store_path({"steps_completed": steps}) as (path, _):
+                (path / "weights").write_text(str(steps))
+        op.report_completed(hp["losses"][-1])
+"""
+
+
+def sleepers(marker: str) -> list[int]:
+    """Processes still running ``sleep 300`` from a work dir under ``marker``."""
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            cwd = str((proc / "cwd").resolve())
+        except OSError:
+            continue
+        if cmd[:2] == [b"sleep", b"300"] and cwd.startswith(marker) and alive(int(proc.name)):
+            found.append(int(proc.name))
+    return found

@@ -1,0 +1,215 @@
+"""The trial lifecycle of spec/master.md §4.2–§4.5 driven by real process exits: restarts,
+kill -9, kill, cancel, pause/activate, the preemption timeout, exits with and without an ack."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import MasterProcess
+from trial_kit import Cluster, alive, config, env_of, sleepers, wait_dead, wait_file
+
+
+@pytest.fixture
+def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
+    m = MasterProcess(tmp_path / "master", cpu_slots=1)
+    m.start()
+    yield Cluster(m)
+    m.stop()
+
+
+def _checkpoints(cluster: Cluster, trial_id: int) -> list[dict]:
+    return list(cluster.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"])
+
+
+def _wait_steps(cluster: Cluster, exp_id: int, steps: int, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        trial = cluster.trials(exp_id)[0]
+        if trial["totalBatchesProcessed"] >= steps:
+            return trial
+        time.sleep(0.05)
+    raise AssertionError(f"trial of experiment {exp_id} did not reach {steps} steps")
+
+
+def test_failures_restart_up_to_max_restarts_then_error(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    out = tmp_path / "out"
+    exp_id = cluster.create(config(out, fail_runs=99))  # max_restarts 1: two runs
+    exp = cluster.wait_experiment(exp_id, "STATE_ERROR")
+    [trial] = cluster.trials(exp_id)
+    assert trial["state"] == "STATE_ERROR"
+    assert trial["restarts"] == 2
+    assert sorted(p.name for p in out.glob("*.pid")) == [
+        f"{trial['id']}.1.pid",
+        f"{trial['id']}.2.pid",
+    ]
+    assert exp["endTime"] is not None
+
+
+def test_a_failure_within_max_restarts_recovers(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    exp_id = cluster.create(config(out, fail_runs=1))
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    [trial] = cluster.trials(exp_id)
+    assert (trial["state"], trial["restarts"]) == ("STATE_COMPLETED", 1)
+    assert env_of(out, trial["id"], 2)["DET_TRIAL_RUN_ID"] == "2"
+
+
+def test_kill_9_restarts_from_the_latest_checkpoint(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    out = tmp_path / "out"
+    exp_id = cluster.create(config(out, max_length=30, sleep=0.05, ckpt_every=4))
+    trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING")["id"]
+    pid = int(wait_file(out / f"{trial_id}.1.pid"))
+    deadline = time.monotonic() + 30
+    while not _checkpoints(cluster, trial_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    env = env_of(out, trial_id, 2)
+    run1 = [c for c in _checkpoints(cluster, trial_id) if c["allocationId"].endswith(".1")]
+    newest = max(run1, key=lambda c: c["metadata"]["steps_completed"])
+    assert env["DET_LATEST_CHECKPOINT"] == newest["uuid"]
+    assert env["DET_STEPS_COMPLETED"] == str(newest["metadata"]["steps_completed"])
+    assert wait_file(out / f"{trial_id}.2.resumed") == env["DET_STEPS_COMPLETED"]
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    trial = cluster.trials(exp_id)[0]
+    assert (trial["restarts"], trial["totalBatchesProcessed"]) == (1, 30)
+
+
+def test_kill_experiment_kills_the_process_group(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    cfg = config(out, max_length=10000, sleep=0.1, ignore_preempt=True)
+    cfg["entrypoint"] = "sleep 300 & python3 train.py"
+    exp_id = cluster.create(cfg)
+    trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING")["id"]
+    pid = int(wait_file(out / f"{trial_id}.1.pid"))
+    assert sleepers(str(tmp_path))
+    r = cluster.post(f"/api/v1/experiments/{exp_id}/kill")
+    assert r.status_code == 200, r.text
+    cluster.wait_experiment(exp_id, "STATE_CANCELED", timeout=10)
+    assert cluster.trials(exp_id)[0]["state"] == "STATE_CANCELED"
+    wait_dead(pid, timeout=5)
+    assert not sleepers(str(tmp_path))
+    assert cluster.trials(exp_id)[0]["restarts"] == 0  # a kill is no failure
+    # Kill of a finished experiment is a no-op; pause of it is refused.
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/kill").status_code == 200
+    r = cluster.post(f"/api/v1/experiments/{exp_id}/pause")
+    assert r.status_code == 400 and "terminal" in r.json()["message"]
+
+
+def test_cancel_preempts_gracefully(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    exp_id = cluster.create(config(out, max_length=10000, sleep=0.05))
+    _wait_steps(cluster, exp_id, 2)
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/cancel").status_code == 200
+    cluster.wait_experiment(exp_id, "STATE_CANCELED", timeout=15)
+    [trial] = cluster.trials(exp_id)
+    assert trial["state"] == "STATE_CANCELED"
+    assert trial["checkpointCount"] == 1  # it saved on the preemption signal
+    lines = cluster.wait_log(trial["taskId"], "exited with code 0")
+    assert not any("forcibly killing" in line for line in lines)
+
+
+def test_kill_trial_is_not_replaced(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    cfg = config(out, max_length=10000, sleep=0.1)
+    cfg["searcher"] = {
+        "name": "random",
+        "metric": "loss",
+        "max_length": 10000,
+        "max_trials": 2,
+        "max_concurrent_trials": 1,
+    }
+    exp_id = cluster.create(cfg)
+    first = cluster.wait_trial(exp_id, "STATE_RUNNING")
+    pid = int(wait_file(out / f"{first['id']}.1.pid"))
+    r = cluster.post(f"/api/v1/trials/{first['id']}/kill")
+    assert r.status_code == 200, r.text
+    wait_dead(pid, timeout=10)
+    deadline = time.monotonic() + 20
+    while len(cluster.trials(exp_id)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    trials = cluster.trials(exp_id)
+    assert trials[0]["state"] == "STATE_CANCELED"
+    assert len(trials) == 2  # the kill counted toward max_trials 2
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/kill").status_code == 200
+    cluster.wait_experiment(exp_id, "STATE_CANCELED", timeout=10)
+    assert len(cluster.trials(exp_id)) == 2
+
+
+def test_pause_then_activate_resumes_from_the_checkpoint(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    out = tmp_path / "out"
+    exp_id = cluster.create(config(out, max_length=25, sleep=0.05))
+    trial = _wait_steps(cluster, exp_id, 3)
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/pause").status_code == 200
+    pid = int(wait_file(out / f"{trial['id']}.1.pid"))
+    wait_dead(pid, timeout=10)
+    assert cluster.experiment(exp_id)["state"] == "STATE_PAUSED"
+    time.sleep(1.0)  # several scheduler ticks: a paused trial gets no new run
+    assert not (out / f"{trial['id']}.2.pid").exists()
+    paused = cluster.trials(exp_id)[0]
+    assert (paused["state"], paused["restarts"]) == ("STATE_PAUSED", 0)
+    [ckpt] = _checkpoints(cluster, trial["id"])
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/pause").status_code == 200  # no-op
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/activate").status_code == 200
+    env = env_of(out, trial["id"], 2)
+    assert env["DET_LATEST_CHECKPOINT"] == ckpt["uuid"]
+    assert wait_file(out / f"{trial['id']}.2.resumed") == str(ckpt["metadata"]["steps_completed"])
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    assert cluster.trials(exp_id)[0]["totalBatchesProcessed"] == 25
+
+
+def test_preemption_timeout_kills_a_trial_that_ignores_it(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    out = tmp_path / "out"
+    cfg = config(out, max_length=10000, sleep=0.1, ignore_preempt=True)
+    cfg["preemption_timeout"] = 1
+    exp_id = cluster.create(cfg)
+    trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING")["id"]
+    pid = int(wait_file(out / f"{trial_id}.1.pid"))
+    paused_at = time.monotonic()
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/pause").status_code == 200
+    time.sleep(0.5)
+    assert alive(pid)  # it gets its timeout first
+    wait_dead(pid, timeout=10)
+    assert time.monotonic() - paused_at >= 1.0
+    trial = cluster.wait_trial(exp_id, "STATE_PAUSED")
+    assert trial["restarts"] == 0
+    lines = cluster.wait_log(trial["taskId"], "exited with code")
+    assert any("reason: preemption timeout" in line for line in lines)
+
+
+def test_exit_zero_without_ack_completes_the_trial(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    cfg = config(tmp_path / "out", max_length=100)
+    cfg["entrypoint"] = "echo done"
+    exp_id = cluster.create(cfg, {})
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    [trial] = cluster.trials(exp_id)
+    assert (trial["state"], trial["restarts"], trial["totalBatchesProcessed"]) == (
+        "STATE_COMPLETED",
+        0,
+        0,
+    )
+
+
+def test_exit_zero_after_ack_with_work_left_runs_again(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    out = tmp_path / "out"
+    exp_id = cluster.create(config(out, ack_exit_runs=1))
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    [trial] = cluster.trials(exp_id)
+    assert env_of(out, trial["id"], 2)["DET_TRIAL_RUN_ID"] == "2"
+    assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 3)
