@@ -1,0 +1,172 @@
+"""Checkpoint layout, resume and loading (§13, §16)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import torch
+from _trials import MLPTrial, ckpt_dir, params, run_local
+
+import determined.pytorch as det_torch
+from determined.pytorch import Batch, Epoch
+
+HP = {"lr": 0.005, "dropout": 0.3, "shuffle": True, "n": 36, "batch_size": 4}
+SEEDED = {"reproducibility": {"experiment_seed": 7}}
+
+
+class SchedTrial(MLPTrial):
+    """Adds momentum (optimizer state) and a stepping LR scheduler."""
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self.opt.param_groups[0]["momentum"] = 0.9
+        self.sched = context.wrap_lr_scheduler(
+            torch.optim.lr_scheduler.StepLR(self.opt, step_size=3, gamma=0.7),
+            det_torch.LRScheduler.StepMode.STEP_EVERY_BATCH,
+        )
+
+
+def _seed(s: int = 0) -> None:
+    torch.manual_seed(s)
+
+
+def test_checkpoint_layout() -> None:
+    """§19 items 56 and 57: code/, state_dict.pth, trial_state.json (deviation: JSON, not
+    trial_state.pkl), rng_state/, load_data.json and metadata.json with the documented keys;
+    trial_cls_spec is module:Qualname and is_trainer is true for Trainer runs."""
+    _, cap, _ = run_local(SchedTrial, hparams=HP, max_length=Batch(5))
+    path = ckpt_dir(cap.uuids[-1])
+    names = {p.name for p in path.iterdir()}
+    assert {"code", "state_dict.pth", "trial_state.json", "rng_state"} <= names
+    assert {"load_data.json", "metadata.json"} <= names
+    assert "trial_state.pkl" not in names
+    state = torch.load(path / "state_dict.pth", weights_only=True)
+    assert set(state) == {
+        "models_state_dict",
+        "optimizers_state_dict",
+        "lr_schedulers_state_dict",
+        "callbacks",
+        "rng_state",
+    }
+    assert set(state["rng_state"]) >= {"cpu_rng_state", "np_rng_state", "random_rng_state"}
+    assert set(state["callbacks"]) == {"rec", "capture"}
+    load_data = json.loads((path / "load_data.json").read_text())
+    assert load_data["trial_cls_spec"] == "test_checkpoint:SchedTrial"
+    assert load_data["is_trainer"] is True and load_data["trial_type"] == "PyTorchTrial"
+    assert load_data["hparams"]["lr"] == 0.005 and load_data["experiment_config"] is None
+    meta = json.loads((path / "metadata.json").read_text())
+    assert meta["steps_completed"] == 5 and meta["framework"].startswith("torch-")
+    progress = json.loads((path / "trial_state.json").read_text())
+    assert progress["batches_trained"] == 5 and progress["format_version"] == 1
+    assert (path / "code" / "test_checkpoint.py").is_file()
+    assert not any(p.name == "__pycache__" for p in (path / "code").rglob("*"))
+
+
+def _train(k: int, n: int, hp: dict[str, Any], cls: type = SchedTrial, **fit: Any) -> Any:
+    """Straight to n, or to k then resume to n; returns the final trial."""
+    _seed()
+    trial, cap, _ = run_local(cls, hparams=hp, exp_conf=SEEDED, max_length=Batch(k), **fit)
+    if k == n:
+        return trial
+    _seed(123)  # the resumed process starts from another RNG state: restore must fix it
+    resumed, _, _ = run_local(
+        cls, hparams=hp, exp_conf=SEEDED, max_length=Batch(n), latest_checkpoint=cap.uuids[-1]
+    )
+    return resumed
+
+
+def _assert_same(a: Any, b: Any) -> None:
+    for pa, pb in zip(params(a.model), params(b.model), strict=True):
+        assert torch.equal(pa, pb)
+    sa, sb = a.opt.state_dict(), b.opt.state_dict()
+    for key in sa["state"]:
+        assert torch.equal(sa["state"][key]["momentum_buffer"], sb["state"][key]["momentum_buffer"])
+    assert sa["param_groups"][0]["lr"] == sb["param_groups"][0]["lr"]
+
+
+@pytest.mark.parametrize("k", [4, 9])  # mid-epoch, and at the end of the first epoch
+def test_exact_resume_bitwise(k: int) -> None:
+    """Exact resume (§19 item 58): k batches + resume to 14 equals 14 straight, bitwise, with
+    shuffle, dropout and momentum; 9 batches per epoch."""
+    straight = _train(14, 14, HP)
+    resumed = _train(k, 14, HP)
+    _assert_same(straight, resumed)
+    assert [i for _, i in resumed.events] == list(range(k, 14))
+    assert resumed.sched.last_epoch == straight.sched.last_epoch == 14
+
+
+def test_exact_resume_with_workers() -> None:
+    """Exact resume with num_workers=2 (per-sample seeds from (seed, epoch, index))."""
+    hp = {**HP, "num_workers": 2}
+    _assert_same(_train(12, 12, hp), _train(5, 12, hp))
+
+
+def test_validation_does_not_change_training() -> None:
+    """Validation and checkpointing leave the training random streams alone."""
+    a = _train(12, 12, HP)
+    b = _train(12, 12, HP, validation_period=Batch(2), checkpoint_period=Batch(3))
+    _assert_same(a, b)
+
+
+def test_resume_skips_indices_without_loading() -> None:
+    """§19 item 59: resume at S: the first idx is S, data starts at element S, and skipped
+    batches never call __getitem__ (unshuffled, so element S is known)."""
+    hp = {"n": 40, "batch_size": 4}
+    _, cap, _ = run_local(hparams=hp, max_length=Batch(3))
+    trial, _, _ = run_local(hparams=hp, max_length=Batch(5), latest_checkpoint=cap.uuids[-1])
+    assert trial.events[0] == (0, 3)
+    assert trial.train_set.loaded == list(range(12, 20))
+
+
+def test_resume_restores_counters_callbacks_and_epoch() -> None:
+    """§19 item 58: same-trial resume restores counters and callback state; epochs continue."""
+    hp = {"n": 20, "batch_size": 4}  # 5 batches per epoch
+    _, cap, _ = run_local(hparams=hp, max_length=Batch(7))
+    trial, _, log = run_local(hparams=hp, max_length=Epoch(2), latest_checkpoint=cap.uuids[-1])
+    assert trial.events == [(1, 7), (1, 8), (1, 9)]
+    assert log[1] == ("on_checkpoint_load_start",) and log[2] == ("load_state_dict",)
+
+
+def test_other_trial_resume_restores_weights_only() -> None:
+    """§19 item 58: a checkpoint of another trial warm-starts weights only."""
+    from _trials import Capture
+
+    from determined.pytorch._controller import Controller, LoopSettings
+    from determined.pytorch._periods import Periods
+
+    capture = Capture()
+    with det_torch.init(hparams=HP) as ctx:
+        first = SchedTrial(ctx)
+        first.build_callbacks = lambda: {"capture": capture}  # type: ignore[method-assign]
+        settings = LoopSettings(periods=Periods(), max_length=Batch(6), trial_id=5)
+        Controller(first, ctx, settings).run()
+    uuid = capture.uuids[-1]
+    assert json.loads((ckpt_dir(uuid) / "trial_state.json").read_text())["trial_id"] == 5
+    log: list[Any] = []
+    with det_torch.init(hparams={**HP, "callback_log": log}) as ctx:
+        trial = SchedTrial(ctx)
+        det_torch.Trainer(trial, ctx).fit(max_length=Batch(0), latest_checkpoint=uuid)
+    for a, b in zip(params(first.model), params(trial.model), strict=True):
+        assert torch.equal(a, b)
+    assert trial.events == [] and trial.opt.state_dict()["state"] == {}
+    assert trial.sched.last_epoch == 0
+    assert ("load_state_dict",) not in log
+
+
+def test_load_trial_from_checkpoint_path() -> None:
+    """§19 item 71: restores weights; honours trial_class; no json -> AssertionError."""
+    trial, cap, _ = run_local(SchedTrial, hparams=HP, max_length=Batch(4))
+    path = ckpt_dir(cap.uuids[-1])
+    loaded = det_torch.load_trial_from_checkpoint_path(path)
+    assert type(loaded).__name__ == "SchedTrial"  # imported from code/
+    assert isinstance(loaded.context, det_torch.CheckpointLoadContext)
+    for a, b in zip(params(trial.model), params(loaded.model), strict=True):
+        assert torch.equal(a, b)
+    explicit = det_torch.load_trial_from_checkpoint_path(path, trial_class=MLPTrial)
+    assert type(explicit) is MLPTrial
+    (path / "load_data.json").unlink()
+    (path / "metadata.json").unlink()
+    with pytest.raises(AssertionError):
+        det_torch.load_trial_from_checkpoint_path(path)
