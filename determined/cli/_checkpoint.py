@@ -98,6 +98,18 @@ def _validation_metric(ckpt: dict[str, Any], metric: str) -> str:
     return str(avg[metric]) if metric in avg else ""
 
 
+def _best(ckpts: list[dict[str, Any]], metric: str, smaller: bool, n: int) -> list[dict[str, Any]]:
+    """The ``n`` best checkpoints with a searcher metric (again here: a master may not sort)."""
+    valid = []
+    for c in ckpts:
+        avg = ((c.get("training") or {}).get("validationMetrics") or {}).get("avgMetrics") or {}
+        value = avg.get(metric)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            valid.append((float(value), c))
+    valid.sort(key=lambda pair: pair[0] if smaller else -pair[0])
+    return [c for _, c in valid[:n]]
+
+
 def cmd_list_checkpoints(args: argparse.Namespace) -> None:
     """``det e lc ID [--best N]``."""
     sess = _session.session(args)
@@ -111,10 +123,14 @@ def cmd_list_checkpoints(args: argparse.Namespace) -> None:
     if args.json:
         _render.print_json(ckpts)
         return
-    metric = ""
+    metric, smaller = "", True
     if ckpts:
         config = (ckpts[0].get("training") or {}).get("experimentConfig") or {}
-        metric = str((config.get("searcher") or {}).get("metric") or "")
+        searcher = config.get("searcher") or {}
+        metric = str(searcher.get("metric") or "")
+        smaller = bool(searcher.get("smaller_is_better", True))
+    if args.best:
+        ckpts = _best(ckpts, metric, smaller, args.best)
     headers = ["Trial ID", "# of Batches", "State", "Validation Metric", "UUID", "Resources"]
     headers.append("Size")
     rows = [

@@ -8,8 +8,7 @@ import re
 
 import pytest
 import yaml
-
-from tests.cli.conftest import Det, free_port
+from cli_kit import Det, free_port
 
 Model = tuple[pathlib.Path, pathlib.Path]
 

@@ -11,8 +11,7 @@ import socket
 import psutil
 import pytest
 import requests
-
-from tests.cli.conftest import CONFIG, Det, free_port
+from cli_kit import CONFIG, Det, free_port
 
 
 def _alive(pid: int) -> bool:

@@ -6,8 +6,7 @@ import json
 import stat
 
 import requests
-
-from tests.cli.conftest import Det, Master
+from cli_kit import Det, Master
 
 
 def _store(det: Det, master: Master) -> dict:
