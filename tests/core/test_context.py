@@ -118,3 +118,26 @@ def test_cluster_checkpoint_is_reported(cluster_trial: RecordingMaster) -> None:
     assert req.body["resources"]["w"] == "4"
     assert req.body["metadata"]["steps_completed"] == 5
     assert req.body["storageId"] == 1
+
+
+def test_non_trial_task_gets_local_parts_and_tells_the_master_nothing(
+    cluster_trial: RecordingMaster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command or notebook on a cluster (spec §2): no runs/start, dummy train and searcher,
+    never preempted, checkpoints stored in the data dir but not reported."""
+    monkeypatch.setenv("DET_TASK_TYPE", "COMMAND")
+    with core.init() as ctx:
+        assert ctx.info is not None and ctx.info.task_type == "COMMAND"
+        assert isinstance(ctx.train, core.DummyTrainContext)
+        assert ctx.preempt.should_preempt() is False
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
+        lengths = []
+        for op in ctx.searcher.operations():
+            lengths.append(op.length)
+            op.report_completed(0.0)
+        assert lengths == [1]
+        with ctx.checkpoint.store_path({}) as (path, storage_id):
+            (path / "w").write_text("w")
+    stored = pathlib.Path(os.environ["DET_HOME"]) / "checkpoints" / storage_id
+    assert (stored / "w").read_text() == "w"
+    assert cluster_trial.requests == []

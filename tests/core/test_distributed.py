@@ -200,12 +200,18 @@ def test_64_mib_payloads() -> None:
         assert got[2:] == [(nbytes, 1, 1), (nbytes, 2, 1)]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[tuple[list[Any], int, int]]:
-    """4 long-lived ranks on 2 fake nodes that run whatever op sequences they are sent."""
-    size, local_size = 4, 2
+@pytest.fixture(
+    scope="module",
+    params=[(4, 2, False), (4, 2, True), (2, 2, False)],
+    ids=["4x2-unix", "4x2-tcp", "2x1-unix"],
+)
+def cluster(request: pytest.FixtureRequest) -> Iterator[tuple[list[Any], int, int]]:
+    """Long-lived ranks (4 on 2 fake nodes, or 2 on one) that run whatever op sequences they
+    are sent; node channels over unix sockets, or TCP with force_tcp."""
+    size, local_size, force_tcp = request.param
     queues = w.make_queues(size + 1)
-    procs, _results = w.start(w.serve_sequences, w.layout(size, local_size), queues)
+    ranks = w.layout(size, local_size, force_tcp=force_tcp)
+    procs, _results = w.start(w.serve_sequences, ranks, queues)
     yield queues, size, local_size
     for q in queues[:size]:
         q.put(None)
@@ -221,7 +227,7 @@ pytestmark = pytest.mark.timeout(90)
 _OPS = ["allgather", "gather", "broadcast", "allgather_local", "gather_local", "broadcast_local"]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     seq=st.lists(
         st.tuples(st.sampled_from(_OPS), st.sampled_from([0, 10, 100_000])),
@@ -233,7 +239,7 @@ def test_random_interleavings_stay_in_order(
     cluster: tuple[list[Any], int, int], seq: list[tuple[str, int]]
 ) -> None:
     """§19 item 12: any sequence of global and node-local collectives gives every rank the
-    right answer, on 4 ranks over 2 nodes."""
+    right answer, on 4 ranks over 2 nodes and on 2 ranks, over unix sockets and TCP."""
     queues, size, local_size = cluster
     for q in queues[:size]:
         q.put(seq)
