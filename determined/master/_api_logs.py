@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
 
 from determined.master._auth import Caller
 from determined.master._deps import StoreDep
-from determined.master._errors import InvalidArgument
+from determined.master._errors import InvalidArgument, NotFound
 from determined.master._models import PostTaskLogs
-from determined.master._store import _logs, _time
+from determined.master._states import State
+from determined.master._store import Store, _logs, _time, _trials
 
 router = APIRouter(prefix="/api/v1")
+FOLLOW_POLL_S = 0.25
+FOLLOW_GRACE_S = 1.0  # a follow stream ends this long after the trial is terminal and quiet
 
 
 @router.post("/task/logs")
@@ -60,3 +67,64 @@ def task_logs(
     with store.read() as conn:
         rows = _logs.read(conn, task_id, after_id=search_after, limit=limit or None)
     return {"logs": [_logs.log_json(r) for r in rows]}
+
+
+def trial_log_json(row: dict[str, Any], trial_id: int) -> dict[str, Any]:
+    """``v1TrialLogsResponse``: the stored line plus the reference's formatted ``message``."""
+    when = _time.rfc3339(_time.as_utc(row["timestamp"]))
+    container = (row["container_id"] or "")[:8].ljust(8)
+    rank = "" if row["rank_id"] is None else f"[rank={row['rank_id']}] "
+    level = str(row["level"] or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_")
+    return {
+        **_logs.log_json(row),
+        "trialId": trial_id,
+        "message": f"[{when}] {container} {rank}|| {level}: {row['log']}",
+    }
+
+
+def _trial_lines(
+    store: Store, trial_id: int, task_id: str, *, head: int, tail: int, follow: bool
+) -> Iterator[bytes]:
+    with store.read() as conn:
+        rows = _logs.read(conn, task_id)
+    after = rows[-1]["id"] if rows else 0
+    rows = rows[:head] if head else rows[-tail:] if tail else rows
+    for row in rows:
+        yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
+    quiet_since: float | None = None
+    while follow:
+        time.sleep(FOLLOW_POLL_S)
+        with store.read() as conn:
+            rows = _logs.read(conn, task_id, after_id=after)
+            trial = _trials.get_trial(conn, trial_id) or {}
+        for row in rows:
+            yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
+            after = row["id"]
+        if rows or not State(trial["state"]).is_terminal:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= FOLLOW_GRACE_S:
+            return
+
+
+@router.get("/trials/{trial_id}/logs")
+def trial_logs(
+    trial_id: int,
+    caller: Caller,
+    store: StoreDep,
+    follow: bool = False,
+    head: int = Query(0, ge=0),
+    tail: int = Query(0, ge=0),
+) -> StreamingResponse:
+    """The trial's log lines as NDJSON ``{"result": v1TrialLog}``; ``head``/``tail`` keep the
+    first/last N; ``follow`` keeps streaming until the trial is terminal and quiet."""
+    caller.check_trial(trial_id)
+    with store.read() as conn:
+        trial = _trials.get_trial(conn, trial_id)
+    if trial is None:
+        raise NotFound(f"trial {trial_id} not found")
+    lines = _trial_lines(
+        store, trial_id, str(trial["task_id"]), head=head, tail=tail, follow=follow
+    )
+    return StreamingResponse(lines, media_type="application/json")

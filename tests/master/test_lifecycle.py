@@ -213,3 +213,30 @@ def test_exit_zero_after_ack_with_work_left_runs_again(
     [trial] = cluster.trials(exp_id)
     assert env_of(out, trial["id"], 2)["DET_TRIAL_RUN_ID"] == "2"
     assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 3)
+
+
+def test_a_restarted_master_runs_the_trial_again_from_its_checkpoint(
+    tmp_path: pathlib.Path,
+) -> None:
+    m = MasterProcess(tmp_path / "master", cpu_slots=1)
+    m.start()
+    try:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        exp_id = cluster.create(config(out, max_length=20, sleep=0.05, ckpt_every=2))
+        trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING")["id"]
+        deadline = time.monotonic() + 30
+        while not _checkpoints(cluster, trial_id) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(wait_file(out / f"{trial_id}.1.pid"))
+        m.stop()
+        wait_dead(pid, timeout=5)
+        m.start()
+        cluster = Cluster(m)
+        env = env_of(out, trial_id, 2)
+        assert env["DET_LATEST_CHECKPOINT"]  # it resumes where the first run got to
+        cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+        trial = cluster.trials(exp_id)[0]
+        assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 20)
+    finally:
+        m.stop()

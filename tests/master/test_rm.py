@@ -144,3 +144,26 @@ def test_stopping_the_master_leaves_no_trial_process(tmp_path: pathlib.Path) -> 
         assert not sleepers(str(tmp_path))
     finally:
         m.kill()
+
+
+def test_trial_logs_stream_and_follow_ends_after_the_trial(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    exp_id = cluster.create(config(tmp_path / "out", max_length=5, sleep=0.1))
+    trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING", "STATE_QUEUED")["id"]
+    url = f"{cluster.url}/api/v1/trials/{trial_id}/logs"
+    with cluster.s.get(url, params={"follow": "true"}, stream=True, timeout=30) as r:
+        assert r.status_code == 200
+        followed = [json.loads(line)["result"] for line in r.iter_lines() if line]
+    # The stream ended on its own, after the trial was over.
+    assert cluster.trials(exp_id)[0]["state"] == "STATE_COMPLETED"
+    hello = next(e for e in followed if e["log"].startswith("hello from trial"))
+    assert hello["trialId"] == trial_id
+    assert hello["message"].endswith(f"|| INFO: hello from trial {trial_id} run 1\n")
+    warning = next(e for e in followed if e["log"] == "a warning line\n")
+    assert "[rank=0] || WARNING: a warning line" in warning["message"]
+    assert any("exited with code 0" in e["log"] for e in followed)
+    r = cluster.s.get(url, params={"tail": 1})
+    assert [json.loads(line)["result"]["id"] for line in r.iter_lines() if line] == [
+        followed[-1]["id"]
+    ]
