@@ -1,0 +1,92 @@
+"""Trainer.fit on a cluster: a RecordingMaster plays the master (§9, §12)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _cluster import HPARAMS, Cluster
+from _trials import MLPTrial
+
+import determined as det
+import determined.pytorch as det_torch
+from determined.pytorch import Batch
+
+
+def _fit(trial_cls: type = MLPTrial, **fit: Any) -> Any:
+    with det_torch.init(hparams=HPARAMS) as ctx:
+        trial = trial_cls(ctx)
+        trial.reason = det_torch.Trainer(trial, ctx).fit(**fit)
+    return trial
+
+
+def test_follows_searcher_operations(cluster: Cluster) -> None:
+    """§12 run: each op trains to its absolute length, validates, checkpoints and completes
+    with the searcher metric; progress in batches; metrics at steps_completed."""
+    cluster.ops([4, 10])
+    trial = _fit(checkpoint_policy="none")
+    assert trial.context.get_trial_seed() == 42
+    assert [i for _, i in trial.events] == list(range(10))
+    done = cluster.bodies("POST", r"/searcher/completed_operation")
+    assert [d["op"]["length"] for d in done] == [4, 10]
+    assert all(isinstance(d["searcherMetric"], float) for d in done)
+    progress = cluster.bodies("POST", r"/trials/3/progress")
+    assert progress == [{"progress": 4.0}, {"progress": 10.0}]
+    metrics = cluster.bodies("POST", r"/trials/3/metrics")
+    steps = [(m["group"], m["metrics"]["stepsCompleted"]) for m in metrics]
+    assert steps == [("training", 4), ("validation", 4), ("training", 10), ("validation", 10)]
+    assert len(cluster.bodies("POST", r"/api/v1/checkpoints")) == 2
+
+
+def test_test_mode_is_refused_on_cluster(cluster: Cluster) -> None:
+    """§19 item 42: on-cluster test_mode raises ValueError."""
+    cluster.ops([4])
+    with pytest.raises(ValueError, match="test_mode"):
+        _fit(test_mode=True)
+
+
+@pytest.mark.parametrize(("best", "checkpoints"), [(0.0, 1), (1e9, 5)])
+def test_best_uses_the_experiment_best(cluster: Cluster, best: float, checkpoints: int) -> None:
+    """§19 item 52: policy best checkpoints after a validation only when it beats the
+    experiment-wide best fetched before reporting (end-of-op checkpoint always)."""
+    cluster.master.route(
+        "GET", r"/api/v1/experiments/7/searcher/best_searcher_validation_metric", {"metric": best}
+    )
+    cluster.ops([10])
+    _fit(validation_period=Batch(2), checkpoint_policy="best")
+    assert len(cluster.bodies("POST", r"/api/v1/checkpoints")) == checkpoints
+
+
+class BadHP(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        out = super().train_batch(batch, epoch_idx, batch_idx)
+        if batch_idx == 1:
+            raise det.InvalidHP("diverged")
+        return out
+
+
+def test_invalid_hp_reports_early_exit(cluster: Cluster) -> None:
+    """§19 item 66 on a cluster: checkpoint, early exit INVALID_HP, exit status 0."""
+    cluster.ops([10])
+    with pytest.raises(SystemExit) as exc:
+        _fit(BadHP)
+    assert exc.value.code == 0
+    assert cluster.bodies("POST", r"/early_exit") == [{"reason": "EXITED_REASON_INVALID_HP"}]
+    assert len(cluster.bodies("POST", r"/api/v1/checkpoints")) == 1
+
+
+def test_preemption_checkpoints_and_returns_at_a_boundary(cluster: Cluster) -> None:
+    """§19 item 63: preemption at a boundary -> checkpoint if not current, clean return, no
+    more batches, and the op is left incomplete for the next run."""
+    import time
+
+    cluster.master.route("GET", r"/api/v1/allocations/[^/]+/signals/preemption", {"preempt": True})
+    cluster.ops([10])
+    with det_torch.init(hparams=HPARAMS) as ctx:
+        trial = MLPTrial(ctx)
+        time.sleep(0.2)  # let the watcher's first poll land
+        reason = det_torch.Trainer(trial, ctx).fit(reporting_period=Batch(3))
+    assert reason == det_torch.ExitReason.STOPPED
+    assert [i for _, i in trial.events] == [0, 1, 2]
+    (ckpt,) = cluster.bodies("POST", r"/api/v1/checkpoints")
+    assert cluster.bodies("POST", r"/searcher/completed_operation") == []
