@@ -23,7 +23,7 @@ from determined.master._errors import ApiError
 from determined.master._experiment import Experiments
 from determined.master._log_capture import LogSink, LogWriter
 from determined.master._states import State
-from determined.master._store import Store, _trials
+from determined.master._store import Store, _experiments, _trials
 
 logger = logging.getLogger("determined.master")
 TICK_S = 0.5
@@ -194,8 +194,6 @@ class LocalResourceManager:
 
     def _slots_needed(self, trial: dict) -> int | None:
         with self._store.read() as conn:
-            from determined.master._store import _experiments
-
             exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
         wanted = int(((exp.get("config") or {}).get("resources") or {}).get("slots_per_trial", 1))
         need = max(wanted, 1)

@@ -240,3 +240,34 @@ def test_a_restarted_master_runs_the_trial_again_from_its_checkpoint(
         assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 20)
     finally:
         m.stop()
+
+
+def test_created_paused_runs_nothing_until_activated(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    out = tmp_path / "out"
+    exp_id = cluster.create(config(out), activate=False)
+    time.sleep(1.0)  # several scheduler ticks
+    [trial] = cluster.trials(exp_id)
+    assert (cluster.experiment(exp_id)["state"], trial["state"]) == ("STATE_PAUSED", "STATE_PAUSED")
+    assert not out.exists()
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/activate").status_code == 200
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+
+
+def test_some_trials_erroring_still_completes_the_experiment(tmp_path: pathlib.Path) -> None:
+    m = MasterProcess(tmp_path / "master", cpu_slots=2)
+    m.start()
+    try:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        cfg = config(out)
+        cfg["max_restarts"] = 0
+        cfg["searcher"] = {"name": "grid", "metric": "loss", "max_length": 3}
+        cfg["hyperparameters"]["fail_runs"] = {"type": "categorical", "vals": [0, 99]}
+        exp_id = cluster.create(cfg)
+        cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+        states = sorted(t["state"] for t in cluster.trials(exp_id))
+        assert states == ["STATE_COMPLETED", "STATE_ERROR"]
+    finally:
+        m.stop()
