@@ -12,23 +12,23 @@ import torch
 from determined import errors
 from determined.pytorch import _legacy, _state
 from determined.pytorch._callback import PyTorchCallback
-from determined.pytorch._context import PyTorchTrialContext
+from determined.pytorch._context import _TrainingSetup
 
 logger = logging.getLogger("determined.pytorch")
 
 
 def build_state_dict(
-    context: PyTorchTrialContext, callbacks: dict[str, PyTorchCallback]
+    setup: _TrainingSetup, callbacks: dict[str, PyTorchCallback]
 ) -> dict[str, Any]:
     state: dict[str, Any] = {
-        "models_state_dict": [m.state_dict() for m in context.models],
-        "optimizers_state_dict": [o.state_dict() for o in context.optimizers],
-        "lr_schedulers_state_dict": [s.state_dict() for s in context.lr_schedulers],
+        "models_state_dict": [m.state_dict() for m in setup.models],
+        "optimizers_state_dict": [o.state_dict() for o in setup.optimizers],
+        "lr_schedulers_state_dict": [s.state_dict() for s in setup.lr_schedulers],
         "callbacks": {name: cb.state_dict() for name, cb in callbacks.items()},
         "rng_state": _state.rng_state(),
     }
-    if context._opt.scaler is not None:
-        state["scaler_state_dict"] = context._opt.scaler.state_dict()
+    if setup.scaler is not None:
+        state["scaler_state_dict"] = setup.scaler.state_dict()
     return state
 
 
@@ -59,15 +59,15 @@ def load_state(path: pathlib.Path, **torch_load_kwargs: Any) -> dict[str, Any]:
     return state
 
 
-def restore_models(context: PyTorchTrialContext, state: dict[str, Any]) -> None:
-    state = _legacy.normalize_state(state, len(context.models))
-    for model, sd in zip(context.models, state.get("models_state_dict", []), strict=False):
+def restore_models(models: list[torch.nn.Module], state: dict[str, Any]) -> None:
+    state = _legacy.normalize_state(state, len(models))
+    for model, sd in zip(models, state.get("models_state_dict", []), strict=False):
         _legacy.load_model_state(model, sd)
 
 
 def restore(
     path: pathlib.Path,
-    context: PyTorchTrialContext,
+    setup: _TrainingSetup,
     callbacks: dict[str, PyTorchCallback],
     *,
     weights_only: bool,
@@ -77,24 +77,24 @@ def restore(
     state = load_state(path)
     for cb in callbacks.values():
         cb.on_checkpoint_load_start(state)
-    state = _legacy.normalize_state(state, len(context.models))
-    restore_models(context, state)
+    state = _legacy.normalize_state(state, len(setup.models))
+    restore_models(setup.models, state)
     if weights_only:
         return
-    for opt, sd in zip(context.optimizers, state.get("optimizers_state_dict", []), strict=False):
+    for opt, sd in zip(setup.optimizers, state.get("optimizers_state_dict", []), strict=False):
         opt.load_state_dict(sd)
     for sched, sd in zip(
-        context.lr_schedulers, state.get("lr_schedulers_state_dict", []), strict=False
+        setup.lr_schedulers, state.get("lr_schedulers_state_dict", []), strict=False
     ):
         sched.load_state_dict(sd)
-    if context._opt.scaler is not None and "scaler_state_dict" in state:
-        context._opt.scaler.load_state_dict(state["scaler_state_dict"])
+    if setup.scaler is not None and "scaler_state_dict" in state:
+        setup.scaler.load_state_dict(state["scaler_state_dict"])
     for name, sd in state.get("callbacks", {}).items():
         if name in callbacks:
             callbacks[name].load_state_dict(sd)
         else:
             logger.warning(f"checkpoint has state for callback {name!r}, which is not built")
-    _restore_rng(path, context.distributed.get_rank(), state)
+    _restore_rng(path, setup.core.distributed.get_rank(), state)
 
 
 def _restore_rng(path: pathlib.Path, rank: int, state: dict[str, Any]) -> None:

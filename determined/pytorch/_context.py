@@ -3,6 +3,7 @@ schedulers and to read its configuration. Optimizer stepping lives in ``_optimiz
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -17,6 +18,24 @@ from determined.pytorch._optimization import _Optimization
 from determined.pytorch._reducer import MetricReducer, _SimpleReducer, _WrappedReducer
 
 logger = logging.getLogger("determined.pytorch")
+
+
+@dataclasses.dataclass(frozen=True)
+class _TrainingSetup:
+    """What the training loop reads from the context: resolved once, after the trial's
+    ``__init__`` has wrapped everything (the lists are the context's own)."""
+
+    core: core.Context
+    models: list[torch.nn.Module]
+    optimizers: list[torch.optim.Optimizer]
+    lr_schedulers: list[LRScheduler]
+    reducers: list[_WrappedReducer]
+    scaler: Any
+    auto_amp: bool
+    auto_to_device: bool
+    data_repro_checks: bool
+    aggregation_frequency: int
+    to_device: Callable[[Any], Any]
 
 
 def _pick_device(dist: core.DistributedContext) -> torch.device:
@@ -312,7 +331,22 @@ class PyTorchTrialContext:
     def get_stop_requested(self) -> bool:
         return self._stop_requested
 
-    # ---- progress (set by the training loop) ---------------------------------------------------
+    # ---- the training loop's side ------------------------------------------------------------
+
+    def _training_setup(self) -> _TrainingSetup:
+        return _TrainingSetup(
+            core=self._core,
+            models=self.models,
+            optimizers=self.optimizers,
+            lr_schedulers=self.lr_schedulers,
+            reducers=self._reducers,
+            scaler=self._opt.scaler,
+            auto_amp=self._auto_amp,
+            auto_to_device=self._auto_to_device,
+            data_repro_checks=self._data_repro_checks,
+            aggregation_frequency=self._opt.agg,
+            to_device=self.to_device,
+        )
 
     def _set_progress(self, batch_idx: int, epoch_len: int) -> None:
         self._opt.batch_idx = batch_idx

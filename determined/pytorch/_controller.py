@@ -27,7 +27,6 @@ from determined import core
 from determined.pytorch import _checkpoint_io, _metrics, _state
 from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._data import DataLoader
-from determined.pytorch._lr_scheduler import auto_steps
 from determined.pytorch._periods import Boundary, Periods, due, length_reached
 from determined.pytorch._trial import PyTorchTrial, _check_trial
 from determined.pytorch._units import Batch, TrainUnit
@@ -70,13 +69,14 @@ class Controller:
         self, trial: PyTorchTrial, context: PyTorchTrialContext, settings: LoopSettings
     ) -> None:
         self.trial, self.context, self.s = trial, context, settings
-        self.core: core.Context = context._core
+        self.setup = context._training_setup()  # modes are fixed from here on
+        self.core: core.Context = self.setup.core
         self.dist = context.distributed
         self.chief = self.dist.get_rank() == 0
         self.by_batch = _check_trial(trial, context)
         self.callbacks = trial.build_callbacks()
         self.progress = _state.Progress(trial_id=settings.trial_id)
-        self.validator = Validator(trial, context, self.callbacks, settings, self.by_batch)
+        self.validator = Validator(trial, self.setup, self.callbacks, settings, self.by_batch)
         self._chunk: list[dict[str, Any]] = []
         self._best: float | None = None
         self._completed_ops: set[int] = set()
@@ -88,14 +88,14 @@ class Controller:
             for cb in self.callbacks.values():
                 cb.on_trial_startup(self.context.get_initial_batch(), self.s.latest_checkpoint)
                 stack.callback(cb.on_trial_shutdown)  # unwinds in reverse, even on error
-            self._setup()
+            self._setup(stack)
             try:
                 return self._run_ops()
             except det.InvalidHP:
                 self._checkpoint_if_needed()
                 raise
 
-    def _setup(self) -> None:
+    def _setup(self, stack: contextlib.ExitStack) -> None:
         # Loaders first (the reference order), then the checkpoint, then the iterator: the
         # restored counters decide how many batches the iterator skips, as indices only.
         train_loader = self.trial.build_training_data_loader()
@@ -108,6 +108,7 @@ class Controller:
             cb.on_training_start()
         if self.s.profiling_enabled:
             self.core.profiler.on()
+            stack.callback(self.core.profiler.off)
 
     def _training_batches(self, loader: Any) -> tuple[Iterator[Any], int]:
         if isinstance(loader, DataLoader):
@@ -127,7 +128,7 @@ class Controller:
         with self.core.checkpoint.restore_path(storage_id) as path:
             saved = _state.read_progress(path)
             same_trial = saved is not None and saved.trial_id == self.s.trial_id
-            _checkpoint_io.restore(path, self.context, self.callbacks, weights_only=not same_trial)
+            _checkpoint_io.restore(path, self.setup, self.callbacks, weights_only=not same_trial)
         if same_trial and saved is not None:
             self.progress = saved
         logger.info(f"restored {storage_id} at batch {self.progress.batches_trained}")
@@ -183,7 +184,7 @@ class Controller:
     def _train_chunk(self, length: TrainUnit) -> list[Boundary]:
         if self.chief:
             self.core.train.set_status("training")
-        for m in self.context.models:
+        for m in self.setup.models:
             m.train()
         self.validator.reset_reducers(training=True)
         while True:
@@ -194,21 +195,24 @@ class Controller:
                 return fired
 
     def _train_batch(self, batch: Any, idx: int) -> None:
-        ctx, epoch_idx = self.context, idx // self.epoch_len
+        ctx, setup, epoch_idx = self.context, self.setup, idx // self.epoch_len
         ctx._set_progress(idx, self.epoch_len)
         if idx % self.epoch_len == 0:
             for cb in self.callbacks.values():
                 cb.on_training_epoch_start(epoch_idx)
-        if ctx._auto_to_device:
+        if setup.auto_to_device:
             batch = ctx.to_device(batch)
-        with ctx.autocast(enabled=ctx._auto_amp):
+        if setup.auto_amp:
+            with ctx.autocast():
+                out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
+        else:
             out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
         if ctx._should_communicate_and_update():
-            if ctx._opt.scaler is not None:
-                ctx._opt.scaler.update()
-            for sched in ctx.lr_schedulers:
-                mode, freq = sched._step_mode, sched._frequency
-                for _ in range(auto_steps(mode, freq, idx, ctx._opt.agg, self.epoch_len)):
+            if setup.auto_amp and setup.scaler is not None:
+                setup.scaler.update()  # with wrap_scaler alone, train_batch updates it
+            agg = setup.aggregation_frequency
+            for sched in setup.lr_schedulers:
+                for _ in range(sched._auto_steps(idx, agg, self.epoch_len)):
                     sched.step()
         self._chunk.append(_metrics.batch_metrics(out))
         self.progress.batches_trained += 1
@@ -332,7 +336,7 @@ class Controller:
             cb.on_checkpoint_upload_end(uuid)
 
     def _write_chief_files(self, path: pathlib.Path) -> None:
-        state = _checkpoint_io.build_state_dict(self.context, self.callbacks)
+        state = _checkpoint_io.build_state_dict(self.setup, self.callbacks)
         for cb in self.callbacks.values():
             cb.on_checkpoint_save_start(state)
         torch.save(state, path / "state_dict.pth")

@@ -82,28 +82,34 @@ def normalize_state(state: dict[str, Any], n_models: int) -> dict[str, Any]:
     return state
 
 
+# Prefixes wrappers add to parameter names: DDP ("module.") and torch.compile ("_orig_mod.").
+# A checkpoint from a wrapped model loads into a plain one and vice versa.
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
+def _canonical(key: str) -> str:
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in WRAPPER_PREFIXES:
+            if key.startswith(prefix):
+                key, stripped = key[len(prefix) :], True
+    return key
+
+
 def load_model_state(model: torch.nn.Module, state: dict[str, Any]) -> None:
-    """Load ``state``; if the keys do not match, retry with the DDP ``module.`` prefix added
-    or stripped (DDP and plain checkpoints load into each other)."""
+    """Load ``state``; if the keys do not match, retry with wrapper prefixes
+    (``WRAPPER_PREFIXES``) renamed to the model's own."""
     try:
         model.load_state_dict(state)
         return
     except RuntimeError as first:
-        for fix in (_strip_module, _add_module):
-            try:
-                model.load_state_dict(fix(state))
-                return
-            except RuntimeError:
-                continue
-        raise first
-
-
-def _strip_module(state: dict[str, Any]) -> dict[str, Any]:
-    return {k.removeprefix("module."): v for k, v in state.items()}
-
-
-def _add_module(state: dict[str, Any]) -> dict[str, Any]:
-    return {"module." + k: v for k, v in state.items()}
+        own = {_canonical(k): k for k in model.state_dict()}
+        renamed = {own.get(_canonical(k), k): v for k, v in state.items()}
+        try:
+            model.load_state_dict(renamed)
+        except RuntimeError:
+            raise first from None
 
 
 def numpy_rng_state(saved: Any) -> tuple[Any, ...]:

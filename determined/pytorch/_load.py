@@ -102,5 +102,5 @@ def load_trial_from_checkpoint_path(
     context = CheckpointLoadContext(data.get("hparams"), data.get("experiment_config"))
     trial = cls(context, **(trial_kwargs or {}))
     state = _checkpoint_io.load_state(path, **(torch_load_kwargs or {}))
-    _checkpoint_io.restore_models(context, state)
+    _checkpoint_io.restore_models(context.models, state)
     return trial

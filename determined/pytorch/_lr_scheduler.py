@@ -34,6 +34,9 @@ class LRScheduler:
         self._step_mode = step_mode
         self._frequency = frequency
 
+    def _auto_steps(self, batch_idx: int, agg: int, epoch_len: int) -> int:
+        return auto_steps(self._step_mode, self._frequency, batch_idx, agg, epoch_len)
+
     def step(self, *args: Any, **kwargs: Any) -> None:
         self._scheduler.step(*args, **kwargs)
 

@@ -10,7 +10,7 @@ import torch
 
 from determined.pytorch import _metrics, _reducer
 from determined.pytorch._callback import PyTorchCallback
-from determined.pytorch._context import PyTorchTrialContext
+from determined.pytorch._context import _TrainingSetup
 from determined.pytorch._data import DataLoader
 from determined.pytorch._trial import PyTorchTrial, _takes_batch_idx
 
@@ -19,20 +19,20 @@ class Validator:
     def __init__(
         self,
         trial: PyTorchTrial,
-        context: PyTorchTrialContext,
+        setup: _TrainingSetup,
         callbacks: dict[str, PyTorchCallback],
         settings: Any,
         by_batch: bool,
     ) -> None:
-        self.trial, self.context, self.callbacks = trial, context, callbacks
+        self.trial, self.setup, self.callbacks = trial, setup, callbacks
         self.s, self.by_batch = settings, by_batch
-        self.dist = context.distributed
+        self.dist = setup.core.distributed
         self.chief = self.dist.get_rank() == 0
         self.loader: Any = None
         self._with_idx = _takes_batch_idx(trial) if by_batch else False
 
     def check_raw_loader(self, loader: Any, hook: str) -> None:
-        if self.context._data_repro_checks:
+        if self.setup.data_repro_checks:
             raise RuntimeError(
                 f"{hook}() returned {type(loader).__name__}, not det.pytorch.DataLoader. "
                 "Return a det.pytorch.DataLoader (sharded, resumable), or call "
@@ -55,7 +55,7 @@ class Validator:
 
     def _wrapped(self, training: bool) -> list[_reducer._WrappedReducer]:
         return [
-            w for w in self.context._reducers if (w.for_training if training else w.for_validation)
+            w for w in self.setup.reducers if (w.for_training if training else w.for_validation)
         ]
 
     def reset_reducers(self, training: bool) -> None:
@@ -72,9 +72,9 @@ class Validator:
         """A collective: every rank validates; returns the metrics on the chief (and on every
         rank when a callback overrides ``on_validation_end``), ``{}`` elsewhere."""
         if self.chief:
-            self.context._core.train.set_status("validating")
+            self.setup.core.train.set_status("validating")
         self.reset_reducers(training=False)
-        for m in self.context.models:
+        for m in self.setup.models:
             m.eval()
         for cb in self.callbacks.values():
             cb.on_validation_start()
@@ -96,8 +96,8 @@ class Validator:
             cb.on_validation_epoch_start()
         outputs = []
         for idx, batch in enumerate(self._torch_loader(sharded=True)):
-            if self.context._auto_to_device:
-                batch = self.context.to_device(batch)
+            if self.setup.auto_to_device:
+                batch = self.setup.to_device(batch)
             if self._with_idx:
                 out = self.trial.evaluate_batch(batch=batch, batch_idx=idx)
             else:

@@ -155,3 +155,36 @@ def test_missing_state_file_raises_named_error(tmp_path: pathlib.Path) -> None:
 
     with pytest.raises(errors.CheckpointNotFound, match=str(tmp_path)):
         _checkpoint_io.load_state(tmp_path)
+
+
+class CompiledTrial(MLPTrial):
+    """Wraps a model that went through torch.compile first (eager backend: no compiler)."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        model = torch.compile(_model(), backend="eager")
+        self.model = context.wrap_model(model)
+        self.opt = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.01))
+        self.hp, self.events = context.get_hparams(), []
+        from _trials import Regression
+
+        self.train_set, self.val_set = Regression(), Regression(12, seed=1)
+
+
+def test_compiled_model_trains_and_loads_into_a_plain_one() -> None:
+    """§10: a model wrapped after torch.compile trains and checkpoints; its `_orig_mod.` keys
+    load into an uncompiled model (and the reverse)."""
+    from _trials import ckpt_dir, run_local
+
+    trial, cap, _ = run_local(CompiledTrial, max_length=det_torch.Batch(3))
+    assert trial.events == [(0, 0), (0, 1), (0, 2)]
+    path = ckpt_dir(cap.uuids[-1])
+    saved = torch.load(path / "state_dict.pth", weights_only=True)["models_state_dict"][0]
+    assert all(k.startswith("_orig_mod.") for k in saved)
+    plain = det_torch.load_trial_from_checkpoint_path(path, trial_class=MLPTrial)
+    for a, b in zip(params(trial.model), params(plain.model), strict=True):
+        assert torch.equal(a, b)
+    compiled = torch.compile(_model(), backend="eager")
+    _legacy.load_model_state(compiled, plain.model.state_dict())
+    for a, b in zip(params(trial.model), params(compiled), strict=True):
+        assert torch.equal(a, b)
