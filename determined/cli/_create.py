@@ -122,9 +122,11 @@ class _Progress(threading.Thread):
             self.poll()
 
 
-def follow_first_trial(sess: Session, experiment_id: int) -> None:
+def follow_first_trial(sess: Session, experiment_id: int, progress_sess: Session) -> None:
+    """Print the first trial's logs until it ends; ``progress_sess`` (a second session: the
+    display thread must not share one with the log reader) polls the experiment."""
     print("Waiting for first trial to begin...", flush=True)
-    progress = _Progress(sess, experiment_id)
+    progress = _Progress(progress_sess, experiment_id)
     trial_id = _logs.wait_for_first_trial(sess, experiment_id, tick=progress.poll)
     print(f"Following first trial with ID {trial_id}", flush=True)
     progress.start()
@@ -158,7 +160,7 @@ def cmd_create(args: argparse.Namespace) -> None:
     for warning in resp.get("warnings") or []:
         print(f"warning: {warning}", file=sys.stderr)
     if args.follow_first_trial and not args.paused:
-        follow_first_trial(sess, experiment_id)
+        follow_first_trial(sess, experiment_id, _session.session(args))
 
 
 def add_parser(cmds: argparse._SubParsersAction) -> None:

@@ -51,6 +51,7 @@ def _stream(
         f"/api/v1/trials/{trial_id}/logs", params=params, stream=True, timeout=_STREAM_TIMEOUT
     )
     lines: list[dict[str, Any]] = []
+    sent = 0
     with resp:
         for raw in resp.iter_lines():
             if not raw:
@@ -59,11 +60,22 @@ def _stream(
             if "error" in obj:
                 raise _render.CliError(f"log stream failed: {obj['error']}")
             result = obj.get("result", obj)
-            if tail is None:
-                yield result
-            else:
+            if tail is not None:
                 lines.append(result)
-    yield from reversed(lines)
+            elif head is None or sent < head:  # trimmed here too: a master may send more
+                sent += 1
+                yield result
+    if tail is not None:
+        yield from _last(lines, tail)
+
+
+def _last(lines: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The newest ``n`` entries, oldest first, whichever order the master sent them in."""
+    try:
+        ordered = sorted(lines, key=lambda e: int(e["id"]))
+    except (KeyError, TypeError, ValueError):
+        ordered = list(reversed(lines))  # the reference's tail order: newest first
+    return ordered[-n:] if n else []
 
 
 def _poll_task(

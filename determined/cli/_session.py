@@ -163,7 +163,7 @@ def session(args: argparse.Namespace) -> Session:
     password = os.environ.get("DET_PASS", "")
     if user != DEFAULT_USER and "DET_PASS" not in os.environ:
         raise _render.CliError(
-            f"the session of user {user!r} on {url} expired; run `det user login {user}`"
+            f"user {user!r} has no valid session on {url}; run `det user login {user}`"
         )
     sess, token = login(url, user, password)
     store.set_token(user, token)

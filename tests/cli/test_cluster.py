@@ -64,7 +64,7 @@ def test_follow_checkpoints_and_logs(cluster: Det, tmp_path: pathlib.Path) -> No
     exp_id = int(re.fullmatch(r"Created experiment (\d+)", lines[0]).group(1))  # type: ignore[union-attr]
     assert lines[1] == "Waiting for first trial to begin..."
     trial_id = int(re.fullmatch(r"Following first trial with ID (\d+)", lines[2]).group(1))  # type: ignore[union-attr]
-    assert any(line.endswith("|| done training") for line in lines)
+    assert any(line.endswith(" done training") for line in lines)
     assert lines[-1] == (
         f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}"
     )
@@ -85,7 +85,7 @@ def test_follow_checkpoints_and_logs(cluster: Det, tmp_path: pathlib.Path) -> No
     assert (out / "w.txt").read_text() == "weights"
 
     tail = cluster.ok("e", "logs", str(exp_id), "--tail", "2").splitlines()
-    assert len(tail) == 2 and tail[0].endswith("|| done training")
+    assert len(tail) == 2 and tail[0].endswith(" done training")
     head = cluster.ok("t", "logs", str(trial_id), "--head", "1").splitlines()
     assert len(head) == 1 and "have started" in head[0]
 
