@@ -138,7 +138,10 @@ class Context:
 def _dump_stacks_on_sigusr1() -> None:
     # `kill -USR1 <pid>` prints every thread's stack: the first tool for a hung job.
     if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
-        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
+        try:
+            faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
+        except (AttributeError, ValueError):
+            pass  # stderr without a file descriptor (Jupyter, captured output): no dumps
 
 
 def _single_process() -> DistributedContext:

@@ -29,7 +29,7 @@ from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._data import DataLoader
 from determined.pytorch._periods import Boundary, Periods, due, length_reached
 from determined.pytorch._trial import PyTorchTrial, _check_trial
-from determined.pytorch._units import Batch, TrainUnit
+from determined.pytorch._units import Batch, Epoch, TrainUnit
 from determined.pytorch._validation import Validator
 
 logger = logging.getLogger("determined.pytorch")
@@ -58,6 +58,7 @@ class LoopSettings:
     data_seed: int | None = None
     average_training_metrics: bool = True
     profiling_enabled: bool = False
+    progress_bar: bool = False  # tqdm on the chief, for interactive local runs
     load_data: dict[str, Any] = dataclasses.field(default_factory=dict)
     code_dir: pathlib.Path | None = None
 
@@ -80,6 +81,7 @@ class Controller:
         self._chunk: list[dict[str, Any]] = []
         self._best: float | None = None
         self._completed_ops: set[int] = set()
+        self._bar: Any = None
 
     # ---- entry point -----------------------------------------------------------------------
 
@@ -106,6 +108,8 @@ class Controller:
         self.epoch_len = self.dist.broadcast(epoch_len if self.chief else None)
         for cb in self.callbacks.values():
             cb.on_training_start()
+        if self.s.progress_bar and self.chief:
+            self._bar = stack.enter_context(self._progress_bar())
         if self.s.profiling_enabled:
             self.core.profiler.on()
             stack.callback(self.core.profiler.off)
@@ -123,6 +127,16 @@ class Controller:
         self.validator.check_raw_loader(loader, "build_training_data_loader")
         epoch_len = len(loader) if hasattr(loader, "__len__") else sys.maxsize
         return _forever(loader), epoch_len
+
+    def _progress_bar(self) -> Any:
+        import tqdm
+
+        length = self.s.max_length
+        total = None
+        if length is not None and isinstance(length.value, int):
+            per = self.epoch_len if isinstance(length, Epoch) else 1
+            total = length.value * per
+        return tqdm.tqdm(total=total, initial=self.progress.batches_trained, unit="batch")
 
     def _restore(self, storage_id: str) -> None:
         with self.core.checkpoint.restore_path(storage_id) as path:
@@ -223,6 +237,8 @@ class Controller:
 
     def _report_training(self) -> None:
         chunk, self._chunk = self._chunk, []
+        if self._bar is not None:
+            self._bar.update(len(chunk))  # per chunk: no per-batch cost
         reduced = _metrics.reduce_training(chunk, self.dist.gather, self.s.average_training_metrics)
         extra = self.validator.run_reducers(training=True)
         avg, per_batch = ({**reduced[0], **extra}, reduced[1]) if reduced else ({}, [])

@@ -78,10 +78,15 @@ def init(
         seed, steps = info.trial.trial_seed, info.trial._steps_completed
         _seed_everything(seed)
     opts = (exp_conf or {}).get("optimizations") or {}
+    # AUTO: core writes the reported metrics as TensorBoard events and syncs the directory
+    # (including files from get_tensorboard_writer()) after each report; see docs/pytorch.md.
+    tb_mode = (
+        core.TensorboardMode.AUTO if enable_tensorboard_logging else core.TensorboardMode.MANUAL
+    )
     with core.init(
         distributed=distributed,
         preempt_mode=core.PreemptMode.WorkersAskChief,
-        tensorboard_mode=core.TensorboardMode.MANUAL,
+        tensorboard_mode=tb_mode,
     ) as core_context:
         yield PyTorchTrialContext(
             core_context,
@@ -210,7 +215,8 @@ class Trainer:
             )
             common["checkpoint_policy"] = "all"
         seed = (self._config().get("reproducibility") or {}).get("experiment_seed")
-        return LoopSettings(max_length=length, data_seed=seed, **common)
+        bar = sys.stderr.isatty()
+        return LoopSettings(max_length=length, data_seed=seed, progress_bar=bar, **common)
 
     def _cluster_settings(
         self,

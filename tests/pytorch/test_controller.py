@@ -217,3 +217,39 @@ def test_lr_auto_step(mode: str, freq: int, steps: int) -> None:
     """§19 item 62: EVERY_BATCH freq 2 steps every 2 batches; EVERY_EPOCH at each epoch end."""
     trial, _, _ = run_local(EveryBatchLR, hparams={"mode": mode, "freq": freq, "n": 20})
     assert trial.sched.last_epoch == steps
+
+
+def test_metrics_are_written_to_tensorboard_unless_disabled() -> None:
+    """Deviation (docs/pytorch.md): core writes TensorBoard events in AUTO mode, so a local
+    run leaves tfevents with Determined/ tags; enable_tensorboard_logging=False writes none."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from determined.common import _paths
+
+    run_local(validation_period=Batch(5))
+    (events,) = list(_paths.default_tensorboard_dir().rglob("*tfevents*"))
+    acc = EventAccumulator(str(events.parent))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"Determined/loss", "Determined/val_loss"} <= tags
+    assert not any("val_val" in t for t in tags)
+    with det_torch.init(hparams={}, enable_tensorboard_logging=False) as ctx:
+        trial = MLPTrial(ctx)
+        assert ctx.get_enable_tensorboard_logging() is False
+        det_torch.Trainer(trial, ctx).fit(max_length=Batch(2))
+    assert len(list(_paths.default_tensorboard_dir().rglob("*tfevents*"))) == 1
+
+
+def test_progress_bar_counts_batches(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue item 8: interactive local runs show a tqdm bar (batches, updated per chunk)."""
+    from determined.pytorch._controller import Controller, LoopSettings
+    from determined.pytorch._periods import Periods
+
+    with det_torch.init(hparams={}) as ctx:
+        trial = MLPTrial(ctx)
+        settings = LoopSettings(
+            periods=Periods(reporting=Batch(5)), max_length=Batch(10), progress_bar=True
+        )
+        Controller(trial, ctx, settings).run()
+    err = capsys.readouterr().err
+    assert "10/10" in err
