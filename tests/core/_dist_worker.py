@@ -299,3 +299,19 @@ def local_core_ranks(kw: dict[str, Any], _: Any) -> dict[str, Any]:
     ) as ctx:
         out["preempt_chief_only"] = _error(ctx.preempt.should_preempt)
     return out
+
+
+def cluster_preempt_ranks(kw: dict[str, Any], mode: str) -> list[bool]:
+    """A 2-slot trial (DET_* environment from the test) asking for preemption in ``mode``:
+    the answers of a few should_preempt() calls, once the first True has been seen."""
+    from determined import core
+
+    d = DistributedContext(**kw)
+    with core.init(distributed=d, preempt_mode=core.PreemptMode(mode)) as ctx:
+        answers = [ctx.preempt.should_preempt()]
+        deadline = time.monotonic() + 10
+        while not answers[-1] and time.monotonic() < deadline:
+            time.sleep(0.05)
+            answers.append(ctx.preempt.should_preempt())
+        answers.append(ctx.preempt.should_preempt())
+        return answers[-2:]

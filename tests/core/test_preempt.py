@@ -12,7 +12,7 @@ import time
 
 import _dist_worker as w
 import pytest
-from _cluster_env import ALLOCATION_ID
+from _cluster_env import ALLOCATION_ID, trial_env
 from recording_master import RecordingMaster, Request
 
 from determined import core
@@ -135,3 +135,26 @@ def test_dummy_preempt_context_is_never_preempted() -> None:
         with dummy:
             assert [dummy.should_preempt() for _ in range(3)] == [False, False, False]
             dummy.acknowledge_preemption_signal()  # nothing to tell: no error
+
+
+@pytest.mark.parametrize("mode", ["WORKERS_ASK_CHIEF", "WORKERS_ASK_MASTER"])
+def test_two_rank_trial_asks_the_master_per_mode(
+    cluster_trial: RecordingMaster, tmp_path: pathlib.Path, mode: str
+) -> None:
+    """WorkersAskChief: only the chief polls and acknowledges, workers get its answer.
+    WorkersAskMaster: every rank polls and acknowledges on its own (spec §5)."""
+    cluster_trial.route("GET", r"/signals/preemption", {"preempt": True})
+    env = trial_env(cluster_trial.url, tmp_path / "storage")
+    env["DET_SLOT_IDS"] = "[0, 1]"
+    results = w.run(w.cluster_preempt_ranks, w.layout(2, 2), mode, env=env)
+    assert results == [[True, True], [True, True]], results
+    first_polls = [
+        r
+        for r in cluster_trial.find("GET", r"/signals/preemption")
+        if r.query["timeout_seconds"] == ["0"]
+    ]
+    acks = cluster_trial.find("POST", rf"/allocations/{ALLOCATION_ID}/signals/ack_preemption")
+    ranks_asking = 1 if mode == "WORKERS_ASK_CHIEF" else 2
+    assert (len(first_polls), len(acks)) == (ranks_asking, ranks_asking)
+    for req in first_polls + acks:
+        assert req.header("Grpc-Metadata-x-allocation-token") == "Bearer alloc-token"
