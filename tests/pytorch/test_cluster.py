@@ -90,3 +90,17 @@ def test_preemption_checkpoints_and_returns_at_a_boundary(cluster: Cluster) -> N
     assert [i for _, i in trial.events] == [0, 1, 2]
     (ckpt,) = cluster.bodies("POST", r"/api/v1/checkpoints")
     assert cluster.bodies("POST", r"/searcher/completed_operation") == []
+
+
+def test_restart_after_the_last_validation_completes_the_op(cluster: Cluster) -> None:
+    """Deviation (Q7): a restart whose checkpoint is already validated at the op's length
+    validates again and completes the op on every rank, instead of exiting on the chief."""
+    cluster.ops([4])
+    _fit(checkpoint_policy="none")
+    (first,) = cluster.bodies("POST", r"/api/v1/checkpoints")
+    uuid = first["uuid"]
+    cluster.ops([4])  # the master hands out the same op again
+    trial = _fit(latest_checkpoint=uuid)
+    assert trial.events == []
+    done = cluster.bodies("POST", r"/searcher/completed_operation")
+    assert [d["op"]["length"] for d in done] == [4, 4]

@@ -253,3 +253,16 @@ def test_progress_bar_counts_batches(capsys: pytest.CaptureFixture[str]) -> None
         Controller(trial, ctx, settings).run()
     err = capsys.readouterr().err
     assert "10/10" in err
+
+
+def test_local_fit_needs_an_int_max_length() -> None:
+    """§19 item 42: local fit without max_length raises ValueError; a non-int value TypeError;
+    a bad policy ValueError."""
+    with det_torch.init(hparams={}) as ctx:
+        trainer = det_torch.Trainer(MLPTrial(ctx), ctx)
+        with pytest.raises(ValueError, match="max_length"):
+            trainer.fit()
+        with pytest.raises(TypeError):
+            trainer.fit(max_length=Batch({1, 2}))
+        with pytest.raises(ValueError, match="checkpoint_policy"):
+            trainer.fit(max_length=Batch(1), checkpoint_policy="most")
