@@ -8,7 +8,8 @@ import io
 import tarfile
 from typing import Any
 
-from fastapi import APIRouter
+import sqlalchemy as sa
+from fastapi import APIRouter, Query
 
 from determined.master import _config, _launcher
 from determined.master._auth import Caller
@@ -16,7 +17,7 @@ from determined.master._deps import ExperimentsDep, StoreDep
 from determined.master._errors import InvalidArgument, NotFound
 from determined.master._models import CreateExperiment
 from determined.master._states import State
-from determined.master._store import _experiments, _metrics, _time, _trials
+from determined.master._store import _experiments, _metrics, _time, _trials, _users
 from determined.master._wire import trial_json
 
 router = APIRouter(prefix="/api/v1")
@@ -51,7 +52,23 @@ def _tar_model_definition(files: list[dict[str, Any]]) -> bytes:
     return out
 
 
-def _experiment_json(exp: dict[str, Any]) -> dict[str, Any]:
+def _experiment_json(conn: sa.Connection, exp: dict[str, Any]) -> dict[str, Any]:
+    """``v1Experiment`` (the fields this master knows)."""
+    config = exp["config"] or {}
+    owner = _users.get_user(conn, int(exp["owner_id"])) or {}
+    return {
+        "username": owner.get("username"),
+        "description": config.get("description") or "",
+        "labels": config.get("labels") or [],
+        "resourcePool": (config.get("resources") or {}).get("resource_pool") or "default",
+        "searcherType": (config.get("searcher") or {}).get("name"),
+        "forkedFrom": exp["parent_id"],
+        "numTrials": len(_trials.trials_of(conn, int(exp["id"]))),
+        **_experiment_core_json(exp),
+    }
+
+
+def _experiment_core_json(exp: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": exp["id"],
         "state": exp["state"],
@@ -86,7 +103,8 @@ def create_experiment(
     )
     with store.read() as conn:
         exp = _experiments.get_experiment(conn, exp_id) or {}
-    return {"experiment": _experiment_json(exp), "config": config, "warnings": []}
+        created = _experiment_json(conn, exp)
+    return {"experiment": created, "config": config, "warnings": []}
 
 
 @router.get("/experiments/{experiment_id}/searcher/best_searcher_validation_metric")
@@ -123,9 +141,39 @@ def get_experiment(experiment_id: int, caller: Caller, store: StoreDep) -> dict[
     caller.check_experiment(experiment_id)
     with store.read() as conn:
         exp = _experiments.get_experiment(conn, experiment_id)
-    if exp is None:
-        raise NotFound(f"experiment {experiment_id} not found")
-    return {"experiment": _experiment_json(exp), "jobSummary": None}
+        if exp is None:
+            raise NotFound(f"experiment {experiment_id} not found")
+        body = _experiment_json(conn, exp)
+    return {"experiment": body, "jobSummary": None}
+
+
+@router.get("/experiments")
+def list_experiments(
+    caller: Caller,
+    store: StoreDep,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+    archived: bool | None = None,
+    users: list[str] = Query(default_factory=list),
+) -> dict[str, Any]:
+    """``{experiments: [v1Experiment], pagination}`` by id; ``archived`` and ``users``
+    (usernames) filter, ``offset``/``limit`` page (limit 0: all)."""
+    caller.require_user()
+    with store.read() as conn:
+        ids = _experiments.list_experiment_ids(conn)
+        rows = [_experiments.get_experiment(conn, i) for i in ids]
+        found = [_experiment_json(conn, e) for e in rows if e is not None]
+    found = [e for e in found if archived is None or e["archived"] == archived]
+    found = [e for e in found if not users or e["username"] in users]
+    page = found[offset : offset + limit] if limit else found[offset:]
+    pagination = {
+        "offset": offset,
+        "limit": limit,
+        "startIndex": offset,
+        "endIndex": offset + len(page),
+        "total": len(found),
+    }
+    return {"experiments": page, "pagination": pagination}
 
 
 @router.get("/experiments/{experiment_id}/trials")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fastapi import APIRouter, Query
@@ -82,13 +82,31 @@ def trial_log_json(row: dict[str, Any], trial_id: int) -> dict[str, Any]:
     }
 
 
+def _select(
+    rows: list[dict[str, Any]], head: int, tail: int, limit: int, desc: bool
+) -> list[dict[str, Any]]:
+    """``head``/``tail`` keep the first/last N (oldest first); the reference's ``limit`` with
+    ``orderBy=ORDER_BY_DESC`` gives the newest N, newest first."""
+    if head:
+        rows = rows[:head]
+    elif tail:
+        rows = rows[-tail:]
+    if desc:
+        rows = rows[::-1]
+    return rows[:limit] if limit else rows
+
+
 def _trial_lines(
-    store: Store, trial_id: int, task_id: str, *, head: int, tail: int, follow: bool
+    store: Store,
+    trial_id: int,
+    task_id: str,
+    picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    follow: bool,
 ) -> Iterator[bytes]:
     with store.read() as conn:
         rows = _logs.read(conn, task_id)
     after = rows[-1]["id"] if rows else 0
-    rows = rows[:head] if head else rows[-tail:] if tail else rows
+    rows = picked(rows)
     for row in rows:
         yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
     quiet_since: float | None = None
@@ -116,15 +134,21 @@ def trial_logs(
     follow: bool = False,
     head: int = Query(0, ge=0),
     tail: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+    order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
 ) -> StreamingResponse:
     """The trial's log lines as NDJSON ``{"result": v1TrialLog}``; ``head``/``tail`` keep the
-    first/last N; ``follow`` keeps streaming until the trial is terminal and quiet."""
+    first/last N, ``limit`` + ``orderBy`` as in the reference; ``follow`` then streams new
+    lines until the trial is terminal and quiet."""
     caller.check_trial(trial_id)
     with store.read() as conn:
         trial = _trials.get_trial(conn, trial_id)
     if trial is None:
         raise NotFound(f"trial {trial_id} not found")
-    lines = _trial_lines(
-        store, trial_id, str(trial["task_id"]), head=head, tail=tail, follow=follow
-    )
+    desc = order_by in ("ORDER_BY_DESC", "desc")
+
+    def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _select(rows, head, tail, limit, desc)
+
+    lines = _trial_lines(store, trial_id, str(trial["task_id"]), picked, follow)
     return StreamingResponse(lines, media_type="application/json")

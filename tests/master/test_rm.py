@@ -167,3 +167,23 @@ def test_trial_logs_stream_and_follow_ends_after_the_trial(
     assert [json.loads(line)["result"]["id"] for line in r.iter_lines() if line] == [
         followed[-1]["id"]
     ]
+
+
+def test_experiment_list_and_reference_log_paging(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    exps = [cluster.create(config(tmp_path / "out", max_length=1)) for _ in range(2)]
+    for exp_id in exps:
+        cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    body = cluster.get("/api/v1/experiments?limit=1&offset=1&users=admin&archived=false")
+    assert [e["id"] for e in body["experiments"]] == [exps[1]]
+    assert body["pagination"]["total"] == 2
+    listed = body["experiments"][0]
+    assert listed["username"] == "admin"
+    assert (listed["state"], listed["numTrials"]) == ("STATE_COMPLETED", 1)
+    assert cluster.get("/api/v1/experiments?users=nobody")["experiments"] == []
+    trial_id = cluster.trials(exps[0])[0]["id"]
+    url = f"{cluster.url}/api/v1/trials/{trial_id}/logs"
+    every = [json.loads(x)["result"]["id"] for x in cluster.s.get(url).iter_lines() if x]
+    r = cluster.s.get(url, params={"limit": 2, "orderBy": "ORDER_BY_DESC"})
+    assert [json.loads(x)["result"]["id"] for x in r.iter_lines() if x] == every[::-1][:2]
+    r = cluster.s.get(url, params={"limit": 2})
+    assert [json.loads(x)["result"]["id"] for x in r.iter_lines() if x] == every[:2]
