@@ -51,6 +51,26 @@ def detect_gpus() -> list[int]:
         return []
 
 
+def kill_leftovers(allocation_ids: list[str]) -> list[int]:
+    """SIGKILL the processes a previous master (killed with -9) left running for these
+    allocations, found by the ``DET_ALLOCATION_ID`` in their environment; returns their pids.
+    Only this user's processes are readable, which is all a master can have started."""
+    wanted = {f"DET_ALLOCATION_ID={a}".encode() for a in allocation_ids}
+    killed = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            env = set((proc / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if env & wanted:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+            except OSError:
+                pass
+    return killed
+
+
 @dataclasses.dataclass
 class _Run:
     proc: _launcher.TrialProcess
@@ -99,6 +119,9 @@ class LocalResourceManager:
         """Close runs a previous master left behind (no restart counted), then schedule."""
         with self._store.read() as conn:
             stale = [str(a["id"]) for a in _trials.live_allocations(conn)]
+        if stale:
+            for pid in kill_leftovers(stale):
+                logger.warning("killed process %d left running by a previous master", pid)
         for allocation_id in stale:
             self._exps.allocation_exited(allocation_id, -1, killed=True)
         self._thread.start()

@@ -271,3 +271,33 @@ def test_some_trials_erroring_still_completes_the_experiment(tmp_path: pathlib.P
         assert states == ["STATE_COMPLETED", "STATE_ERROR"]
     finally:
         m.stop()
+
+
+def test_a_master_restarted_after_kill_9_kills_the_old_run_and_resumes(
+    tmp_path: pathlib.Path,
+) -> None:
+    m = MasterProcess(tmp_path / "master", cpu_slots=1)
+    m.start()
+    try:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        cfg = config(out, max_length=40, sleep=0.05, ckpt_every=2)
+        cfg["entrypoint"] = "sleep 300 & python3 train.py"
+        exp_id = cluster.create(cfg)
+        trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING")["id"]
+        deadline = time.monotonic() + 30
+        while not _checkpoints(cluster, trial_id) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(wait_file(out / f"{trial_id}.1.pid"))
+        m.kill()
+        assert alive(pid)  # orphaned until a master comes back
+        m.start()
+        wait_dead(pid, timeout=10)
+        cluster = Cluster(m)
+        assert env_of(out, trial_id, 2)["DET_LATEST_CHECKPOINT"]
+        cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+        trial = cluster.trials(exp_id)[0]
+        assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 40)
+        assert not sleepers(str(tmp_path))
+    finally:
+        m.stop()
