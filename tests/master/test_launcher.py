@@ -1,0 +1,107 @@
+"""determined/master/_launcher.py and _log_capture.py without a master: entrypoint forms, bind
+mounts, the work dir, the launch environment, log-line parsing."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import sys
+import tarfile
+from typing import Any
+
+import pytest
+
+from determined.master import _launcher
+from determined.master._errors import InvalidArgument
+from determined.master._log_capture import parse_line
+
+
+def _spec(config: dict[str, Any], tgz: bytes = b"", **kw: Any) -> _launcher.LaunchSpec:
+    values: dict[str, Any] = {
+        "allocation_id": "7.abc.2",
+        "task_id": "7.abc",
+        "trial_id": 3,
+        "experiment_id": 7,
+        "run_id": 2,
+        "token": "tok",
+        "slot_ids": [1],
+        "gpu": False,
+        "config": config,
+        "hparams": {"lr": 0.1},
+        "seed": 42,
+        "latest_checkpoint": None,
+        "steps_completed": 0,
+        "model_definition": tgz,
+    }
+    values.update(kw)
+    return _launcher.LaunchSpec(**values)
+
+
+def _tgz(files: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_entrypoint_forms() -> None:
+    assert _launcher.command("model_def:MyTrial") == [
+        sys.executable,
+        "-m",
+        "determined.exec.harness",
+        "model_def:MyTrial",
+    ]
+    assert _launcher.command("pkg.mod:Trial")[-1] == "pkg.mod:Trial"
+    assert _launcher.command("python3 train.py --x 1") == ["sh", "-c", "python3 train.py --x 1"]
+    assert _launcher.command("mod:Class extra") == ["sh", "-c", "mod:Class extra"]
+    assert _launcher.command(["python3", "-m", "x", 1]) == ["python3", "-m", "x", "1"]  # type: ignore[list-item]
+
+
+def test_bind_mount_rules(tmp_path: pathlib.Path) -> None:
+    ok = {"bind_mounts": [{"host_path": str(tmp_path), "container_path": str(tmp_path)}]}
+    _launcher.check_bind_mounts(ok)
+    bad = {"bind_mounts": [{"host_path": str(tmp_path), "container_path": "/data"}]}
+    with pytest.raises(InvalidArgument, match="Use a relative container_path"):
+        _launcher.check_bind_mounts(bad)
+
+
+def test_work_dir_unpacks_and_links(tmp_path: pathlib.Path) -> None:
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "f.txt").write_text("x")
+    cfg = {"bind_mounts": [{"host_path": str(host), "container_path": "data/in"}]}
+    work = tmp_path / "work"
+    _launcher.prepare_work_dir(work, _spec(cfg, _tgz({"train.py": "print(1)", "pkg/m.py": ""})))
+    assert (work / "train.py").read_text() == "print(1)"
+    assert (work / "pkg" / "m.py").exists()
+    assert (work / "data" / "in" / "f.txt").read_text() == "x"
+    escape = {"bind_mounts": [{"host_path": str(host), "container_path": "../out"}]}
+    with pytest.raises(_launcher.LaunchError, match="leaves the work dir"):
+        _launcher.prepare_work_dir(tmp_path / "w2", _spec(escape))
+    with pytest.raises(_launcher.LaunchError, match="cannot unpack"):
+        _launcher.prepare_work_dir(tmp_path / "w3", _spec({}, b"not a tarball"))
+
+
+def test_launch_environment(tmp_path: pathlib.Path) -> None:
+    cfg = {"environment": {"environment_variables": {"cpu": ["A=1"], "cuda": ["A=2", "B=x=y"]}}}
+    env = _launcher.trial_env(_spec(cfg), "http://127.0.0.1:9", "cid", tmp_path)
+    assert env["A"] == "1" and "CUDA_VISIBLE_DEVICES" not in env
+    assert (env["DET_ALLOCATION_ID"], env["DET_TRIAL_RUN_ID"]) == ("7.abc.2", "2")
+    assert json.loads(env["DET_SLOT_IDS"]) == [1]
+    assert "DET_LATEST_CHECKPOINT" not in env
+    gpu = _spec(cfg, gpu=True, slot_ids=[2, 3], latest_checkpoint="u", steps_completed=8)
+    env = _launcher.trial_env(gpu, "http://m", "cid", tmp_path)
+    assert (env["A"], env["B"], env["CUDA_VISIBLE_DEVICES"]) == ("2", "x=y", "2,3")
+    assert (env["DET_LATEST_CHECKPOINT"], env["DET_STEPS_COMPLETED"]) == ("u", "8")
+    assert env["PYTHONPATH"].split(":")[0] == str(tmp_path)
+
+
+def test_log_line_parsing() -> None:
+    assert parse_line("[rank=3] ERROR: boom") == (3, "LOG_LEVEL_ERROR", "boom")
+    assert parse_line("INFO: hi") == (None, "LOG_LEVEL_INFO", "hi")
+    assert parse_line("plain [rank=1] INFO: x") == (None, None, "plain [rank=1] INFO: x")
