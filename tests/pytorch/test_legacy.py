@@ -188,3 +188,43 @@ def test_compiled_model_trains_and_loads_into_a_plain_one() -> None:
     _legacy.load_model_state(compiled, plain.model.state_dict())
     for a, b in zip(params(trial.model), params(compiled), strict=True):
         assert torch.equal(a, b)
+
+
+def _as_saved_on_cuda(blob: bytes) -> bytes:
+    """Rewrite a torch.save archive so its storages say they live on cuda:0, as a checkpoint
+    written on a GPU machine does (only the location strings in data.pkl change)."""
+    import io
+    import pickletools
+    import zipfile
+
+    src, out = zipfile.ZipFile(io.BytesIO(blob)), io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("data.pkl"):
+                ops = list(pickletools.genops(data))
+                chunks = []
+                for i, (op, arg, pos) in enumerate(ops):
+                    end = ops[i + 1][2] if i + 1 < len(ops) else len(data)
+                    if op.name in ("BINUNICODE", "SHORT_BINUNICODE") and arg == "cpu":
+                        chunks.append(b"X" + (6).to_bytes(4, "little") + b"cuda:0")
+                    else:
+                        chunks.append(data[pos:end])
+                data = b"".join(chunks)
+            dst.writestr(info, data)
+    return out.getvalue()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU-only machine")
+def test_cuda_checkpoint_loads_on_a_cpu_only_machine(tmp_path: pathlib.Path) -> None:
+    """Issue item 7: CUDA tensors in a Determined checkpoint load on a CPU-only machine."""
+    source = _model()
+    path = tmp_path / "gpu"
+    _write_determined_checkpoint(path, source.state_dict())
+    file = path / "state_dict.pth"
+    file.write_bytes(_as_saved_on_cuda(file.read_bytes()))
+    with pytest.raises(RuntimeError, match="CUDA"):
+        torch.load(file, weights_only=False)  # what torch does without a map_location
+    loaded = det_torch.load_trial_from_checkpoint_path(path, trial_class=MLPTrial)
+    for a, b in zip(params(source), params(loaded.model), strict=True):
+        assert torch.equal(a, b)
