@@ -76,10 +76,7 @@ class DirectoryStorageManager(StorageManager):
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
             if rel in dirs:
                 (staging / rel).mkdir(exist_ok=True)
-        entries = _manifest.parallel(
-            lambda rel: _manifest.copy_file(os.path.join(src, rel), staging / rel), files
-        )
-        return Manifest(entries, dirs)
+        return Manifest(_manifest.copy_files(src, staging, files), dirs)
 
     def commit(self, storage_id: str, manifest: Manifest) -> None:
         final, staging = self._final(storage_id), self._staging(storage_id)

@@ -110,15 +110,12 @@ def hash_file(path: str | os.PathLike[str], *, fsync: bool = False) -> FileEntry
     owns) it is also flushed to disk, and hashed through a memory mapping, which skips a copy
     per byte; files that others might truncate meanwhile are read normally, because a mapping
     of a shrinking file faults instead of raising."""
+    if fsync:
+        entry = _hash_owned(path)
+        fsync_file(path)
+        return entry
     h = hashlib.sha256()
     with open(path, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        if fsync:
-            if size:
-                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                    h.update(m)
-            os.fsync(f.fileno())
-            return FileEntry(size, h.hexdigest())
         buf = bytearray(_CHUNK)
         view = memoryview(buf)
         size = 0
@@ -126,6 +123,25 @@ def hash_file(path: str | os.PathLike[str], *, fsync: bool = False) -> FileEntry
             h.update(view[:n])
             size += n
     return FileEntry(size, h.hexdigest())
+
+
+def _hash_owned(path: str | os.PathLike[str]) -> FileEntry:
+    """sha256 and size of a file this process owns, read through a memory mapping."""
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                h.update(m)
+    return FileEntry(size, h.hexdigest())
+
+
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> FileEntry:
@@ -149,15 +165,45 @@ def hash_tree(
     root: str | os.PathLike[str], paths: Collection[str] | None = None, *, fsync: bool = False
 ) -> Manifest:
     """Manifest of the files under ``root`` (only ``paths`` when given, as relative paths from
-    :func:`list_directory`); with ``fsync`` every file is flushed to disk as it is hashed."""
+    :func:`list_directory`). With ``fsync`` (files this process wrote and owns) every file is
+    also flushed to disk, and hashed through a memory mapping."""
     listing = list_directory(root)
     if paths is not None:
         wanted = set(paths)
         listing = {p: s for p, s in listing.items() if p in wanted}
     dirs = {p for p in listing if p.endswith("/")}
     files = [p for p in listing if not p.endswith("/")]
-    entries = parallel(lambda p: hash_file(os.path.join(root, p), fsync=fsync), files)
+    if not fsync:
+        return Manifest(parallel(lambda p: hash_file(os.path.join(root, p)), files), dirs)
+    # Flushing and hashing run side by side: the disk writes every file back while the CPUs
+    # hash them from the page cache, instead of each flush starting only after its own hash.
+    with concurrent.futures.ThreadPoolExecutor(_THREADS) as flushers:
+        flushed = [flushers.submit(fsync_file, os.path.join(root, p)) for p in files]
+        entries = parallel(lambda p: _hash_owned(os.path.join(root, p)), files)
+        for f in flushed:
+            f.result()
     return Manifest(entries, dirs)
+
+
+def copy_files(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], files: Collection[str]
+) -> dict[str, FileEntry]:
+    """Copy each relative path of ``files`` from ``src`` to ``dst`` (whose directories exist),
+    fsync the copies, and return their entries: hashes of the bytes that were written. Each
+    copy's flush starts as soon as it is copied, beside the hashing of the others."""
+    with concurrent.futures.ThreadPoolExecutor(_THREADS) as flushers:
+        flushed: list[concurrent.futures.Future[None]] = []
+
+        def one(rel: str) -> FileEntry:
+            target = os.path.join(dst, rel)
+            shutil.copyfile(os.path.join(src, rel), target)
+            flushed.append(flushers.submit(fsync_file, target))
+            return _hash_owned(target)
+
+        entries = parallel(one, files)
+        for f in flushed:
+            f.result()
+    return entries
 
 
 def fsync_dirs(root: str | os.PathLike[str]) -> None:
