@@ -13,14 +13,14 @@ TRIAL_ID, EXPERIMENT_ID = 3, 7
 HPARAMS = {"lr": 0.01, "n": 40, "batch_size": 4, "global_batch_size": 4}
 
 
-def _config(storage: pathlib.Path) -> dict[str, Any]:
+def config(storage: pathlib.Path, max_length: dict[str, int] | None = None) -> dict[str, Any]:
     return {
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)},
         "searcher": {
             "name": "custom",
             "metric": "val_loss",
             "smaller_is_better": True,
-            "max_length": {"batches": 10},
+            "max_length": max_length or {"batches": 10},
         },
         "hyperparameters": HPARAMS,
     }
@@ -65,7 +65,7 @@ def trial_env(master_url: str, storage: pathlib.Path) -> dict[str, str]:
         "DET_EXPERIMENT_ID": str(EXPERIMENT_ID),
         "DET_TRIAL_SEED": "42",
         "DET_HPARAMS": json.dumps(HPARAMS),
-        "DET_EXPERIMENT_CONFIG": json.dumps(_config(storage)),
+        "DET_EXPERIMENT_CONFIG": json.dumps(config(storage)),
         "DET_STEPS_COMPLETED": "0",
         "DET_TRIAL_RUN_ID": "1",
     }

@@ -104,3 +104,33 @@ def test_restart_after_the_last_validation_completes_the_op(cluster: Cluster) ->
     assert trial.events == []
     done = cluster.bodies("POST", r"/searcher/completed_operation")
     assert [d["op"]["length"] for d in done] == [4, 4]
+
+
+@pytest.mark.parametrize(
+    ("unit", "ops", "batches", "progress"),
+    [
+        ("epochs", [1, 2], 20, [1.0, 2.0]),  # 10 batches per epoch
+        ("records", [16, 24], 6, [16.0, 24.0]),  # global_batch_size 4
+    ],
+)
+def test_searcher_units(
+    cluster: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+    unit: str,
+    ops: list[int],
+    batches: int,
+    progress: list[float],
+) -> None:
+    """§12 run: op lengths in epochs or records (via global_batch_size); progress is reported
+    in the op's unit."""
+    import json
+
+    from _cluster import config
+
+    monkeypatch.setenv("DET_EXPERIMENT_CONFIG", json.dumps(config(cluster.storage, {unit: 1})))
+    cluster.ops(ops)
+    trial = _fit(checkpoint_policy="none")
+    assert [i for _, i in trial.events] == list(range(batches))
+    assert [p["progress"] for p in cluster.bodies("POST", r"/trials/3/progress")] == progress
+    done = cluster.bodies("POST", r"/searcher/completed_operation")
+    assert [d["op"]["length"] for d in done] == ops
