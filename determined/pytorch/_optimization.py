@@ -7,7 +7,7 @@ accumulate locally (``no_sync``)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -37,14 +37,11 @@ class _Optimization:
             )
         return (self.batch_idx + 1) % self.agg == 0
 
-    @contextlib.contextmanager
-    def _no_sync(self, models: Sequence[torch.nn.Module]) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            if not self.communicates():
-                for m in models:
-                    if isinstance(m, torch.nn.parallel.DistributedDataParallel):
-                        stack.enter_context(m.no_sync())
-            yield
+    def _no_sync(self, models: Sequence[torch.nn.Module]) -> list[Any]:
+        if self.agg == 1 or self.communicates():
+            return []
+        ddp = torch.nn.parallel.DistributedDataParallel
+        return [m.no_sync() for m in models if isinstance(m, ddp)]
 
     def backward(
         self,
@@ -55,10 +52,17 @@ class _Optimization:
         create_graph: bool,
         auto_amp: bool,
     ) -> None:
+        no_sync = self._no_sync(models)
+        if not auto_amp and not no_sync:  # the common case, kept free of context managers
+            loss.backward(gradient=gradient, retain_graph=retain_graph, create_graph=create_graph)
+            return
         if auto_amp and self.scaler is not None:
             loss = self.scaler.scale(loss)
-        # Backward outside autocast, as torch recommends; train_batch may run under it.
-        with self._no_sync(models), torch.autocast(loss.device.type, enabled=False):
+        with contextlib.ExitStack() as stack:
+            for ctx in no_sync:
+                stack.enter_context(ctx)
+            # Backward outside autocast, as torch recommends; train_batch runs under it.
+            stack.enter_context(torch.autocast(loss.device.type, enabled=False))
             loss.backward(gradient=gradient, retain_graph=retain_graph, create_graph=create_graph)
 
     def step(
@@ -76,19 +80,22 @@ class _Optimization:
             )
         if not self.communicates():
             return  # gradients keep accumulating until the window's last batch
-        params = [p for g in optimizer.param_groups for p in g["params"]]
         if self.average and self.agg > 1:
-            for p in params:
+            for p in _params(optimizer):
                 if p.grad is not None:
                     p.grad.div_(self.agg)
         scaler = scaler if scaler is not None else self.scaler
         if clip_grads is not None:
             if auto_amp and scaler is not None:
                 scaler.unscale_(optimizer)
-            clip_grads(params)
+            clip_grads(_params(optimizer))
         if scaler is not None:
             scaler.step(optimizer)
         else:
             optimizer.step()
         if auto_zero_grads:
             optimizer.zero_grad()
+
+
+def _params(optimizer: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
+    return [p for group in optimizer.param_groups for p in group["params"]]

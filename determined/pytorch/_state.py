@@ -14,6 +14,7 @@ Layout written by the chief (plus one RNG file per rank)::
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import logging
 import os
@@ -30,7 +31,8 @@ from determined.pytorch import _legacy
 logger = logging.getLogger("determined.pytorch")
 
 FORMAT_VERSION = 1
-CODE_LIMIT_BYTES = 64 * 1024 * 1024
+CODE_LIMIT_BYTES = 16 * 1024 * 1024
+CODE_LIMIT_FILES = 1000
 _SKIP_DIRS = {"__pycache__", ".git", ".venv", "venv", "node_modules", "checkpoints", "runs"}
 
 
@@ -80,32 +82,54 @@ def set_rng_state(state: dict[str, Any]) -> None:
             torch.cuda.set_rng_state_all(gpu)
 
 
+def _ignored(rel: str, patterns: list[str]) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def _detignore(src: pathlib.Path) -> list[str]:
+    file = src / ".detignore"
+    if not file.is_file():
+        return []
+    lines = (ln.strip() for ln in file.read_text().splitlines())
+    return [ln.rstrip("/") for ln in lines if ln and not ln.startswith("#")]
+
+
 def copy_code(src: pathlib.Path, dst: pathlib.Path, exclude: pathlib.Path | None = None) -> None:
-    """Copy the model definition directory, skipping caches, hidden entries, the checkpoint
-    store and anything past ``CODE_LIMIT_BYTES`` (with a warning)."""
+    """Copy the model definition directory: no hidden entries, caches, virtualenvs, the
+    checkpoint store or ``.detignore`` matches, and at most ``CODE_LIMIT_FILES`` files /
+    ``CODE_LIMIT_BYTES`` bytes (the rest is skipped with one warning)."""
     dst.mkdir(parents=True, exist_ok=True)
-    budget = CODE_LIMIT_BYTES
+    patterns = _detignore(src)
+    budget, files_left, skipped = CODE_LIMIT_BYTES, CODE_LIMIT_FILES, 0
     for root, dirs, files in os.walk(src):
         here = pathlib.Path(root)
+        rel_dir = here.relative_to(src).as_posix()
         dirs[:] = sorted(
             d
             for d in dirs
             if d not in _SKIP_DIRS
             and not d.startswith(".")
+            and not _ignored(f"{rel_dir}/{d}".lstrip("./"), patterns)
             and (exclude is None or (here / d).resolve() != exclude.resolve())
         )
         for name in sorted(files):
             file = here / name
-            if name.startswith(".") or not file.is_file():
+            rel = file.relative_to(src).as_posix()
+            if name.startswith(".") or _ignored(rel, patterns) or not file.is_file():
                 continue
             size = file.stat().st_size
-            if size > budget:
-                logger.warning(f"code/ is capped at {CODE_LIMIT_BYTES} bytes: skipping {file}")
+            if size > budget or files_left == 0:
+                skipped += 1
                 continue
-            budget -= size
-            target = dst / file.relative_to(src)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(file, target)
+            budget, files_left = budget - size, files_left - 1
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(file, dst / rel)
+    if skipped:
+        logger.warning(
+            f"code/ holds at most {CODE_LIMIT_FILES} files and {CODE_LIMIT_BYTES} bytes: "
+            f"skipped {skipped} files of {src}; list what to leave out in {src}/.detignore"
+        )
 
 
 def write_json(path: pathlib.Path, obj: Any) -> None:

@@ -170,3 +170,31 @@ def test_load_trial_from_checkpoint_path() -> None:
     (path / "metadata.json").unlink()
     with pytest.raises(AssertionError):
         det_torch.load_trial_from_checkpoint_path(path)
+
+
+def test_code_copy_is_filtered_and_bounded(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """§13 code/: the model dir only, without caches, hidden files, .detignore matches or the
+    checkpoint store, and bounded in files and bytes (one warning for what is skipped)."""
+    from determined.pytorch import _state
+
+    src = tmp_path / "model"
+    (src / "pkg" / "__pycache__").mkdir(parents=True)
+    (src / "store").mkdir()
+    (src / "model_def.py").write_text("x = 1\n")
+    (src / "pkg" / "util.py").write_text("y = 2\n")
+    (src / "pkg" / "__pycache__" / "util.pyc").write_bytes(b"\0")
+    (src / ".secret").write_text("token")
+    (src / "data.csv").write_text("1,2\n")
+    (src / "store" / "ckpt.bin").write_bytes(b"\0" * 10)
+    (src / ".detignore").write_text("# data\n*.csv\n")
+    _state.copy_code(src, tmp_path / "out", exclude=src / "store")
+    copied = sorted(
+        p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*")
+    )
+    assert copied == ["model_def.py", "pkg", "pkg/util.py"]
+    monkeypatch.setattr(_state, "CODE_LIMIT_FILES", 1)
+    _state.copy_code(src, tmp_path / "few")
+    assert len([p for p in (tmp_path / "few").rglob("*") if p.is_file()]) == 1
+    assert "skipped 2 files" in caplog.text
