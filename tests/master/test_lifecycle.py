@@ -65,7 +65,7 @@ def test_kill_9_restarts_from_the_latest_checkpoint(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
     out = tmp_path / "out"
-    exp_id = cluster.create(config(out, max_length=30, sleep=0.05, ckpt_every=4))
+    exp_id = cluster.create(config(out, max_length=40, sleep=0.05, ckpt_every=4))
     trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING")["id"]
     pid = int(wait_file(out / f"{trial_id}.1.pid"))
     deadline = time.monotonic() + 30
@@ -80,7 +80,7 @@ def test_kill_9_restarts_from_the_latest_checkpoint(
     assert wait_file(out / f"{trial_id}.2.resumed") == env["DET_STEPS_COMPLETED"]
     cluster.wait_experiment(exp_id, "STATE_COMPLETED")
     trial = cluster.trials(exp_id)[0]
-    assert (trial["restarts"], trial["totalBatchesProcessed"]) == (1, 30)
+    assert (trial["restarts"], trial["totalBatchesProcessed"]) == (1, 40)
 
 
 def test_kill_experiment_kills_the_process_group(cluster: Cluster, tmp_path: pathlib.Path) -> None:
@@ -148,7 +148,7 @@ def test_pause_then_activate_resumes_from_the_checkpoint(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
     out = tmp_path / "out"
-    exp_id = cluster.create(config(out, max_length=25, sleep=0.05))
+    exp_id = cluster.create(config(out, max_length=50, sleep=0.05))
     trial = _wait_steps(cluster, exp_id, 3)
     assert cluster.post(f"/api/v1/experiments/{exp_id}/pause").status_code == 200
     pid = int(wait_file(out / f"{trial['id']}.1.pid"))
@@ -165,7 +165,7 @@ def test_pause_then_activate_resumes_from_the_checkpoint(
     assert env["DET_LATEST_CHECKPOINT"] == ckpt["uuid"]
     assert wait_file(out / f"{trial['id']}.2.resumed") == str(ckpt["metadata"]["steps_completed"])
     cluster.wait_experiment(exp_id, "STATE_COMPLETED")
-    assert cluster.trials(exp_id)[0]["totalBatchesProcessed"] == 25
+    assert cluster.trials(exp_id)[0]["totalBatchesProcessed"] == 50
 
 
 def test_preemption_timeout_kills_a_trial_that_ignores_it(
@@ -223,7 +223,7 @@ def test_a_restarted_master_runs_the_trial_again_from_its_checkpoint(
     try:
         cluster = Cluster(m)
         out = tmp_path / "out"
-        exp_id = cluster.create(config(out, max_length=20, sleep=0.05, ckpt_every=2))
+        exp_id = cluster.create(config(out, max_length=60, sleep=0.05, ckpt_every=2))
         trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING")["id"]
         deadline = time.monotonic() + 30
         while not _checkpoints(cluster, trial_id) and time.monotonic() < deadline:
@@ -237,7 +237,7 @@ def test_a_restarted_master_runs_the_trial_again_from_its_checkpoint(
         assert env["DET_LATEST_CHECKPOINT"]  # it resumes where the first run got to
         cluster.wait_experiment(exp_id, "STATE_COMPLETED")
         trial = cluster.trials(exp_id)[0]
-        assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 20)
+        assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 60)
     finally:
         m.stop()
 
@@ -281,7 +281,7 @@ def test_a_master_restarted_after_kill_9_kills_the_old_run_and_resumes(
     try:
         cluster = Cluster(m)
         out = tmp_path / "out"
-        cfg = config(out, max_length=40, sleep=0.05, ckpt_every=2)
+        cfg = config(out, max_length=60, sleep=0.05, ckpt_every=2)
         cfg["entrypoint"] = "sleep 300 & python3 train.py"
         exp_id = cluster.create(cfg)
         trial_id = cluster.wait_trial(exp_id, "STATE_RUNNING")["id"]
@@ -297,7 +297,7 @@ def test_a_master_restarted_after_kill_9_kills_the_old_run_and_resumes(
         assert env_of(out, trial_id, 2)["DET_LATEST_CHECKPOINT"]
         cluster.wait_experiment(exp_id, "STATE_COMPLETED")
         trial = cluster.trials(exp_id)[0]
-        assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 40)
+        assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 60)
         assert not sleepers(str(tmp_path))
     finally:
         m.stop()
