@@ -17,6 +17,7 @@ import enum
 import logging
 import pathlib
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ import torch
 import determined as det
 from determined import core
 from determined.pytorch import _checkpoint_io, _metrics, _state
+from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._data import DataLoader
 from determined.pytorch._periods import Boundary, Periods, due, length_reached
@@ -76,6 +78,7 @@ class Controller:
         self.chief = self.dist.get_rank() == 0
         self.by_batch = _check_trial(trial, context)
         self.callbacks = trial.build_callbacks()
+        _warn_deprecated_hooks(self.callbacks)
         self.progress = _state.Progress(trial_id=settings.trial_id)
         self.validator = Validator(trial, self.setup, self.callbacks, settings, self.by_batch)
         self._chunk: list[dict[str, Any]] = []
@@ -363,6 +366,17 @@ class Controller:
         for cb in self.callbacks.values():
             cb.on_checkpoint_end(str(path))
             cb.on_checkpoint_write_end(str(path))
+
+
+def _warn_deprecated_hooks(callbacks: dict[str, PyTorchCallback]) -> None:
+    for name, cb in callbacks.items():
+        if type(cb).on_checkpoint_end is not PyTorchCallback.on_checkpoint_end:
+            warnings.warn(
+                f"callback {name!r} overrides on_checkpoint_end, which is deprecated: "
+                "override on_checkpoint_write_end instead",
+                FutureWarning,
+                stacklevel=3,
+            )
 
 
 def _forever(loader: Any) -> Iterator[Any]:

@@ -38,11 +38,13 @@ class Outputs(PyTorchCallback):
         self.write_end += 1
 
 
-def run(length: int, latest: str | None = None, seed: int = 0, **fit: Any) -> dict[str, Any]:
+def run(
+    length: int, latest: str | None = None, seed: int = 0, hp: dict[str, Any] = HP, **fit: Any
+) -> dict[str, Any]:
     torch.manual_seed(seed)  # same initial weights for the straight and the first run
     capture, outputs = Capture(), Outputs()
     dist = core.DistributedContext.from_torch_distributed()
-    with det_torch.init(hparams=HP, exp_conf=CONF, distributed=dist) as ctx:
+    with det_torch.init(hparams=hp, exp_conf=CONF, distributed=dist) as ctx:
         trial = MLPTrial(ctx)
         trial.build_callbacks = lambda: {"capture": capture, "out": outputs}  # type: ignore
         det_torch.Trainer(trial, ctx).fit(max_length=Batch(length), latest_checkpoint=latest, **fit)
@@ -65,8 +67,15 @@ def main() -> None:
     straight = run(10, validation_period=Batch(5), reporting_period=Batch(5))
     first = run(4)
     resumed = run(10, latest=first["uuids"][-1], seed=123)  # restore must fix RNG
+    # With data-loading workers, resumed at the end of an epoch (5 batches per rank).
+    workers = {**HP, "num_workers": 2}
+    w_straight = run(8, hp=workers)
+    w_first = run(5, hp=workers)
+    w_resumed = run(8, latest=w_first["uuids"][-1], seed=123, hp=workers)
+    out = {"straight": straight, "first": first, "resumed": resumed}
+    out.update(w_straight=w_straight, w_resumed=w_resumed)
     with open(sys.argv[1], "w") as f:
-        json.dump({"straight": straight, "first": first, "resumed": resumed}, f)
+        json.dump(out, f)
     tdist.destroy_process_group()
 
 

@@ -26,3 +26,10 @@ def cluster(
     m.route("POST", r"/api/v1/checkpoints", {})
     m.route("GET", r"/api/v1/experiments/7/searcher/best_searcher_validation_metric", (404, {}))
     return Cluster(m, storage)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The test Recorder overrides the deprecated on_checkpoint_end on purpose (hook order).
+    config.addinivalue_line(
+        "filterwarnings", "ignore:callback 'rec' overrides on_checkpoint_end:FutureWarning"
+    )

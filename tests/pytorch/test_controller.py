@@ -266,3 +266,38 @@ def test_local_fit_needs_an_int_max_length() -> None:
             trainer.fit(max_length=Batch({1, 2}))
         with pytest.raises(ValueError, match="checkpoint_policy"):
             trainer.fit(max_length=Batch(1), checkpoint_policy="most")
+
+
+class SigtermTrial(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        if batch_idx == 3:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGTERM)  # local preemption signal (core)
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+
+def test_local_sigterm_preempts_at_the_next_boundary() -> None:
+    """§19 item 63: preemption (SIGTERM locally) -> checkpoint at the next boundary, clean
+    return, no more batches."""
+    trial, cap, log = run_local(SigtermTrial, reporting_period=Batch(5), max_length=Batch(20))
+    assert trial.reason == det_torch.ExitReason.STOPPED
+    assert [i for _, i in trial.events] == [0, 1, 2, 3, 4]
+    assert _checkpointed_at(log) == [5]
+
+
+class OldHook(det_torch.PyTorchCallback):
+    def on_checkpoint_end(self, checkpoint_dir: str) -> None:
+        pass
+
+
+class OldHookTrial(MLPTrial):
+    def build_callbacks(self) -> dict[str, det_torch.PyTorchCallback]:
+        return {"old": OldHook()}
+
+
+def test_on_checkpoint_end_is_deprecated() -> None:
+    """§15: overriding on_checkpoint_end warns (FutureWarning) but still runs."""
+    with pytest.warns(FutureWarning, match="on_checkpoint_write_end"):
+        run_local(OldHookTrial, max_length=Batch(1))

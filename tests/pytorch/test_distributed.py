@@ -95,3 +95,11 @@ def test_two_rank_exact_resume(ranks: list[dict[str, Any]]) -> None:
     for r in ranks:
         assert r["resumed"]["events"] == list(range(4, 10))
         assert r["resumed"]["params"] == r["straight"]["params"]
+
+
+def test_two_rank_exact_resume_with_workers_at_an_epoch_end(ranks: list[dict[str, Any]]) -> None:
+    """Exact resume, 2 ranks, num_workers=2, resumed at the end of an epoch (5 batches per
+    rank): bitwise the same weights as a straight run."""
+    for r in ranks:
+        assert r["w_resumed"]["events"] == [5, 6, 7]
+        assert r["w_resumed"]["params"] == r["w_straight"]["params"]

@@ -136,3 +136,9 @@ def test_get_batch_length_default() -> None:
         trial.get_batch_length([])
     with pytest.raises(TypeError):
         trial.get_batch_length(5)
+
+
+def test_empty_validation_shard_raises() -> None:
+    """§19 item 51: an empty validation shard raises RuntimeError."""
+    with pytest.raises(RuntimeError, match="no validation batches"):
+        run_local(hparams={"val_n": 0}, max_length=Batch(2))
