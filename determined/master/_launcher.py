@@ -12,7 +12,6 @@ import dataclasses
 import io
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -27,7 +26,6 @@ from determined.master._errors import InvalidArgument
 from determined.master._log_capture import LogSink
 from determined.master._store import _checkpoints, _experiments, _trials
 
-LEGACY_ENTRYPOINT = re.compile(r"^[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+$")
 STARTUP_HOOK = "startup-hook.sh"
 
 
@@ -84,14 +82,10 @@ def launch_spec(
     )
 
 
-def command(entrypoint: str | list[str]) -> list[str]:
-    """The argv of an entrypoint: ``module:Class`` runs the legacy harness, another string
-    runs under ``sh -c``, a list runs as is."""
-    if isinstance(entrypoint, list):
-        return [str(a) for a in entrypoint]
-    if LEGACY_ENTRYPOINT.match(entrypoint):
-        return [sys.executable, "-m", "determined.exec.harness", entrypoint]
-    return ["sh", "-c", entrypoint]
+def command() -> list[str]:
+    """The argv of every run: ``determined.exec.launch`` checks the checkpoint storage and runs
+    the experiment's entrypoint in any of its three forms (docs/launch.md)."""
+    return [sys.executable, "-m", "determined.exec.launch"]
 
 
 def check_bind_mounts(config: dict[str, Any]) -> None:
@@ -119,6 +113,12 @@ def _env_vars(config: dict[str, Any], gpu: bool) -> dict[str, str]:
         key, _, value = str(item).partition("=")
         out[key] = value
     return out
+
+
+def unique_port_offset(slot_ids: list[int]) -> int:
+    """Shifts a run's ZMQ and rendezvous ports (12360/12376 and 29400 plus this) so runs on
+    disjoint slots never share one: 32 apart covers both ZMQ ports (16 apart) of each run."""
+    return 32 * min(slot_ids, default=0)
 
 
 def trial_env(spec: LaunchSpec, master_url: str, cluster_id: str, work_dir: Path) -> dict[str, str]:
@@ -150,6 +150,7 @@ def trial_env(spec: LaunchSpec, master_url: str, cluster_id: str, work_dir: Path
         DET_HPARAMS=json.dumps(spec.hparams),
         DET_EXPERIMENT_CONFIG=json.dumps(spec.config),
         DET_STEPS_COMPLETED=str(spec.steps_completed),
+        DET_UNIQUE_PORT_OFFSET=str(unique_port_offset(spec.slot_ids)),
     )
     if spec.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint

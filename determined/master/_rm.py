@@ -244,7 +244,7 @@ class LocalResourceManager:
         work_dir = self._work_root / spec.allocation_id
         try:
             _launcher.prepare_work_dir(work_dir, spec)
-            argv = _launcher.command(spec.config["entrypoint"])
+            argv = _launcher.command()
             env = _launcher.trial_env(spec, self._master_url, self._store.cluster_id, work_dir)
             proc = _launcher.TrialProcess(argv, work_dir, env, sink)
         except _launcher.LaunchError as e:

@@ -49,17 +49,18 @@ def _tgz(files: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def test_entrypoint_forms() -> None:
-    assert _launcher.command("model_def:MyTrial") == [
-        sys.executable,
-        "-m",
-        "determined.exec.harness",
-        "model_def:MyTrial",
-    ]
-    assert _launcher.command("pkg.mod:Trial")[-1] == "pkg.mod:Trial"
-    assert _launcher.command("python3 train.py --x 1") == ["sh", "-c", "python3 train.py --x 1"]
-    assert _launcher.command("mod:Class extra") == ["sh", "-c", "mod:Class extra"]
-    assert _launcher.command(["python3", "-m", "x", 1]) == ["python3", "-m", "x", "1"]  # type: ignore[list-item]
+def test_every_run_starts_through_exec_launch() -> None:
+    # exec.launch resolves the three entrypoint forms: tests/launch/test_exec_launch.py.
+    assert _launcher.command() == [sys.executable, "-m", "determined.exec.launch"]
+
+
+def test_runs_on_disjoint_slots_get_disjoint_ports() -> None:
+    used: set[int] = set()
+    for slots in ([0], [1, 2], [3], [4, 5, 6, 7]):
+        offset = _launcher.unique_port_offset(slots)
+        ports = {12360 + offset, 12376 + offset, 29400 + offset}
+        assert not ports & used
+        used |= ports
 
 
 def test_bind_mount_rules(tmp_path: pathlib.Path) -> None:
