@@ -115,7 +115,9 @@ def _code_dir(trial: PyTorchTrial) -> pathlib.Path | None:
     return pathlib.Path(file).resolve().parent if file else None
 
 
-def _load_data(trial: PyTorchTrial, context: PyTorchTrialContext) -> dict[str, Any]:
+def _load_data(
+    trial: PyTorchTrial, context: PyTorchTrialContext, is_trainer: bool
+) -> dict[str, Any]:
     def maybe(getter: Any) -> Any:
         try:
             return getter()
@@ -123,13 +125,15 @@ def _load_data(trial: PyTorchTrial, context: PyTorchTrialContext) -> dict[str, A
             return None
 
     cls = type(trial)
-    return {
+    data = {
         "trial_type": "PyTorchTrial",
         "experiment_config": maybe(context.get_experiment_config),
         "hparams": maybe(context.get_hparams),
         "trial_cls_spec": f"{cls.__module__}:{cls.__qualname__}",
-        "is_trainer": True,
     }
+    if is_trainer:
+        data["is_trainer"] = True  # absent for harness runs, as in Determined
+    return data
 
 
 class Trainer:
@@ -158,6 +162,32 @@ class Trainer:
         length (``max_length`` is ignored with a warning) and ``test_mode`` is refused.
         Returns why the loop ended (all work done, or stopped by preemption or a request).
         """
+        return self._fit(
+            checkpoint_period=checkpoint_period,
+            validation_period=validation_period,
+            max_length=max_length,
+            reporting_period=reporting_period,
+            checkpoint_policy=checkpoint_policy,
+            latest_checkpoint=latest_checkpoint,
+            step_zero_validation=step_zero_validation,
+            test_mode=test_mode,
+            profiling_enabled=profiling_enabled,
+        )
+
+    def _fit(
+        self,
+        *,
+        checkpoint_period: TrainUnit | None = None,
+        validation_period: TrainUnit | None = None,
+        max_length: TrainUnit | None = None,
+        reporting_period: TrainUnit = Batch(100),
+        checkpoint_policy: str = "best",
+        latest_checkpoint: str | None = None,
+        step_zero_validation: bool = False,
+        test_mode: bool = False,
+        profiling_enabled: bool = False,
+        _is_trainer: bool = True,  # False when the harness runs the trial (load_data.json)
+    ) -> ExitReason:
         if checkpoint_policy not in ("best", "all", "none"):
             raise ValueError(f"checkpoint_policy must be best, all or none: {checkpoint_policy!r}")
         periods = Periods(
@@ -182,7 +212,7 @@ class Trainer:
             step_zero_validation=step_zero_validation,
             latest_checkpoint=latest_checkpoint,
             profiling_enabled=profiling_enabled,
-            load_data=_load_data(self._trial, self._context),
+            load_data=_load_data(self._trial, self._context, _is_trainer),
             code_dir=_code_dir(self._trial),
         )
         reason = Controller(self._trial, self._context, settings).run()

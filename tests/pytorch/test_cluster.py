@@ -134,3 +134,46 @@ def test_searcher_units(
     assert [p["progress"] for p in cluster.bodies("POST", r"/trials/3/progress")] == progress
     done = cluster.bodies("POST", r"/searcher/completed_operation")
     assert [d["op"]["length"] for d in done] == ops
+
+
+def test_run_trial_takes_every_fit_argument_from_the_config(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§16 harness: min_validation_period, min_checkpoint_period, Batch(scheduling_unit),
+    checkpoint_policy and perform_initial_validation come from the config; load_data.json has
+    no is_trainer for harness runs (§19 item 57)."""
+    import json
+
+    from _cluster import config
+
+    from determined.pytorch._harness import run_trial
+
+    conf = config(cluster.storage)
+    conf.update(
+        min_validation_period={"batches": 4},
+        min_checkpoint_period={"records": 20},  # 5 batches of global_batch_size 4
+        scheduling_unit=3,
+        checkpoint_policy="none",
+        perform_initial_validation=True,
+    )
+    monkeypatch.setenv("DET_EXPERIMENT_CONFIG", json.dumps(conf))
+    cluster.ops([10])
+    assert run_trial(MLPTrial) == det_torch.ExitReason.COMPLETED
+    metrics = cluster.bodies("POST", r"/trials/3/metrics")
+    steps = [(m["group"][0], m["metrics"]["stepsCompleted"]) for m in metrics]
+    assert steps == [("v", 0)] + [
+        ("t", 3),
+        ("t", 4),
+        ("v", 4),
+        ("t", 5),
+        ("t", 6),
+        ("t", 8),
+        ("v", 8),
+        ("t", 9),
+        ("t", 10),
+        ("v", 10),
+    ]
+    checkpoints = cluster.bodies("POST", r"/api/v1/checkpoints")
+    assert [c["metadata"]["steps_completed"] for c in checkpoints] == [5, 10]
+    path = cluster.storage / checkpoints[-1]["uuid"] / "load_data.json"
+    assert "is_trainer" not in json.loads(path.read_text())

@@ -1,0 +1,52 @@
+"""Running a ``PyTorchTrial`` class as a trial a master started: what the launch layer's
+``determined.exec.harness`` calls. The experiment config decides every ``fit()`` argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import determined as det
+from determined.pytorch._controller import ExitReason
+from determined.pytorch._trainer import Trainer, init
+from determined.pytorch._trial import PyTorchTrial
+from determined.pytorch._units import Batch, TrainUnit
+
+
+def _period(value: dict[str, int] | None, gbs: int | None) -> TrainUnit:
+    return TrainUnit._from_values(**(value or {"batches": 0}), global_batch_size=gbs)
+
+
+def fit_arguments(
+    config: dict[str, Any], hparams: dict[str, Any], latest_checkpoint: str | None
+) -> dict[str, Any]:
+    """``Trainer.fit()`` keyword arguments from an experiment config: ``min_checkpoint_period``,
+    ``min_validation_period`` (records via ``global_batch_size``), ``Batch(scheduling_unit)``,
+    ``checkpoint_policy``, ``perform_initial_validation`` and ``profiling.enabled``."""
+    gbs = hparams.get("global_batch_size")
+    return {
+        "checkpoint_period": _period(config.get("min_checkpoint_period"), gbs),
+        "validation_period": _period(config.get("min_validation_period"), gbs),
+        "reporting_period": Batch(int(config.get("scheduling_unit") or 100)),
+        "checkpoint_policy": config.get("checkpoint_policy") or "best",
+        "latest_checkpoint": latest_checkpoint,
+        "step_zero_validation": bool(config.get("perform_initial_validation", False)),
+        "profiling_enabled": bool((config.get("profiling") or {}).get("enabled", False)),
+    }
+
+
+def run_trial(trial_class: type[PyTorchTrial], info: det.ClusterInfo | None = None) -> ExitReason:
+    """Build ``trial_class`` with the trial's hyperparameters and config and train it as the
+    master directs. Every rank calls this. Raises RuntimeError outside a cluster trial."""
+    info = info or det.get_cluster_info()
+    if info is None or info.task_type != "TRIAL":
+        raise RuntimeError("run_trial() runs a trial started by a master; use Trainer locally")
+    config, hparams = info.trial._config, info.trial.hparams
+    opts = config.get("optimizations") or {}
+    with init(
+        hparams=hparams,
+        exp_conf=config,
+        aggregation_frequency=int(opts.get("aggregation_frequency", 1)),
+    ) as context:
+        trial = trial_class(context)
+        kwargs = fit_arguments(config, hparams, info.latest_checkpoint)
+        return Trainer(trial, context)._fit(**kwargs, _is_trainer=False)
