@@ -4,10 +4,16 @@ RecordingMaster with the routes every trial touches (ids and config: ``_cluster_
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import pytest
-from _cluster_env import trial_env
-from recording_master import RecordingMaster
+
+# The helper modules next to this file (_cluster_env, _dist_worker, ...) import by their plain
+# names under any --import-mode, not only under pytest's default "prepend".
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from _cluster_env import trial_env  # noqa: E402
+from recording_master import RecordingMaster  # noqa: E402
 
 
 @pytest.fixture
