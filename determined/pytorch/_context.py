@@ -36,6 +36,7 @@ class _TrainingSetup:
     data_repro_checks: bool
     aggregation_frequency: int
     to_device: Callable[[Any], Any]
+    profiler: Any  # a torch.profiler.profile from set_profiler(), or None
 
 
 def _pick_device(dist: core.DistributedContext) -> torch.device:
@@ -132,6 +133,7 @@ class PyTorchTrialContext:
         self._stop_requested = False
         self._warned_types: set[type] = set()
         self._tb_writer: Any = None
+        self._profiler: Any = None
         self._epoch_len: int | None = None
         self.experimental = _Experimental(self)
 
@@ -322,6 +324,13 @@ class PyTorchTrialContext:
             self._tb_writer = SummaryWriter(str(path) if path is not None else None)
         return self._tb_writer
 
+    def set_profiler(self, *args: Any, **kwargs: Any) -> None:
+        """Profile training with ``torch.profiler.profile(*args, **kwargs)``: traces are written
+        into the trial's TensorBoard directory and the loop calls ``step()`` after each batch."""
+        path = self._core.train.get_tensorboard_path()
+        handler = torch.profiler.tensorboard_trace_handler(str(path) if path else "./runs")
+        self._profiler = torch.profiler.profile(*args, on_trace_ready=handler, **kwargs)
+
     def set_stop_requested(self, stop_requested: bool) -> None:
         """Ask the loop to checkpoint and stop at the next reporting boundary."""
         if not isinstance(stop_requested, bool):
@@ -346,6 +355,7 @@ class PyTorchTrialContext:
             data_repro_checks=self._data_repro_checks,
             aggregation_frequency=self._opt.agg,
             to_device=self.to_device,
+            profiler=self._profiler,
         )
 
     def _set_progress(self, batch_idx: int, epoch_len: int) -> None:

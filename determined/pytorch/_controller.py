@@ -113,6 +113,8 @@ class Controller:
             cb.on_training_start()
         if self.s.progress_bar and self.chief:
             self._bar = stack.enter_context(self._progress_bar())
+        if self.setup.profiler is not None:
+            stack.enter_context(self.setup.profiler)
         if self.s.profiling_enabled:
             self.core.profiler.on()
             stack.callback(self.core.profiler.off)
@@ -224,6 +226,8 @@ class Controller:
                 out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
         else:
             out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
+        if setup.profiler is not None:
+            setup.profiler.step()
         if ctx._should_communicate_and_update():
             if setup.auto_amp and setup.scaler is not None:
                 setup.scaler.update()  # with wrap_scaler alone, train_batch updates it

@@ -208,3 +208,22 @@ def test_use_amp_runs_train_batch_under_bf16_autocast_on_cpu() -> None:
     assert set(trial.dtypes) == {torch.bfloat16}
     first, last = cap.training[0][0]["loss"], cap.training[-1][0]["loss"]
     assert last < first
+
+
+class ProfiledTrial(MLPTrial):
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        context.set_profiler(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            schedule=torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1),
+        )
+
+
+def test_set_profiler_writes_a_trace_into_the_tensorboard_dir() -> None:
+    """§10 set_profiler: torch profiler traces land in the TensorBoard directory; the loop
+    steps the profiler every batch."""
+    from determined.common import _paths
+
+    run_local(ProfiledTrial, max_length=Batch(6))
+    traces = list(_paths.default_tensorboard_dir().rglob("*.pt.trace.json"))
+    assert len(traces) == 1
