@@ -32,6 +32,27 @@ def build_state_dict(
     return state
 
 
+def write_chief_files(
+    path: pathlib.Path,
+    setup: _TrainingSetup,
+    callbacks: dict[str, PyTorchCallback],
+    progress: _state.Progress,
+    settings: Any,
+) -> None:
+    """Everything but the per-rank files, with the chief's checkpoint hooks in order."""
+    state = build_state_dict(setup, callbacks)
+    for cb in callbacks.values():
+        cb.on_checkpoint_save_start(state)
+    torch.save(state, path / "state_dict.pth")
+    _state.write_json(path / "trial_state.json", progress.state_dict())
+    _state.write_json(path / "load_data.json", settings.load_data)
+    if settings.code_dir is not None:
+        _state.copy_code(settings.code_dir, path / "code", exclude=path.parent)
+    for cb in callbacks.values():
+        cb.on_checkpoint_end(str(path))
+        cb.on_checkpoint_write_end(str(path))
+
+
 def write_rank_files(path: pathlib.Path, rank: int) -> None:
     """Every rank's own RNG state (the chief's is also in state_dict.pth)."""
     file = _state.rank_rng_file(path, rank)

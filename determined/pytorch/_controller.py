@@ -280,7 +280,7 @@ class Controller:
 
     def _validate(self, length: TrainUnit | None, op: core.SearcherOperation | None) -> bool:
         """Validate, report, maybe complete ``op``; returns the policy's checkpoint decision."""
-        with _rng_preserved():
+        with _state.rng_preserved():
             metrics = self.validator.validate()
         self.progress.last_val = self.progress.batches_trained
         decision = False
@@ -353,23 +353,12 @@ class Controller:
             with self.core.checkpoint.store_path(metadata, shard=shard) as (path, uuid):
                 _checkpoint_io.write_rank_files(path, self.dist.get_rank())
                 if self.chief:
-                    self._write_chief_files(path)
+                    _checkpoint_io.write_chief_files(
+                        path, self.setup, self.callbacks, self.progress, self.s
+                    )
         uuid = self.dist.broadcast(uuid if self.chief else None)
         for cb in self.callbacks.values():
             cb.on_checkpoint_upload_end(uuid)
-
-    def _write_chief_files(self, path: pathlib.Path) -> None:
-        state = _checkpoint_io.build_state_dict(self.setup, self.callbacks)
-        for cb in self.callbacks.values():
-            cb.on_checkpoint_save_start(state)
-        torch.save(state, path / "state_dict.pth")
-        _state.write_json(path / "trial_state.json", self.progress.state_dict())
-        _state.write_json(path / "load_data.json", self.s.load_data)
-        if self.s.code_dir is not None:
-            _state.copy_code(self.s.code_dir, path / "code", exclude=path.parent)
-        for cb in self.callbacks.values():
-            cb.on_checkpoint_end(str(path))
-            cb.on_checkpoint_write_end(str(path))
 
 
 def _warn_deprecated_hooks(callbacks: dict[str, PyTorchCallback]) -> None:
@@ -387,13 +376,3 @@ def _forever(loader: Any) -> Iterator[Any]:
     # A plain torch loader does not repeat; Determined 0.37 spins forever once it runs dry.
     while True:
         yield from loader
-
-
-@contextlib.contextmanager
-def _rng_preserved() -> Iterator[None]:
-    """Validation must not shift training's random streams (dropout, augmentation)."""
-    saved = _state.rng_state()
-    try:
-        yield
-    finally:
-        _state.set_rng_state(saved)

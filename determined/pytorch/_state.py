@@ -13,6 +13,7 @@ Layout written by the chief (plus one RNG file per rank)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import json
@@ -21,6 +22,7 @@ import os
 import pathlib
 import random
 import shutil
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -93,6 +95,16 @@ def _detignore(src: pathlib.Path) -> list[str]:
         return []
     lines = (ln.strip() for ln in file.read_text().splitlines())
     return [ln.rstrip("/") for ln in lines if ln and not ln.startswith("#")]
+
+
+@contextlib.contextmanager
+def rng_preserved() -> Iterator[None]:
+    """Validation must not shift training's random streams (dropout, augmentation)."""
+    saved = rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(saved)
 
 
 def copy_code(src: pathlib.Path, dst: pathlib.Path, exclude: pathlib.Path | None = None) -> None:

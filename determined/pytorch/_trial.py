@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+import determined as det
 from determined import errors
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import PyTorchTrialContext
@@ -17,7 +18,7 @@ from determined.pytorch._reducer import Reducer
 from determined.pytorch._to_device import TorchData, data_length
 
 
-class PyTorchTrial(abc.ABC):
+class PyTorchTrial(det.LegacyTrial, abc.ABC):
     """A model trained by Determined's loop.
 
     ``__init__(context)`` must wrap at least one model and one optimizer. Override exactly one
