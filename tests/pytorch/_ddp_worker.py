@@ -39,12 +39,19 @@ class Outputs(PyTorchCallback):
 
 
 def run(
-    length: int, latest: str | None = None, seed: int = 0, hp: dict[str, Any] = HP, **fit: Any
+    length: int,
+    latest: str | None = None,
+    seed: int = 0,
+    hp: dict[str, Any] = HP,
+    agg: int = 1,
+    **fit: Any,
 ) -> dict[str, Any]:
     torch.manual_seed(seed)  # same initial weights for the straight and the first run
     capture, outputs = Capture(), Outputs()
     dist = core.DistributedContext.from_torch_distributed()
-    with det_torch.init(hparams=hp, exp_conf=CONF, distributed=dist) as ctx:
+    with det_torch.init(
+        hparams=hp, exp_conf=CONF, distributed=dist, aggregation_frequency=agg
+    ) as ctx:
         trial = MLPTrial(ctx)
         trial.build_callbacks = lambda: {"capture": capture, "out": outputs}  # type: ignore
         det_torch.Trainer(trial, ctx).fit(max_length=Batch(length), latest_checkpoint=latest, **fit)
@@ -74,6 +81,9 @@ def main() -> None:
     w_resumed = run(8, latest=w_first["uuids"][-1], seed=123, hp=workers)
     out = {"straight": straight, "first": first, "resumed": resumed}
     out.update(w_straight=w_straight, w_resumed=w_resumed)
+    # Gradient aggregation over 2 batches per rank, with DDP's no_sync in between.
+    plain = {"lr": 0.05, "n": 36, "batch_size": 4}
+    out["agg"] = run(4, hp=plain, agg=2)
     with open(sys.argv[1], "w") as f:
         json.dump(out, f)
     tdist.destroy_process_group()

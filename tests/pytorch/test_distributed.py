@@ -103,3 +103,26 @@ def test_two_rank_exact_resume_with_workers_at_an_epoch_end(ranks: list[dict[str
     for r in ranks:
         assert r["w_resumed"]["events"] == [5, 6, 7]
         assert r["w_resumed"]["params"] == r["w_straight"]["params"]
+
+
+def test_aggregation_with_ddp_matches_one_big_batch(ranks: list[dict[str, Any]]) -> None:
+    """§19 item 39 with DDP: aggregation 2 over 2 ranks (no_sync on the first batch of each
+    window, averaged gradients) equals plain SGD on 16-record batches: 4 per-rank batches are
+    2 steps over records 0-15 and 16-31."""
+    import torch
+    from _trials import Regression
+
+    torch.manual_seed(0)
+    data = Regression(36, seed=0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.0), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for start in (0, 16):
+        x, y = data.x[start : start + 16], data.y[start : start + 16]
+        torch.nn.functional.mse_loss(model(x).squeeze(-1), y).backward()
+        opt.step()
+        opt.zero_grad()
+    expected = [p.detach().flatten().tolist() for p in model.parameters()]
+    for r in ranks:
+        assert r["agg"]["events"] == [0, 1, 2, 3]
+        for got, want in zip(r["agg"]["params"], expected, strict=True):
+            assert got == pytest.approx(want, abs=1e-6)
