@@ -1,0 +1,53 @@
+"""``python -m determined.exec.harness module:Class``: train a trial class in a trial process.
+
+Every worker that ``determined.launch.torch_distributed --trial`` starts runs this. The class is
+imported from the working directory (the unpacked model definition) and must be a
+``determined.pytorch.PyTorchTrial``; the experiment config decides every training argument
+(``determined.pytorch._harness``). Exits 0 when training ends (finished, paused or preempted;
+the master tells those apart), 1 with a message when the class cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import determined as det
+from determined.exec._entrypoint import trial_class_from_entrypoint
+
+logger = logging.getLogger("determined.exec.harness")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    if len(argv) != 1:
+        print("usage: python -m determined.exec.harness module:Class", file=sys.stderr)
+        return 1
+    info = det.get_cluster_info()
+    if info is None or info.task_type != "TRIAL":
+        print("determined.exec.harness runs trials started by a master", file=sys.stderr)
+        return 1
+    try:
+        trial_class = trial_class_from_entrypoint(argv[0])
+    except (ValueError, TypeError) as e:
+        print(f"harness: {e}", file=sys.stderr)
+        return 1
+    # Imported here: torch is only needed once a trial class is known.
+    from determined import pytorch
+    from determined.pytorch import _harness
+
+    if not issubclass(trial_class, pytorch.PyTorchTrial):
+        print(
+            f"harness: {argv[0]} is a {trial_class.__mro__[1].__name__} subclass; this release "
+            "runs determined.pytorch.PyTorchTrial classes (use a script entrypoint for others)",
+            file=sys.stderr,
+        )
+        return 1
+    reason = _harness.run_trial(trial_class, info)
+    logger.info(f"training ended: {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
