@@ -108,7 +108,13 @@ class Controller:
         if self.s.latest_checkpoint is not None:
             self._restore(self.s.latest_checkpoint)
         self._batches, epoch_len = self._training_batches(train_loader)
+        stack.callback(self._drop_iterator)  # loader workers shut down with the iterator
         self.epoch_len = self.dist.broadcast(epoch_len if self.chief else None)
+        if self.epoch_len < 1:
+            raise ValueError(
+                "build_training_data_loader() returned a loader with no batches on the chief; "
+                "check the dataset size, batch_size and drop_last"
+            )
         for cb in self.callbacks.values():
             cb.on_training_start()
         if self.s.progress_bar and self.chief:
@@ -132,6 +138,9 @@ class Controller:
         self.validator.check_raw_loader(loader, "build_training_data_loader")
         epoch_len = len(loader) if hasattr(loader, "__len__") else sys.maxsize
         return _forever(loader), epoch_len
+
+    def _drop_iterator(self) -> None:
+        self._batches = iter(())
 
     def _progress_bar(self) -> Any:
         import tqdm

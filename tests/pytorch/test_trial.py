@@ -142,3 +142,9 @@ def test_empty_validation_shard_raises() -> None:
     """§19 item 51: an empty validation shard raises RuntimeError."""
     with pytest.raises(RuntimeError, match="no validation batches"):
         run_local(hparams={"val_n": 0}, max_length=Batch(2))
+
+
+def test_empty_training_loader_raises() -> None:
+    """An empty training loader is a ValueError that names the cause, not a ZeroDivisionError."""
+    with pytest.raises(ValueError, match="no batches"):
+        run_local(hparams={"n": 0}, max_length=Batch(2))
