@@ -83,7 +83,7 @@ class Controller:
         self.validator = Validator(trial, self.setup, self.callbacks, settings, self.by_batch)
         self._chunk: list[dict[str, Any]] = []
         self._best: float | None = None
-        self._completed_ops: set[int] = set()
+        self._last_completed: core.SearcherOperation | None = None
         self._bar: Any = None
 
     # ---- entry point -----------------------------------------------------------------------
@@ -308,7 +308,7 @@ class Controller:
         )
         if op is not None and done and not self._done(op):
             op.report_completed(metric)
-            self._completed_ops.add(id(op))
+            self._last_completed = op
         if self.s.checkpoint_policy == "all":
             return True
         if self.s.checkpoint_policy != "best" or metric is None:
@@ -321,7 +321,7 @@ class Controller:
         return better
 
     def _done(self, op: core.SearcherOperation) -> bool:
-        return id(op) in self._completed_ops
+        return op is self._last_completed  # ops complete in order, one at a time
 
     def _best_before(self) -> float | None:
         if self.s.max_length is not None:
