@@ -148,3 +148,15 @@ def test_empty_training_loader_raises() -> None:
     """An empty training loader is a ValueError that names the cause, not a ZeroDivisionError."""
     with pytest.raises(ValueError, match="no batches"):
         run_local(hparams={"n": 0}, max_length=Batch(2))
+
+
+class VectorMetric(MLPTrial):
+    def evaluate_batch(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        return {"val_loss": torch.ones(2)}
+
+
+def test_non_scalar_searcher_metric_raises() -> None:
+    """§19 item 53: a non-scalar searcher metric raises RuntimeError."""
+    conf = {"searcher": {"metric": "val_loss"}}
+    with pytest.raises(RuntimeError, match="numeric scalar"):
+        run_local(VectorMetric, exp_conf=conf, checkpoint_policy="best")
