@@ -29,7 +29,7 @@ from determined.pytorch import _checkpoint_io, _metrics, _state
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._data import DataLoader
-from determined.pytorch._periods import Boundary, Periods, due, length_reached
+from determined.pytorch._periods import Boundary, Periods, due, length_reached, next_stop
 from determined.pytorch._trial import PyTorchTrial, _check_trial
 from determined.pytorch._units import Batch, Epoch, TrainUnit
 from determined.pytorch._validation import Validator
@@ -215,10 +215,12 @@ class Controller:
         for m in self.setup.models:
             m.train()
         self.validator.reset_reducers(training=True)
+        args = (self.epoch_len, length, self.s.periods, self.s.test_mode)
         while True:
-            idx = self.progress.batches_trained
-            self._train_batch(next(self._batches), idx)
-            fired = due(idx, self.epoch_len, length, self.s.periods, self.s.test_mode)
+            stop = next_stop(self.progress.batches_trained, *args)
+            while self.progress.batches_trained < stop:  # no boundary checks in between
+                self._train_batch(next(self._batches), self.progress.batches_trained)
+            fired = due(stop - 1, *args)
             if fired:
                 return fired
 

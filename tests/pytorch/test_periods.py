@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from determined import core
 from determined.pytorch import Batch, Epoch, TrainUnit
 from determined.pytorch._lr_scheduler import LRScheduler, auto_steps
-from determined.pytorch._periods import Boundary, Periods, due, length_reached
+from determined.pytorch._periods import Boundary, Periods, due, length_reached, next_stop
 
 
 def test_period_and_schedule() -> None:
@@ -114,3 +114,37 @@ def test_every_epoch_and_optimizer_step_modes() -> None:
     assert [auto_steps(opt, 2, i, 1, 5) for i in range(4)] == [0, 1, 0, 1]
     assert auto_steps(LRScheduler.StepMode.MANUAL_STEP, 1, 4, 1, 5) == 0
     assert LRScheduler.StepMode.STEP_EVERY_OPTIMIZER_STEP.value == 4
+
+
+_units = st.one_of(
+    st.builds(Batch, st.integers(0, 12)),
+    st.builds(Epoch, st.integers(0, 4)),
+    st.builds(Batch, st.frozensets(st.integers(1, 40), max_size=4)),
+)
+
+
+@given(
+    batches=st.integers(0, 30),
+    epoch_len=st.integers(1, 9),
+    length=st.one_of(st.builds(Batch, st.integers(1, 45)), st.builds(Epoch, st.integers(1, 5))),
+    val=_units,
+    ckpt=_units,
+    rep=_units,
+    test_mode=st.booleans(),
+)
+def test_next_stop_agrees_with_due(
+    batches: int,
+    epoch_len: int,
+    length: TrainUnit,
+    val: TrainUnit,
+    ckpt: TrainUnit,
+    rep: TrainUnit,
+    test_mode: bool,
+) -> None:
+    """Property: next_stop is the first batch count (> batches) whose batch due() reports."""
+    periods = Periods(validation=val, checkpoint=ckpt, reporting=rep)
+    stop = next_stop(batches, epoch_len, length, periods, test_mode)
+    first = next(
+        n for n in range(batches + 1, 10_000) if due(n - 1, epoch_len, length, periods, test_mode)
+    )
+    assert stop == first
