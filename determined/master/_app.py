@@ -23,6 +23,7 @@ from determined.master import (
     _api_experiments,
     _api_logs,
     _api_trials,
+    _api_webui,
     _gc,
 )
 from determined.master._errors import ApiError
@@ -134,6 +135,7 @@ def create_app(
         _api_allocations,
         _api_logs,
         _api_experiments,
+        _api_webui,
     ):
         app.include_router(module.router)
     if dev_endpoints:

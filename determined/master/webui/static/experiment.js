@@ -1,0 +1,182 @@
+// One experiment: summary, learning curves, hyperparameter chart, trials, ASHA rungs, config.
+"use strict";
+
+const EXP_ID = pathId();
+const POLL_MS = 3000;
+let state = { exp: null, trials: [], curves: null, original: null, signature: "" };
+
+function flatten(obj, prefix = "", out = {}) {
+  for (const [k, v] of Object.entries(obj || {})) {
+    if (v && typeof v === "object" && !Array.isArray(v)) flatten(v, prefix + k + ".", out);
+    else out[prefix + k] = v;
+  }
+  return out;
+}
+
+const hpText = (hp) =>
+  Object.entries(flatten(hp))
+    .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`)
+    .join("\n");
+
+function renderSummary() {
+  const e = state.exp;
+  document.title = `Experiment ${e.id} · redetermined`;
+  document.getElementById("title").replaceChildren(`Experiment ${e.id}: ${e.name || "(unnamed)"} `, stateBadge(e.state));
+  const pct = Math.round((e.state === "STATE_COMPLETED" ? 1 : e.progress || 0) * 100);
+  const s = e.config.searcher || {};
+  const kv = [
+    ["searcher", `${s.name} (metric ${s.metric}, ${s.smaller_is_better === false ? "larger" : "smaller"} is better)`],
+    ["progress", `${pct}%`],
+    ["trials", e.numTrials],
+    ["user", e.username],
+    ["started", fmtTime(e.startTime)],
+    ["ended", fmtTime(e.endTime)],
+    ["description", e.description || "—"],
+  ];
+  const buttons = [];
+  const b = (action, label) => el("button", { "data-action": action, onclick: () => act(action) }, label);
+  if (e.state === "STATE_ACTIVE") buttons.push(b("pause", "Pause"));
+  if (e.state === "STATE_PAUSED") buttons.push(b("activate", "Activate"));
+  if (!isTerminal(e.state) && !e.state.startsWith("STATE_STOPPING")) buttons.push(b("kill", "Kill"));
+  if (isTerminal(e.state)) buttons.push(e.archived ? b("unarchive", "Unarchive") : b("archive", "Archive"));
+  document.getElementById("summary").replaceChildren(
+    el("dl", { class: "kv" }, kv.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))])),
+    el("div", { class: "controls", style: "margin-top:8px" }, buttons)
+  );
+}
+
+async function act(action) {
+  try {
+    await postJSON(`/api/v1/experiments/${EXP_ID}/${action}`);
+  } catch (e) {
+    showError(e);
+  }
+  refresh(true);
+}
+
+function metricName() {
+  return (state.exp.config.searcher || {}).metric;
+}
+
+function renderTrials() {
+  const smaller = (state.exp.config.searcher || {}).smaller_is_better !== false;
+  const hpKeys = [...new Set(state.trials.flatMap((t) => Object.keys(flatten(t.hparams))))];
+  const metric = metricName();
+  const columns = [
+    { key: "id", label: "Trial", value: (t) => t.id, render: (t) => el("a", { href: `/trials/${t.id}` }, String(t.id)) },
+    { key: "state", label: "State", value: (t) => t.state, render: (t) => stateBadge(t.state) },
+    { key: "batches", label: "Batches", value: (t) => t.totalBatchesProcessed },
+    { key: "best", label: `best ${metric}`, value: (t) => t.searcherMetricValue },
+    { key: "latest", label: `latest ${metric}`, value: (t) => ((t.latestValidation || {}).metrics || {}).avgMetrics?.[metric] },
+    { key: "restarts", label: "Restarts", value: (t) => t.restarts },
+    { key: "ckpts", label: "Checkpoints", value: (t) => t.checkpointCount },
+    ...hpKeys.map((k) => ({ key: "hp:" + k, label: k, value: (t) => flatten(t.hparams)[k], render: (t) => fmtNum(flatten(t.hparams)[k]) })),
+  ];
+  state.trials.forEach((t) => (t._attrs = { "data-trial-id": t.id }));
+  const box = document.getElementById("trials");
+  const prev = box.querySelector("th.sorted-asc, th.sorted-desc");
+  const sort = prev ? { key: prev.dataset.key, desc: prev.classList.contains("sorted-desc") } : { key: "best", desc: !smaller };
+  box.replaceChildren(sortableTable(columns, state.trials, sort));
+}
+
+function renderCurves() {
+  const c = state.curves;
+  const byId = new Map(state.trials.map((t) => [t.id, t]));
+  const series = c.trials.map((t) => ({ label: `trial ${t.trialId}`, points: t.points, info: hpText((byId.get(t.trialId) || t).hparams) }));
+  document.getElementById("curve-note").textContent = `validation ${c.metric} against batches, one line per trial (hover for hyperparameters)`;
+  drawChart(document.getElementById("learning-curve"), series, { yLabel: c.metric, empty: "No validation yet." });
+}
+
+function renderHpChart() {
+  const pick = document.getElementById("hp-pick");
+  const keys = [...new Set(state.trials.flatMap((t) => Object.keys(flatten(t.hparams))))];
+  const current = pick.value;
+  pick.replaceChildren(...keys.map((k) => el("option", { value: k, selected: k === current }, k)));
+  const key = pick.value;
+  const chart = document.getElementById("hp-chart");
+  if (!key) return drawChart(chart, [], { empty: "No hyperparameters." });
+  const values = state.trials.map((t) => flatten(t.hparams)[key]);
+  const numeric = values.every((v) => typeof v === "number");
+  const cats = numeric ? [] : [...new Set(values.map((v) => JSON.stringify(v)))];
+  const points = state.trials
+    .filter((t) => typeof t.searcherMetricValue === "number")
+    .map((t) => {
+      const v = flatten(t.hparams)[key];
+      return [numeric ? v : cats.indexOf(JSON.stringify(v)), t.searcherMetricValue];
+    });
+  const label = numeric ? key : `${key} (${cats.map((c, i) => `${i}=${c}`).join(", ")})`;
+  drawChart(chart, [{ label: `best ${metricName()}`, points }], { xLabel: label, yLabel: metricName(), pointsOnly: true, empty: "No validated trials yet." });
+}
+
+function renderRungs(r) {
+  const card = document.getElementById("rungs-card");
+  card.hidden = !r.brackets.length;
+  if (!r.brackets.length) return;
+  const parts = r.brackets.map((b, bi) =>
+    el(
+      "div",
+      { "data-bracket": bi },
+      r.brackets.length > 1 ? el("h3", {}, `Bracket ${bi + 1}`) : null,
+      el(
+        "table",
+        {},
+        el("tr", {}, el("th", {}, "rung"), el("th", {}, "trains to"), el("th", {}, "still training"), el("th", {}, "trials (metric; ▲ promoted)")),
+        b.rungs.map((rung, i) =>
+          el(
+            "tr",
+            { "data-rung": i },
+            el("td", {}, String(i)),
+            el("td", {}, String(rung.length)),
+            el("td", {}, String(rung.outstanding)),
+            el(
+              "td",
+              {},
+              rung.trials.map((t) => [el("a", { href: `/trials/${t.trialId}`, class: t.promoted ? "promoted" : "" }, `${t.trialId}: ${fmtNum(t.metric)}${t.promoted ? " ▲" : ""}`), "  "])
+            )
+          )
+        )
+      )
+    )
+  );
+  document.getElementById("rungs").replaceChildren(...parts);
+}
+
+function renderConfig() {
+  const which = document.querySelector("input[name=cfg]:checked").value;
+  const text = which === "original" ? state.original || "" : toYaml(state.exp.config).trimStart();
+  document.getElementById("config").textContent = text;
+}
+
+async function refresh(force = false) {
+  try {
+    const [exp, trials, curves, rungs] = await Promise.all([
+      getJSON(`/api/v1/experiments/${EXP_ID}`),
+      getJSON(`/api/v1/experiments/${EXP_ID}/trials`),
+      getJSON(`/api/v1/webui/experiments/${EXP_ID}/metrics?group=validation`),
+      getJSON(`/api/v1/webui/experiments/${EXP_ID}/rungs`),
+    ]);
+    if (state.original === null) {
+      state.original = (await getJSON(`/api/v1/webui/experiments/${EXP_ID}/original_config`)).originalConfig;
+    }
+    const signature = JSON.stringify([exp.experiment, trials.trials, curves, rungs]);
+    if (!force && signature === state.signature) return;
+    state = { ...state, exp: exp.experiment, trials: trials.trials, curves, signature };
+    showError(null);
+    renderSummary();
+    renderTrials();
+    renderCurves();
+    renderHpChart();
+    renderRungs(rungs);
+    renderConfig();
+  } catch (e) {
+    showError(e);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  showWho();
+  document.getElementById("hp-pick").addEventListener("change", renderHpChart);
+  document.querySelectorAll("input[name=cfg]").forEach((r) => r.addEventListener("change", renderConfig));
+  refresh(true);
+  setInterval(() => state.exp && !isTerminal(state.exp.state) && refresh(), POLL_MS);
+});

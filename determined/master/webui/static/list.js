@@ -1,0 +1,83 @@
+// The experiment list: polled every 2 s, so states and progress change without a reload.
+"use strict";
+
+const POLL_MS = 2000;
+const best = new Map(); // experiment id -> best searcher metric (refetched while it can change)
+
+async function bestMetric(exp) {
+  if (best.has(exp.id) && isTerminal(exp.state)) return best.get(exp.id);
+  try {
+    const r = await getJSON(`/api/v1/experiments/${exp.id}/searcher/best_searcher_validation_metric`);
+    best.set(exp.id, r.metric);
+  } catch (e) {
+    if (e.status !== 404) throw e;
+    best.set(exp.id, null);
+  }
+  return best.get(exp.id);
+}
+
+async function act(expId, action) {
+  try {
+    await postJSON(`/api/v1/experiments/${expId}/${action}`);
+    showError(null);
+  } catch (e) {
+    showError(`${action} experiment ${expId}: ${e.message}`);
+  }
+  refresh();
+}
+
+function actions(exp) {
+  const b = (action, label, cls) =>
+    el("button", { "data-action": action, "data-exp": exp.id, class: cls, onclick: () => act(exp.id, action) }, label);
+  const out = [];
+  if (exp.state === "STATE_ACTIVE") out.push(b("pause", "Pause"));
+  if (exp.state === "STATE_PAUSED") out.push(b("activate", "Activate"));
+  if (!isTerminal(exp.state) && !exp.state.startsWith("STATE_STOPPING")) out.push(b("kill", "Kill", "danger"));
+  if (isTerminal(exp.state)) out.push(exp.archived ? b("unarchive", "Unarchive") : b("archive", "Archive"));
+  return el("span", { class: "actions" }, out.flatMap((x) => [x, " "]));
+}
+
+function progressBar(exp) {
+  const p = isTerminal(exp.state) && exp.state === "STATE_COMPLETED" ? 1 : exp.progress || 0;
+  const pct = Math.round(Math.min(Math.max(p, 0), 1) * 100);
+  return el("span", { title: pct + "%" }, el("span", { class: "progress", "data-progress": pct }, el("div", { style: `width:${pct}%` })), ` ${pct}%`);
+}
+
+async function refresh() {
+  const archived = document.getElementById("show-archived").checked;
+  let exps;
+  try {
+    exps = (await getJSON("/api/v1/experiments" + (archived ? "" : "?archived=false"))).experiments;
+  } catch (e) {
+    showError(e);
+    return;
+  }
+  const metrics = await Promise.all(exps.map((e) => bestMetric(e).catch(() => null)));
+  exps.forEach((e, i) => (e.bestMetric = metrics[i]));
+  const columns = [
+    { key: "id", label: "ID", value: (e) => e.id, render: (e) => el("a", { href: `/experiments/${e.id}` }, String(e.id)) },
+    { key: "name", label: "Name", value: (e) => e.name, render: (e) => el("a", { href: `/experiments/${e.id}` }, e.name || "(unnamed)") },
+    { key: "state", label: "State", value: (e) => e.state, render: (e) => stateBadge(e.state) },
+    { key: "progress", label: "Progress", value: (e) => e.progress, render: progressBar },
+    { key: "searcher", label: "Searcher", value: (e) => e.searcherType },
+    { key: "trials", label: "Trials", value: (e) => e.numTrials },
+    { key: "best", label: "Best metric", value: (e) => e.bestMetric },
+    { key: "start", label: "Started", value: (e) => e.startTime, render: (e) => fmtTime(e.startTime) },
+    { key: "end", label: "Ended", value: (e) => e.endTime, render: (e) => fmtTime(e.endTime) },
+    { key: "user", label: "User", value: (e) => e.username },
+    { key: "actions", label: "Actions", value: () => 0, render: actions },
+  ];
+  exps.forEach((e) => (e._attrs = { "data-exp-id": e.id, "data-state": e.state }));
+  const box = document.getElementById("experiments");
+  const prev = box.querySelector("th.sorted-asc, th.sorted-desc");
+  const sort = prev ? { key: prev.dataset.key, desc: prev.classList.contains("sorted-desc") } : { key: "id", desc: true };
+  box.replaceChildren(exps.length ? sortableTable(columns, exps, sort) : el("span", { class: "muted" }, "No experiments yet: det experiment create CONFIG MODEL_DIR"));
+  document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("show-archived").addEventListener("change", refresh);
+  showWho();
+  refresh();
+  setInterval(refresh, POLL_MS);
+});

@@ -1,0 +1,118 @@
+"""Helpers of the web UI tests: the master process, a Core API trial, a cluster session."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import pathlib
+import time
+from typing import Any
+
+import yaml
+
+TESTS = pathlib.Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("_master_conftest", TESTS / "master" / "conftest.py")
+assert _spec is not None and _spec.loader is not None
+_master_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_master_conftest)
+MasterProcess = _master_conftest.MasterProcess
+
+# A Core API trial: training metrics every batch, validation every 2 batches, a checkpoint and
+# a rank-tagged log line at the end of each searcher op; resumes from its latest checkpoint.
+TRAIN_PY = r"""
+import json, time
+import determined as det
+from determined import core
+
+info = det.get_cluster_info()
+hp = info.trial.hparams
+with core.init() as ctx:
+    steps = 0
+    if info.latest_checkpoint:
+        with ctx.checkpoint.restore_path(info.latest_checkpoint) as path:
+            steps = json.loads((path / "state.json").read_text())["steps"]
+    print(f"hello from trial {info.trial.trial_id}", flush=True)
+    for op in ctx.searcher.operations():
+        while steps < op.length:
+            time.sleep(hp.get("sleep", 0))
+            steps += 1
+            ctx.train.report_training_metrics(
+                steps, {"loss": hp["lr"] * 10 / steps, "accuracy": steps / 100}
+            )
+            if steps % 2 == 0 or steps == op.length:
+                ctx.train.report_validation_metrics(steps, {"loss": hp["lr"] / steps})
+            if ctx.preempt.should_preempt():
+                break
+        with ctx.checkpoint.store_path({"steps_completed": steps}) as (path, _):
+            (path / "state.json").write_text(json.dumps({"steps": steps}))
+        print(f"[rank=0] trained to {steps}", flush=True)
+        if steps < op.length:
+            break
+        op.report_completed(hp["lr"] / steps)
+"""
+
+
+def expected_training(lr: float, upto: int) -> list[list[float]]:
+    return [[s, lr * 10 / s] for s in range(1, upto + 1)]
+
+
+def expected_validation(lr: float, upto: int) -> list[list[float]]:
+    return [[s, lr / s] for s in range(2, upto + 1, 2)]
+
+
+class Cluster:
+    """An admin session on a real master, with bounded waits."""
+
+    def __init__(self, master: Any) -> None:
+        self.master = master
+        self.url: str = master.url
+        self.s = master.session()
+        self.done = 0  # the finished experiment of the ``cluster`` fixture
+        self.killed = 0  # one the list test kills
+
+    def create(self, cfg: dict[str, Any]) -> int:
+        content = base64.b64encode(TRAIN_PY.encode()).decode()
+        body = {
+            "config": yaml.safe_dump(cfg),
+            "modelDefinition": [{"path": "train.py", "type": "0", "content": content}],
+            "activate": True,
+        }
+        r = self.s.post(self.url + "/api/v1/experiments", json=body)
+        assert r.status_code == 200, r.text
+        return int(r.json()["experiment"]["id"])
+
+    def get(self, path: str) -> Any:
+        r = self.s.get(self.url + path)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def experiment(self, exp_id: int) -> dict[str, Any]:
+        return dict(self.get(f"/api/v1/experiments/{exp_id}")["experiment"])
+
+    def trials(self, exp_id: int) -> list[dict[str, Any]]:
+        return list(self.get(f"/api/v1/experiments/{exp_id}/trials")["trials"])
+
+    def wait_state(self, exp_id: int, *states: str, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            exp = self.experiment(exp_id)
+            if exp["state"] in states:
+                return exp
+            if time.monotonic() > deadline:
+                raise AssertionError(f"experiment {exp_id} is {exp['state']}, not {states}")
+            time.sleep(0.2)
+
+
+def random_config(name: str, *, max_trials: int, max_length: int, **hp: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "entrypoint": "python3 train.py",
+        "max_restarts": 0,
+        "searcher": {
+            "name": "random",
+            "metric": "loss",
+            "max_trials": max_trials,
+            "max_length": max_length,
+        },
+        "hyperparameters": {"lr": {"type": "double", "minval": 0.1, "maxval": 1.0}, **hp},
+    }

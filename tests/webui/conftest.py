@@ -1,0 +1,90 @@
+"""A real master (local resource manager, CPU slots) with real experiments, and headless
+Chromium driven by Selenium, for the web UI's end-to-end tests.
+
+The browser tests skip, saying why, when Chromium, its driver or selenium is missing
+(``scripts/setup.sh`` installs all three).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# _webui_kit imports by its plain name under any --import-mode.
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from _webui_kit import Cluster, MasterProcess, random_config  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A master with 2 CPU slots and experiment ``done`` (random, 2 trials of 6 batches,
+    finished) already run."""
+    m = MasterProcess(tmp_path_factory.mktemp("webui") / "master", cpu_slots=2)
+    m.start()
+    try:
+        c = Cluster(m)
+        c.done = c.create(random_config("webui-done", max_trials=2, max_length=6))
+        c.wait_state(c.done, "STATE_COMPLETED")
+        yield c
+    finally:
+        m.stop()
+
+
+def _chromium() -> tuple[str, str] | str:
+    """(browser, driver) paths, or why the browser tests cannot run."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (scripts/setup.sh installs it)"
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not browser or not driver:
+        return "Debian's chromium and chromium-driver are not installed (scripts/setup.sh)"
+    return browser, driver
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium (Selenium), 1280x900."""
+    found = _chromium()
+    if isinstance(found, str):
+        pytest.skip(found)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        opts.add_argument(arg)
+    opts.add_argument("--window-size=1280,900")
+    driver = webdriver.Chrome(options=opts, service=Service(found[1]))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def screenshot(browser: Any) -> Any:
+    """``screenshot(name)`` saves a full-page PNG to ``$WEBUI_SCREENSHOTS/<name>.png`` when that
+    variable names a directory (scripts/webui_screenshots.sh sets it to docs/webui)."""
+    where = os.environ.get("WEBUI_SCREENSHOTS")
+
+    def take(name: str) -> None:
+        if not where:
+            return
+        pathlib.Path(where).mkdir(parents=True, exist_ok=True)
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(1280, max(900, int(height) + 40))
+        browser.save_screenshot(str(pathlib.Path(where) / f"{name}.png"))
+        browser.set_window_size(1280, 900)
+
+    return take

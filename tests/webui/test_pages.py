@@ -1,0 +1,222 @@
+"""The web UI in headless Chromium against a real master running real trials: each page
+renders, its charts carry exactly the reported points, and actions reach the master."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from _webui_kit import Cluster, expected_training, expected_validation, random_config
+
+pytest.importorskip("selenium")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+WAIT_S = 20
+
+
+def wait_for(browser: Any, check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+    """``check()``'s first truthy value (exceptions count as not yet), or fail naming ``what``."""
+
+    def probe(_: Any) -> Any:
+        try:
+            return check()
+        except Exception:
+            return False
+
+    try:
+        return WebDriverWait(browser, timeout, poll_frequency=0.1).until(probe)
+    except Exception as e:
+        errors = browser.find_elements(By.ID, "error")
+        shown = errors[0].text if errors else ""
+        raise AssertionError(f"timed out waiting for {what}; page error: {shown!r}") from e
+
+
+def chart_series(browser: Any, chart_id: str) -> dict[str, list[list[float]]]:
+    raw = browser.find_element(By.ID, chart_id).get_attribute("data-series")
+    return dict(json.loads(raw)) if raw else {}
+
+
+def assert_points(got: list[list[float]], want: list[list[float]]) -> None:
+    assert [p[0] for p in got] == [p[0] for p in want]
+    assert [p[1] for p in got] == pytest.approx([p[1] for p in want])
+
+
+def test_experiment_list_shows_experiments_and_pause_changes_state(
+    cluster: Cluster, browser: Any, screenshot: Callable[[str], None]
+) -> None:
+    slow = random_config("webui-slow", max_trials=1, max_length=400, sleep=0.2)
+    slow["hyperparameters"]["lr"] = 0.5
+    exp_id = cluster.create(slow)
+    cluster.wait_state(exp_id, "STATE_ACTIVE")
+    browser.get(cluster.url + "/")
+    row = f"tr[data-exp-id='{exp_id}']"
+    done_row = f"tr[data-exp-id='{cluster.done}']"
+    wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, done_row), "the finished row")
+    done = browser.find_element(By.CSS_SELECTOR, done_row)
+    assert done.get_attribute("data-state") == "STATE_COMPLETED"
+    assert "webui-done" in done.text and "random" in done.text
+    best = min(t["searcherMetricValue"] for t in cluster.trials(cluster.done))
+    cell = done.find_element(By.CSS_SELECTOR, "td[data-key='best']").text
+    assert float(cell) == pytest.approx(best, rel=1e-4)
+    progress = done.find_element(By.CSS_SELECTOR, "[data-progress]")
+    assert progress.get_attribute("data-progress") == "100"
+
+    pause = f"{row} button[data-action='pause']"
+    wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, pause), "a pause button")
+    screenshot("experiments")
+    url_before = browser.current_url
+    browser.find_element(By.CSS_SELECTOR, pause).click()
+    wait_for(
+        browser,
+        lambda: (
+            browser.find_element(By.CSS_SELECTOR, row).get_attribute("data-state") == "STATE_PAUSED"
+        ),
+        "the row to show STATE_PAUSED",
+    )
+    assert browser.current_url == url_before  # updated in place, no navigation
+    assert cluster.experiment(exp_id)["state"] == "STATE_PAUSED"
+    # the same page, still without a reload, offers activate and kill
+    activate = f"{row} button[data-action='activate']"
+    wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, activate), "activate")
+    browser.find_element(By.CSS_SELECTOR, f"{row} button[data-action='kill']").click()
+    cluster.wait_state(exp_id, "STATE_CANCELED")
+    wait_for(
+        browser,
+        lambda: (
+            browser.find_element(By.CSS_SELECTOR, row).get_attribute("data-state")
+            == "STATE_CANCELED"
+        ),
+        "the row to show STATE_CANCELED",
+    )
+    cluster.killed = exp_id
+
+
+def test_archive_from_the_list(cluster: Cluster, browser: Any) -> None:
+    paths = cluster.get("/openapi.json")["paths"]
+    if "/api/v1/experiments/{experiment_id}/archive" not in paths:
+        pytest.skip("this master has no POST /api/v1/experiments/{id}/archive yet")
+    exp_id = cluster.killed or cluster.done
+    row = f"tr[data-exp-id='{exp_id}']"
+    browser.get(cluster.url + "/")
+    archive = f"{row} button[data-action='archive']"
+    wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, archive), "archive button")
+    browser.find_element(By.CSS_SELECTOR, archive).click()
+    wait_for(browser, lambda: not browser.find_elements(By.CSS_SELECTOR, row), "archived row gone")
+    assert cluster.experiment(exp_id)["archived"] is True
+    browser.find_element(By.ID, "show-archived").click()
+    unarchive = f"{row} button[data-action='unarchive']"
+    wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, unarchive), "shown again")
+    browser.find_element(By.CSS_SELECTOR, unarchive).click()
+    wait_for(browser, lambda: not cluster.experiment(exp_id)["archived"], "unarchived")
+
+
+def test_experiment_page_learning_curves_trials_and_config(
+    cluster: Cluster, browser: Any, screenshot: Callable[[str], None]
+) -> None:
+    trials = cluster.trials(cluster.done)
+    browser.get(f"{cluster.url}/experiments/{cluster.done}")
+    wait_for(browser, lambda: len(chart_series(browser, "learning-curve")) == 2, "two curves")
+    curves = chart_series(browser, "learning-curve")
+    for t in trials:
+        assert_points(curves[f"trial {t['id']}"], expected_validation(t["hparams"]["lr"], 6))
+    # hyperparameter vs metric: one point per trial, (lr, best loss)
+    hp = chart_series(browser, "hp-chart")["best loss"]
+    want = sorted([t["hparams"]["lr"], t["hparams"]["lr"] / 6] for t in trials)
+    assert_points(sorted(hp), want)
+    # the trials table starts sorted by the searcher metric, best first
+    rows = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")
+    shown = [int(r.get_attribute("data-trial-id")) for r in rows]
+    assert shown == [t["id"] for t in sorted(trials, key=lambda t: t["searcherMetricValue"])]
+    browser.find_element(By.CSS_SELECTOR, "#trials th[data-key='best']").click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")
+    assert [int(r.get_attribute("data-trial-id")) for r in rows] == shown[::-1]
+    config = browser.find_element(By.ID, "config").text
+    assert "searcher:" in config and "max_trials: 2" in config and "webui-done" in config
+    screenshot("experiment")
+    browser.find_element(By.CSS_SELECTOR, "input[name=cfg][value=original]").click()
+    assert "minval: 0.1" in browser.find_element(By.ID, "config").text
+
+
+def test_trial_page_metrics_checkpoints_and_logs(
+    cluster: Cluster, browser: Any, screenshot: Callable[[str], None]
+) -> None:
+    trial = cluster.trials(cluster.done)[0]
+    lr = trial["hparams"]["lr"]
+    browser.get(f"{cluster.url}/trials/{trial['id']}")
+    wait_for(browser, lambda: chart_series(browser, "training-chart"), "training chart")
+    training = chart_series(browser, "training-chart")
+    assert set(training) == {"loss", "accuracy"}
+    assert_points(training["loss"], expected_training(lr, 6))
+    wait_for(browser, lambda: chart_series(browser, "validation-chart"), "validation chart")
+    assert_points(chart_series(browser, "validation-chart")["loss"], expected_validation(lr, 6))
+
+    # log scale and smoothing change what is drawn; unticking a metric removes its series
+    browser.find_element(By.CSS_SELECTOR, "#training-picks input[data-metric='accuracy']").click()
+    assert set(chart_series(browser, "training-chart")) == {"loss"}
+    browser.execute_script(
+        "const s = document.getElementById('training-smooth'); s.value = 0.5;"
+        "s.dispatchEvent(new Event('input'));"
+    )
+    browser.find_element(By.ID, "training-log").click()
+    distr = "return document.getElementById('training-chart')._plot.scales.y.distr"
+    assert browser.execute_script(distr) == 3  # uPlot's log scale
+    smoothed = chart_series(browser, "training-chart")["loss"]
+    assert smoothed[0][1] == pytest.approx(lr * 10)  # debiased: the first point is unchanged
+    assert smoothed[1][1] == pytest.approx((0.25 * lr * 10 + 0.5 * lr * 5) / 0.75)
+
+    ckpts = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    assert ckpts
+    for c in ckpts:
+        wait_for(
+            browser,
+            lambda c=c: browser.find_element(By.CSS_SELECTOR, f"tr[data-uuid='{c['uuid']}']"),
+            f"checkpoint {c['uuid']}",
+        )
+    row = browser.find_element(By.CSS_SELECTOR, f"tr[data-uuid='{ckpts[-1]['uuid']}']")
+    assert "loss=" in row.text and row.find_elements(By.CSS_SELECTOR, "button[data-download]")
+
+    wait_for(browser, lambda: "trained to 6" in browser.find_element(By.ID, "logs").text, "logs")
+    logs = browser.find_element(By.ID, "logs")
+    assert f"hello from trial {trial['id']}" in logs.text
+    screenshot("trial")
+    total = int(logs.get_attribute("data-lines"))
+    search = browser.find_element(By.ID, "log-search")
+    search.send_keys("trained to")
+    wait_for(browser, lambda: int(logs.get_attribute("data-lines")) < total, "search filter")
+    assert all("trained to" in line for line in logs.text.splitlines() if line)
+    assert browser.find_elements(By.CSS_SELECTOR, "#logs mark")
+    search.clear()
+    browser.execute_script(
+        "const s = document.getElementById('log-rank'); s.value = '0';"
+        "s.dispatchEvent(new Event('change'));"
+    )
+    ranked = logs.text
+    assert "trained to 6" in ranked and f"hello from trial {trial['id']}" not in ranked
+
+
+def test_login_page_after_logout(
+    cluster: Cluster, browser: Any, screenshot: Callable[[str], None]
+) -> None:
+    browser.get(cluster.url + "/")
+    wait_for(browser, lambda: browser.find_element(By.ID, "who").text == "determined", "user")
+    browser.find_element(By.ID, "logout").click()
+    wait_for(browser, lambda: "/login" in browser.current_url, "the login page")
+    browser.get(cluster.url + f"/experiments/{cluster.done}")  # no automatic login now
+    wait_for(browser, lambda: "/login?next=" in browser.current_url, "redirect to /login")
+    screenshot("login")
+    browser.find_element(By.ID, "username").clear()
+    browser.find_element(By.ID, "username").send_keys("nobody")
+    browser.find_element(By.CSS_SELECTOR, "form button").click()
+    wait_for(browser, lambda: "Login failed" in browser.find_element(By.ID, "error").text, "error")
+    browser.find_element(By.ID, "username").clear()
+    browser.find_element(By.ID, "username").send_keys("admin")
+    browser.find_element(By.CSS_SELECTOR, "form button").click()
+    wait_for(
+        browser,
+        lambda: browser.current_url.endswith(f"/experiments/{cluster.done}"),
+        "back on the experiment page",
+    )
+    wait_for(browser, lambda: browser.find_element(By.ID, "who").text == "admin", "admin")
