@@ -7,7 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+# Tests run under --import-mode=importlib (pyproject.toml): test files in different folders may
+# share a name. Helper modules are imported by plain name, so every test folder is on sys.path;
+# their names are unique across folders (``*_kit.py``), and nothing imports ``conftest``.
+_TESTS = pathlib.Path(__file__).parent
+_SKIP = ("fixtures", "__pycache__", ".")
+for _dir in [_TESTS, *sorted(d for d in _TESTS.rglob("*") if d.is_dir())]:
+    if _dir == _TESTS or not any(part.startswith(_SKIP) for part in _dir.relative_to(_TESTS).parts):
+        sys.path.insert(0, str(_dir))
 
 from recording_master import RecordingMaster  # noqa: E402
 

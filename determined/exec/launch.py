@@ -1,7 +1,9 @@
 """``python -m determined.exec.launch``: what a trial process runs first.
 
 Checks that the trial can write to its checkpoint storage (a bad bucket or path fails here, in
-seconds, not after the first hour of training), then runs the experiment's ``entrypoint``:
+seconds, not after the first hour of training), meets the other containers of its allocation at
+the master's rendezvous endpoint (which gives every container the same address list, chief
+first, and its own rank), then runs the experiment's ``entrypoint``:
 
 * ``module:Class`` (the legacy form) -> ``python -m determined.launch.torch_distributed --
   --trial module:Class``;
@@ -13,7 +15,9 @@ Signals are forwarded, and the exit code is the entrypoint's.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +27,7 @@ from typing import Any
 
 import determined as det
 from determined.common import storage
+from determined.common.api import Session
 from determined.launch import _signals
 
 logger = logging.getLogger("determined.exec.launch")
@@ -60,6 +65,22 @@ def validate_storage(config: dict[str, Any]) -> None:
         manager.delete(storage_id)
 
 
+def rendezvous(info: det.ClusterInfo, resources_id: str) -> dict[str, str]:
+    """Wait at the rendezvous endpoint until every container of the allocation has arrived;
+    the ``DET_CONTAINER_*`` variables that describe them, for the entrypoint's environment."""
+    session = Session(info.master_url, info.session_token, timeout=3600)
+    try:
+        path = f"/api/v1/allocations/{info.allocation_id}/resources/{resources_id}/rendezvous"
+        found = session.get(path).json()["rendezvousInfo"]
+    finally:
+        session.close()
+    return {
+        "DET_CONTAINER_ADDRS": json.dumps(found["addresses"]),
+        "DET_CONTAINER_RANK": str(found["rank"]),
+        "DET_CONTAINER_SLOT_COUNTS": json.dumps(found["slots"]),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
     info = det.get_cluster_info()
@@ -72,9 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         print(f"checkpoint storage is not usable: {e}", file=sys.stderr)
         return 1
+    env = dict(os.environ)
+    resources_id = os.environ.get("DET_RESOURCES_ID")
+    if resources_id is not None:
+        env.update(rendezvous(info, resources_id))
     cmd = entrypoint_command(config.get("entrypoint") or "")
     logger.info(f"running entrypoint: {cmd}")
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, env=env)
     _signals.forward_to(proc)
     return _signals.exit_code(proc.wait())
 

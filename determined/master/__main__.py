@@ -27,6 +27,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run trials on this many CPU slots (default: one per GPU, else one per core)",
     )
     p.add_argument(
+        "--slots-per-agent",
+        type=int,
+        default=None,
+        help="split the slots into simulated agents of N; a trial needing more runs one "
+        "process group per agent (a multi-node job on one machine)",
+    )
+    p.add_argument(
         "--resource-manager",
         choices=("local", "none"),
         default="local",
@@ -60,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         master_url=_reachable_url(args.host, args.port) if local else None,
         work_root=data_dir / "work" if local else None,
         cpu_slots=args.cpu_slots,
+        slots_per_agent=args.slots_per_agent,
     )
     _serve(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

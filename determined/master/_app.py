@@ -85,6 +85,7 @@ def create_app(
     master_url: str | None = None,
     work_root: Path | None = None,
     cpu_slots: int | None = None,
+    slots_per_agent: int | None = None,
 ) -> FastAPI:
     """The master's HTTP API over ``store``.
 
@@ -97,7 +98,7 @@ def create_app(
             resource manager runs trials while the app serves; without it nothing runs them
             but the dev endpoints.
         work_root: where runs get their work dirs.
-        cpu_slots: see :class:`LocalResourceManager`.
+        cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
 
     The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
     ``rm`` (the :class:`LocalResourceManager` or None).
@@ -108,7 +109,12 @@ def create_app(
     rm = None
     if master_url is not None and work_root is not None:
         rm = LocalResourceManager(
-            store, experiments, master_url=master_url, work_root=work_root, cpu_slots=cpu_slots
+            store,
+            experiments,
+            master_url=master_url,
+            work_root=work_root,
+            cpu_slots=cpu_slots,
+            slots_per_agent=slots_per_agent,
         )
 
     @contextlib.asynccontextmanager

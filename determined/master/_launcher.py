@@ -43,7 +43,7 @@ class LaunchSpec:
     experiment_id: int
     run_id: int
     token: str
-    slot_ids: list[int]
+    slot_ids: list[int]  # every slot of the run
     gpu: bool
     config: dict[str, Any]
     hparams: dict[str, Any]
@@ -51,10 +51,21 @@ class LaunchSpec:
     latest_checkpoint: str | None
     steps_completed: int
     model_definition: bytes
+    # The slots of each container (one process group each); one container unless the run
+    # spans several (simulated) agents.
+    containers: list[list[int]] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.containers:
+            self.containers = [list(self.slot_ids)]
 
 
 def launch_spec(
-    conn: sa.Connection, alloc: dict[str, Any], token: str, slot_ids: list[int], gpu: bool
+    conn: sa.Connection,
+    alloc: dict[str, Any],
+    token: str,
+    containers: list[list[int]],
+    gpu: bool,
 ) -> LaunchSpec:
     """Read what the run of ``alloc`` needs: the trial's newest COMPLETED checkpoint (else its
     warm start, with 0 steps) is its ``DET_LATEST_CHECKPOINT``."""
@@ -71,7 +82,7 @@ def launch_spec(
         experiment_id=int(exp["id"]),
         run_id=int(alloc["run_id"]),
         token=token,
-        slot_ids=slot_ids,
+        slot_ids=[s for c in containers for s in c],
         gpu=gpu,
         config=dict(exp["config"]),
         hparams=dict(trial["hparams"]),
@@ -79,6 +90,7 @@ def launch_spec(
         latest_checkpoint=uuid,
         steps_completed=steps,
         model_definition=exp.get("model_definition") or b"",
+        containers=containers,
     )
 
 
@@ -115,32 +127,41 @@ def _env_vars(config: dict[str, Any], gpu: bool) -> dict[str, str]:
     return out
 
 
+def container_id(allocation_id: str, container: int) -> str:
+    """The allocation id for its first container (the usual single one), ``<id>.<n>`` after."""
+    return allocation_id if container == 0 else f"{allocation_id}.{container}"
+
+
 def unique_port_offset(slot_ids: list[int]) -> int:
     """Shifts a run's ZMQ and rendezvous ports (12360/12376 and 29400 plus this) so runs on
     disjoint slots never share one: 32 apart covers both ZMQ ports (16 apart) of each run."""
     return 32 * min(slot_ids, default=0)
 
 
-def trial_env(spec: LaunchSpec, master_url: str, cluster_id: str, work_dir: Path) -> dict[str, str]:
-    """The run's environment: the master's own (no ``DET_*`` but ``DET_HOME``), the
-    experiment's ``environment_variables``, then the ``DET_*`` of spec §3.1."""
+def trial_env(
+    spec: LaunchSpec, master_url: str, cluster_id: str, work_dir: Path, container: int = 0
+) -> dict[str, str]:
+    """The environment of one container of the run: the master's own (no ``DET_*`` but
+    ``DET_HOME``), the experiment's ``environment_variables``, then the ``DET_*`` of spec §3.1.
+    ``DET_RESOURCES_ID`` is the container's index, which it gives the rendezvous endpoint."""
+    slot_ids = spec.containers[container]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_") or k == "DET_HOME"}
     env.update(_env_vars(spec.config, spec.gpu))
     # `python3` in an entrypoint is the master's interpreter, which has `determined`.
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(work_dir), env.get("PYTHONPATH")] if p)
     if spec.gpu:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in spec.slot_ids)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in slot_ids)
     env.update(
         DET_MASTER=master_url,
         DET_CLUSTER_ID=cluster_id,
         DET_AGENT_ID="local",
-        DET_SLOT_IDS=json.dumps(spec.slot_ids),
+        DET_SLOT_IDS=json.dumps(slot_ids),
         DET_TASK_ID=spec.task_id,
         DET_ALLOCATION_ID=spec.allocation_id,
-        DET_RESOURCES_ID="0",
+        DET_RESOURCES_ID=str(container),
         DET_RESOURCES_TYPE="local-process",
-        DET_CONTAINER_ID=spec.allocation_id,
+        DET_CONTAINER_ID=container_id(spec.allocation_id, container),
         DET_SESSION_TOKEN=spec.token,
         DET_TASK_TYPE="TRIAL",
         DET_TRIAL_ID=str(spec.trial_id),

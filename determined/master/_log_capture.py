@@ -78,10 +78,13 @@ class LogWriter:
 class LogSink:
     """The lines of one allocation: ``line()`` is called from its output-reading threads."""
 
-    def __init__(self, writer: LogWriter, task_id: str, allocation_id: str) -> None:
+    def __init__(
+        self, writer: LogWriter, task_id: str, allocation_id: str, container_id: str | None = None
+    ) -> None:
         self._writer = writer
         self.task_id = task_id
         self.allocation_id = allocation_id
+        self.container_id = container_id or allocation_id
 
     def line(self, text: str, *, stdtype: str = "stdout", source: str = "task") -> None:
         rank, level, rest = parse_line(text)
@@ -90,7 +93,7 @@ class LogSink:
                 "task_id": self.task_id,
                 "allocation_id": self.allocation_id,
                 "agent_id": "local",
-                "container_id": self.allocation_id,
+                "container_id": self.container_id,
                 "rank_id": rank,
                 "timestamp": _time.now(),
                 "level": level or "LOG_LEVEL_INFO",

@@ -73,12 +73,32 @@ def kill_leftovers(allocation_ids: list[str]) -> list[int]:
 
 @dataclasses.dataclass
 class _Run:
-    proc: _launcher.TrialProcess
+    """One allocation: a process group per container (one, unless it spans agents)."""
+
+    procs: list[_launcher.TrialProcess]
     sink: LogSink
     slots: list[int]
     timeout_s: float
     preempted_at: float | None = None
     killed: bool = False
+
+    def exit_code(self) -> int | None:
+        """None while any container runs; else the first non-zero code, or 0."""
+        codes = [p.poll() for p in self.procs]
+        if any(c is None for c in codes):
+            return None
+        return next((c for c in codes if c), 0)
+
+    def failed_container(self) -> bool:
+        return any(p.poll() not in (None, 0) for p in self.procs)
+
+    def signal(self, sig: int) -> None:
+        for p in self.procs:
+            p.signal_group(sig)
+
+    def finish(self, timeout: float = 5.0) -> None:
+        for p in self.procs:
+            p.finish(timeout)
 
 
 class LocalResourceManager:
@@ -88,6 +108,9 @@ class LocalResourceManager:
         master_url: what trials use as ``DET_MASTER``.
         work_root: runs get ``<work_root>/<allocation id>`` as their work dir (removed after).
         cpu_slots: use this many CPU slots; None: the GPUs, or ``os.cpu_count()`` without any.
+        slots_per_agent: split the slots into simulated agents of this many; a trial needing
+            more than one agent's slots runs one container (process group) per agent, which
+            find each other through the rendezvous endpoint, as on a multi-node cluster.
     """
 
     def __init__(
@@ -98,6 +121,7 @@ class LocalResourceManager:
         master_url: str,
         work_root: Path,
         cpu_slots: int | None = None,
+        slots_per_agent: int | None = None,
     ) -> None:
         self._store = store
         self._exps = experiments
@@ -106,6 +130,10 @@ class LocalResourceManager:
         gpus = [] if cpu_slots is not None else detect_gpus()
         self.gpu = bool(gpus)
         self.slots = gpus or list(range(cpu_slots or os.cpu_count() or 1))
+        per_agent = slots_per_agent or len(self.slots)
+        if per_agent < 1:
+            raise ValueError(f"slots_per_agent must be at least 1, not {per_agent}")
+        self.agents = [self.slots[i : i + per_agent] for i in range(0, len(self.slots), per_agent)]
         self._free = list(self.slots)
         self._runs: dict[str, _Run] = {}
         self._warned: set[int] = set()
@@ -130,7 +158,7 @@ class LocalResourceManager:
         """SIGTERM every run's process group (the master is stopping); :meth:`stop` follows."""
         self._stopping.set()
         for run in list(self._runs.values()):
-            run.proc.signal_group(signal.SIGTERM)
+            run.signal(signal.SIGTERM)
 
     def stop(self) -> None:
         """Stop scheduling and make sure no trial process outlives the master."""
@@ -140,11 +168,11 @@ class LocalResourceManager:
             self._thread.join(10)
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and any(
-            r.proc.poll() is None for r in self._runs.values()
+            r.exit_code() is None for r in self._runs.values()
         ):
             time.sleep(0.05)
         for run in self._runs.values():
-            run.proc.finish(timeout=1.0)
+            run.finish(timeout=1.0)
         self._logs.close()
 
     # ------------------------------------------------------------------- the loop
@@ -164,17 +192,21 @@ class LocalResourceManager:
 
     def _reap(self) -> None:
         for allocation_id, run in list(self._runs.items()):
-            code = run.proc.poll()
+            code = run.exit_code()
             if code is None:
+                if run.failed_container() and not run.killed:
+                    # One container of a multi-container run failed: the rest cannot finish.
+                    self._kill(run, "another container of the trial failed")
                 continue
-            run.proc.finish()
+            run.finish()
             if code != 0 and not run.killed:
                 run.sink.master(f"crashed: trial process exited with code {code}")
             run.sink.master(f"allocation {allocation_id} exited with code {code}")
             self._logs.flush()
             del self._runs[allocation_id]
             self._free.extend(run.slots)
-            shutil.rmtree(run.proc.work_dir, ignore_errors=True)
+            for proc in run.procs:
+                shutil.rmtree(proc.work_dir, ignore_errors=True)
             self._exps.allocation_exited(allocation_id, code, killed=run.killed)
 
     def _enforce(self) -> None:
@@ -199,7 +231,7 @@ class LocalResourceManager:
     def _kill(self, run: _Run, reason: str) -> None:
         run.sink.master(f"forcibly killing allocation's remaining resources (reason: {reason})")
         run.killed = True
-        run.proc.signal_group(signal.SIGKILL)
+        run.signal(signal.SIGKILL)
         self._wake.set()
 
     def _schedule(self) -> None:
@@ -209,11 +241,31 @@ class LocalResourceManager:
             if self._stopping.is_set():
                 return
             need = self._slots_needed(trial)
-            if need is None or need > len(self._free):
+            containers = None if need is None else self._place(need)
+            if containers is None:
                 continue
-            slots, self._free = self._free[:need], self._free[need:]
-            if not self._launch(int(trial["id"]), slots):
-                self._free.extend(slots)
+            taken = {s for c in containers for s in c}
+            self._free = [s for s in self._free if s not in taken]
+            if not self._launch(int(trial["id"]), containers):
+                self._free.extend(sorted(taken))
+
+    def _place(self, need: int) -> list[list[int]] | None:
+        """Free slots for a run: from one agent when one has enough, else whole free agents
+        (a multi-container run); None when it must wait."""
+        free_by_agent = [[s for s in agent if s in self._free] for agent in self.agents]
+        for free in free_by_agent:
+            if len(free) >= need:
+                return [sorted(free)[:need]]
+        whole = [
+            free for free, agent in zip(free_by_agent, self.agents, strict=True) if free == agent
+        ]
+        taken, containers = 0, []
+        for agent in whole:
+            if taken >= need:
+                break
+            containers.append(agent[: need - taken])
+            taken += len(containers[-1])
+        return containers if taken == need else None
 
     def _slots_needed(self, trial: dict) -> int | None:
         with self._store.read() as conn:
@@ -232,31 +284,46 @@ class LocalResourceManager:
             return None
         return need
 
-    def _launch(self, trial_id: int, slots: list[int]) -> bool:
-        resources = [{"resourcesId": "0", "address": "127.0.0.1", "slots": len(slots)}]
+    def _launch(self, trial_id: int, containers: list[list[int]]) -> bool:
+        resources = [
+            {"resourcesId": str(i), "address": "127.0.0.1", "slots": len(slots)}
+            for i, slots in enumerate(containers)
+        ]
         try:
             alloc, token = self._exps.allocate(trial_id, resources)
         except ApiError:
             return False  # it changed since the read (paused, killed): not runnable now
         with self._store.read() as conn:
-            spec = _launcher.launch_spec(conn, alloc, token, slots, self.gpu)
+            spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
         sink = LogSink(self._logs, spec.task_id, spec.allocation_id)
-        work_dir = self._work_root / spec.allocation_id
+        procs: list[_launcher.TrialProcess] = []
         try:
-            _launcher.prepare_work_dir(work_dir, spec)
-            argv = _launcher.command()
-            env = _launcher.trial_env(spec, self._master_url, self._store.cluster_id, work_dir)
-            proc = _launcher.TrialProcess(argv, work_dir, env, sink)
+            for i in range(len(containers)):
+                procs.append(self._start_container(spec, i))
         except _launcher.LaunchError as e:
             sink.master(f"crashed: {e}")
             self._logs.flush()
-            shutil.rmtree(work_dir, ignore_errors=True)
+            for proc in procs:
+                proc.signal_group(signal.SIGKILL)
+                proc.finish()
+            shutil.rmtree(self._work_root / spec.allocation_id, ignore_errors=True)
             self._exps.allocation_exited(spec.allocation_id, 1)
             return False
         timeout = float(spec.config.get("preemption_timeout") or 3600)
-        self._runs[spec.allocation_id] = _Run(proc, sink, slots, timeout)
+        self._runs[spec.allocation_id] = _Run(procs, sink, spec.slot_ids, timeout)
         sink.master(
             f"Resources for Trial {spec.trial_id} (Experiment {spec.experiment_id}) have "
-            f"started (slots {slots}, pid {proc.pid})"
+            f"started (slots {spec.slot_ids}, pids {[p.pid for p in procs]})"
         )
         return True
+
+    def _start_container(self, spec: _launcher.LaunchSpec, i: int) -> _launcher.TrialProcess:
+        """Unpack the model definition for container ``i`` and start its process group."""
+        work_dir = self._work_root / spec.allocation_id
+        if len(spec.containers) > 1:
+            work_dir = work_dir / str(i)  # like separate machines: no shared work dir
+        _launcher.prepare_work_dir(work_dir, spec)
+        env = _launcher.trial_env(spec, self._master_url, self._store.cluster_id, work_dir, i)
+        cid = _launcher.container_id(spec.allocation_id, i)
+        sink = LogSink(self._logs, spec.task_id, spec.allocation_id, cid)
+        return _launcher.TrialProcess(_launcher.command(), work_dir, env, sink)

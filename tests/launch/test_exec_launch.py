@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import trial_env
 from hypothesis import given
 from hypothesis import strategies as st
+from launch_kit import trial_env
 
 from determined.exec import launch
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import trial_env
+from launch_kit import trial_env
 
 import determined as det
 from determined.launch import torch_distributed as td

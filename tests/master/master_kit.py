@@ -1,4 +1,4 @@
-"""A real master process on 127.0.0.1 for the master's tests."""
+"""A real master process on 127.0.0.1 for the master's tests (fixtures in conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import requests
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -103,24 +101,6 @@ def login(url: str, username: str, password: str = "") -> str:
     r = requests.post(url + "/api/v1/auth/login", json={"username": username, "password": password})
     r.raise_for_status()
     return str(r.json()["token"])
-
-
-@pytest.fixture
-def master(tmp_path: pathlib.Path) -> Iterator[MasterProcess]:
-    """A fresh master subprocess for one test."""
-    m = MasterProcess(tmp_path / "master")
-    m.start()
-    yield m
-    m.stop()
-
-
-@pytest.fixture(scope="module")
-def shared_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
-    """One master for a module's tests that do not restart it."""
-    m = MasterProcess(tmp_path_factory.mktemp("shared") / "master")
-    m.start()
-    yield m
-    m.stop()
 
 
 SINGLE_CONFIG = """

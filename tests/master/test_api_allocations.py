@@ -7,7 +7,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from conftest import MasterProcess, Run
+from master_kit import MasterProcess, Run
 
 
 def _poll(run: Run, timeout: int) -> tuple[bool, float]:

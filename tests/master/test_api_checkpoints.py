@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from conftest import MasterProcess, Run
+from master_kit import MasterProcess, Run
 
 
 def _ckpt(run: Run, steps: int = 10, **extra: object) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import MasterProcess, Run
+from master_kit import MasterProcess, Run
 
 from determined.master._store import _metrics, make_engine, sqlite_url
 

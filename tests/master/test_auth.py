@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import requests
-from conftest import MasterProcess, Run
+from master_kit import MasterProcess, Run
 
 
 def test_info_answers_version_and_cluster_ids(shared_master: MasterProcess) -> None:

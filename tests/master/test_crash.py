@@ -3,7 +3,7 @@ and every acknowledged metric is there exactly once; the search continues where 
 
 from __future__ import annotations
 
-from conftest import MasterProcess, Run
+from master_kit import MasterProcess, Run
 
 from determined.master._store import _metrics, make_engine, sqlite_url
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import MasterProcess
+from master_kit import MasterProcess
 from trial_kit import GC_PY, Cluster, config
 
 from determined.master._gc import Candidate, select_deletions

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import MasterProcess
+from master_kit import MasterProcess
 from trial_kit import Cluster, alive, config, env_of, sleepers, wait_dead, wait_file
 
 

@@ -7,7 +7,7 @@ import pathlib
 from collections.abc import Iterator
 
 import pytest
-from conftest import MasterProcess
+from master_kit import MasterProcess
 from trial_kit import Cluster
 
 MODEL_DEF = """

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import MasterProcess
+from master_kit import MasterProcess
 from trial_kit import (
     TRAIN_PY,
     Cluster,

@@ -18,7 +18,7 @@ from typing import Any
 
 import requests
 import yaml
-from conftest import MasterProcess
+from master_kit import MasterProcess
 
 TRAIN_PY = r"""
 import json, os, pathlib, sys, time
