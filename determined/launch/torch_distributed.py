@@ -89,7 +89,8 @@ def layout_from_cluster(info: det.ClusterInfo) -> Layout:
 def build_command(layout: Layout, overrides: list[str], script: list[str]) -> list[str]:
     """The whole chain as one argv (see the module docstring)."""
     py = sys.executable
-    pid_socket = f"/tmp/pid_server-{layout.allocation_id}"
+    # Per node: the containers of a simulated multi-node trial share one machine.
+    pid_socket = f"/tmp/pid_server-{layout.allocation_id}-{layout.node_rank}"
     torchrun = [
         py, "-m", "torch.distributed.run",
         "--nnodes", str(layout.nnodes),

@@ -37,9 +37,11 @@ class MasterProcess:
         *,
         db_url: str | None = None,
         cpu_slots: int | None = None,
+        slots_per_agent: int | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.db_url = db_url
+        self.slots_per_agent = slots_per_agent
         self.cpu_slots = cpu_slots
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -55,6 +57,8 @@ class MasterProcess:
             cmd += ["--resource-manager", "none"]
         else:
             cmd += ["--cpu-slots", str(self.cpu_slots)]
+        if self.slots_per_agent is not None:
+            cmd += ["--slots-per-agent", str(self.slots_per_agent)]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
         env["PYTHONPATH"] = str(REPO)

@@ -90,3 +90,26 @@ def test_module_class_entrypoint_trains_to_completion(cluster: Cluster, slots: i
     ranks = {e["rankId"] for e in cluster.logs(trial["taskId"]) if e.get("rankId") is not None}
     assert ranks == set(range(slots))
     assert "determined.exec.harness: training ended" in logs
+
+
+def test_two_simulated_nodes_of_two_slots(tmp_path: pathlib.Path) -> None:
+    """A 4-slot trial on agents of 2 slots: two containers (process groups, own work dirs)
+    meet at the rendezvous endpoint and train one 4-rank DDP job (issue 5)."""
+    m = MasterProcess(tmp_path / "master", cpu_slots=4, slots_per_agent=2)
+    m.start()
+    try:
+        cluster = Cluster(m)
+        exp_id = cluster.create(_config(4), {"model_def.py": MODEL_DEF})
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=240)
+        [trial] = cluster.trials(exp_id)
+        logs = cluster.logs(trial["taskId"])
+        text = "".join(e["log"] for e in logs)
+        assert exp["state"] == "STATE_COMPLETED", text[-3000:]
+        assert trial["totalBatchesProcessed"] == 8
+        assert {e["rankId"] for e in logs if e.get("rankId") is not None} == {0, 1, 2, 3}
+        # Two containers, each with its own id in the logs.
+        containers = {e["containerId"] for e in logs if e.get("rankId") is not None}
+        assert len(containers) == 2
+        assert "have started (slots [0, 1, 2, 3]" in text
+    finally:
+        m.stop()
