@@ -69,6 +69,7 @@ class Cluster:
         self.s = master.session()
         self.done = 0  # the finished experiment of the ``cluster`` fixture
         self.killed = 0  # one the list test kills
+        self.asha = 0  # a finished ASHA experiment (finished_asha)
 
     def create(self, cfg: dict[str, Any]) -> int:
         content = base64.b64encode(TRAIN_PY.encode()).decode()
@@ -80,6 +81,13 @@ class Cluster:
         r = self.s.post(self.url + "/api/v1/experiments", json=body)
         assert r.status_code == 200, r.text
         return int(r.json()["experiment"]["id"])
+
+    def finished_asha(self) -> int:
+        """A finished ASHA experiment (made once per cluster)."""
+        if not self.asha:
+            self.asha = self.create(asha_config())
+            self.wait_state(self.asha, "STATE_COMPLETED", timeout=120)
+        return self.asha
 
     def get(self, path: str) -> Any:
         r = self.s.get(self.url + path)
@@ -115,4 +123,21 @@ def random_config(name: str, *, max_trials: int, max_length: int, **hp: Any) -> 
             "max_length": max_length,
         },
         "hyperparameters": {"lr": {"type": "double", "minval": 0.1, "maxval": 1.0}, **hp},
+    }
+
+
+def asha_config() -> dict[str, Any]:
+    return {
+        "name": "webui-asha",
+        "entrypoint": "python3 train.py",
+        "max_restarts": 0,
+        "searcher": {
+            "name": "async_halving",
+            "metric": "loss",
+            "max_trials": 4,
+            "max_length": 4,
+            "num_rungs": 2,
+            "divisor": 2,
+        },
+        "hyperparameters": {"lr": {"type": "double", "minval": 0.1, "maxval": 1.0}},
     }

@@ -140,6 +140,28 @@ def test_experiment_page_learning_curves_trials_and_config(
     assert "minval: 0.1" in browser.find_element(By.ID, "config").text
 
 
+def test_experiment_page_shows_asha_rungs(cluster: Cluster, browser: Any) -> None:
+    exp_id = cluster.finished_asha()
+    rungs = cluster.get(f"/api/v1/webui/experiments/{exp_id}/rungs")["brackets"][0]["rungs"]
+    browser.get(f"{cluster.url}/experiments/{exp_id}")
+    wait_for(browser, lambda: browser.find_element(By.ID, "rungs-card").is_displayed(), "rungs")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#rungs tr[data-rung]")
+    assert len(rows) == 2
+    for row, rung in zip(rows, rungs, strict=True):
+        cells = row.find_elements(By.TAG_NAME, "td")
+        assert cells[1].text == str(rung["length"])
+        links = cells[3].find_elements(By.TAG_NAME, "a")
+        assert {a.get_attribute("href").rsplit("/", 1)[1] for a in links} == {
+            str(t["trialId"]) for t in rung["trials"]
+        }
+        promoted = {a.text.split(":")[0] for a in links if "promoted" in a.get_attribute("class")}
+        assert promoted == {str(t["trialId"]) for t in rung["trials"] if t["promoted"]}
+    # its learning curves stop at the rung each trial reached
+    wait_for(browser, lambda: len(chart_series(browser, "learning-curve")) == 4, "4 curves")
+    ends = {k: v[-1][0] for k, v in chart_series(browser, "learning-curve").items()}
+    assert set(ends.values()) == {2, 4}
+
+
 def test_trial_page_metrics_checkpoints_and_logs(
     cluster: Cluster, browser: Any, screenshot: Callable[[str], None]
 ) -> None:
