@@ -47,7 +47,8 @@ def write_chief_files(
     _state.write_json(path / "trial_state.json", progress.state_dict())
     _state.write_json(path / "load_data.json", settings.load_data)
     if settings.code_dir is not None:
-        _state.copy_code(settings.code_dir, path / "code", exclude=path.parent)
+        dst = path / "code" / settings.code_subdir
+        _state.copy_code(settings.code_dir, dst, exclude=path.parent)
     for cb in callbacks.values():
         cb.on_checkpoint_end(str(path))
         cb.on_checkpoint_write_end(str(path))

@@ -63,6 +63,7 @@ class LoopSettings:
     progress_bar: bool = False  # tqdm on the chief, for interactive local runs
     load_data: dict[str, Any] = dataclasses.field(default_factory=dict)
     code_dir: pathlib.Path | None = None
+    code_subdir: str = ""  # where code_dir goes under code/ (the trial module's package path)
 
 
 class Controller:

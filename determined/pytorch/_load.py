@@ -62,8 +62,12 @@ def _read_load_data(path: pathlib.Path) -> dict[str, Any]:
 
 def _import_trial_class(path: pathlib.Path, spec: str) -> type[PyTorchTrial]:
     module_name, _, qualname = spec.partition(":")
+    if module_name == "__main__" or not module_name:
+        raise ValueError(f"trial class {spec!r} cannot be imported from code/: pass trial_class=")
     code = str(path / "code")
-    sys.path.insert(0, code)
+    # The package root, and the module's own directory for its top-level sibling imports.
+    here = str(path / "code" / module_name.rpartition(".")[0].replace(".", "/"))
+    sys.path[:0] = [here, code]
     try:
         sys.modules.pop(module_name, None)
         obj: Any = importlib.import_module(module_name)
@@ -75,6 +79,7 @@ def _import_trial_class(path: pathlib.Path, spec: str) -> type[PyTorchTrial]:
         ) from e
     finally:
         sys.path.remove(code)
+        sys.path.remove(here)
     return obj
 
 

@@ -108,11 +108,25 @@ def _check_length(max_length: Any) -> TrainUnit:
     return max_length
 
 
-def _code_dir(trial: PyTorchTrial) -> pathlib.Path | None:
+def _code_dir(trial: PyTorchTrial) -> tuple[pathlib.Path | None, str]:
+    """The directory to copy into code/, and where under code/ it goes: a module
+    ``pkg.sub.mod`` lands in ``code/pkg/sub/`` so that its spec imports from code/."""
     if _MODEL_DIR.is_dir():
-        return _MODEL_DIR
+        return _MODEL_DIR, ""
     file = getattr(sys.modules.get(type(trial).__module__), "__file__", None)
-    return pathlib.Path(file).resolve().parent if file else None
+    if not file:
+        return None, ""
+    package = _module_name(type(trial)).rpartition(".")[0]
+    return pathlib.Path(file).resolve().parent, package.replace(".", "/")
+
+
+def _module_name(cls: type) -> str:
+    # A trial defined in the script being run is importable from code/ by the file's name.
+    if cls.__module__ == "__main__":
+        file = getattr(sys.modules["__main__"], "__file__", None)
+        if file:
+            return pathlib.Path(file).stem
+    return cls.__module__
 
 
 def _load_data(
@@ -129,7 +143,7 @@ def _load_data(
         "trial_type": "PyTorchTrial",
         "experiment_config": maybe(context.get_experiment_config),
         "hparams": maybe(context.get_hparams),
-        "trial_cls_spec": f"{cls.__module__}:{cls.__qualname__}",
+        "trial_cls_spec": f"{_module_name(cls)}:{cls.__qualname__}",
     }
     if is_trainer:
         data["is_trainer"] = True  # absent for harness runs, as in Determined
@@ -206,6 +220,7 @@ class Trainer:
                 "distributed training with torch needs USE_TORCH_DISTRIBUTED=1 in the "
                 "environment and torch.distributed.init_process_group() called first"
             )
+        code_dir, code_subdir = _code_dir(self._trial)
         settings = _replace(
             settings,
             test_mode=test_mode,
@@ -213,7 +228,8 @@ class Trainer:
             latest_checkpoint=latest_checkpoint,
             profiling_enabled=profiling_enabled,
             load_data=_load_data(self._trial, self._context, _is_trainer),
-            code_dir=_code_dir(self._trial),
+            code_dir=code_dir,
+            code_subdir=code_subdir,
         )
         reason = Controller(self._trial, self._context, settings).run()
         logger.info(f"training ended: {reason.value}")

@@ -53,14 +53,16 @@ def test_checkpoint_layout() -> None:
     assert set(state["rng_state"]) >= {"cpu_rng_state", "np_rng_state", "random_rng_state"}
     assert set(state["callbacks"]) == {"rec", "capture"}
     load_data = json.loads((path / "load_data.json").read_text())
-    assert load_data["trial_cls_spec"] == "test_checkpoint:SchedTrial"
+    module = SchedTrial.__module__  # "test_checkpoint", or dotted under --import-mode=importlib
+    assert load_data["trial_cls_spec"] == f"{module}:SchedTrial"
     assert load_data["is_trainer"] is True and load_data["trial_type"] == "PyTorchTrial"
     assert load_data["hparams"]["lr"] == 0.005 and load_data["experiment_config"] is None
     meta = json.loads((path / "metadata.json").read_text())
     assert meta["steps_completed"] == 5 and meta["framework"].startswith("torch-")
     progress = json.loads((path / "trial_state.json").read_text())
     assert progress["batches_trained"] == 5 and progress["format_version"] == 1
-    assert (path / "code" / "test_checkpoint.py").is_file()
+    package = module.rpartition(".")[0].replace(".", "/")
+    assert (path / "code" / package / "test_checkpoint.py").is_file()
     assert not any(p.name == "__pycache__" for p in (path / "code").rglob("*"))
 
 
@@ -198,3 +200,21 @@ def test_code_copy_is_filtered_and_bounded(
     _state.copy_code(src, tmp_path / "few")
     assert len([p for p in (tmp_path / "few").rglob("*") if p.is_file()]) == 1
     assert "skipped 2 files" in caplog.text
+
+
+def test_trial_defined_in_a_script_loads_back() -> None:
+    """§16: a trial class defined in the script being run (module ``__main__``) is recorded
+    under the script's name and imports back from code/."""
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).with_name("_script_trial.py")
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=120
+    )
+    path = ckpt_dir(out.stdout.split()[-1])
+    spec = json.loads((path / "load_data.json").read_text())["trial_cls_spec"]
+    assert spec == "_script_trial:ScriptTrial"
+    loaded = det_torch.load_trial_from_checkpoint_path(path)
+    assert type(loaded).__name__ == "ScriptTrial"
