@@ -8,3 +8,22 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,s3]'
+# Determined 0.37's own SDK and CLI, for tests/master/test_reference_client.py (never a
+# dependency of redetermined: a separate venv, skipped when it already exists).
+if [ ! -x .refvenv/bin/det ]; then
+  python3 -m venv .refvenv
+  .refvenv/bin/python -m pip install --quiet --disable-pip-version-check determined==0.37.0
+fi
+
+# Headless Chromium + Selenium for the web UI's browser tests (tests/webui). Skipped when they are
+# already there; without apt (or root) the browser tests skip and say why.
+if ! .venv/bin/python -c "import selenium" 2>/dev/null; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check selenium
+fi
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "setup.sh: no apt-get as root here; install chromium + chromium-driver for tests/webui" >&2
+  fi
+fi
