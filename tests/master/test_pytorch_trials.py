@@ -113,3 +113,25 @@ def test_two_simulated_nodes_of_two_slots(tmp_path: pathlib.Path) -> None:
         assert "have started (slots [0, 1, 2, 3]" in text
     finally:
         m.stop()
+
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tutorials" / "core_api"
+
+
+def test_distributed_core_api_example_on_two_slots(cluster: Cluster) -> None:
+    """examples/tutorials/core_api/4_distributed.yaml as shipped: torch_distributed launches
+    two ranks; the chief reports the cross-rank mean; one sharded checkpoint (issue 5)."""
+    import yaml
+
+    config = yaml.safe_load((EXAMPLES / "4_distributed.yaml").read_text())
+    files = {p.name: p.read_text() for p in EXAMPLES.glob("*.py")}
+    exp_id = cluster.create(config, files)
+    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=180)
+    [trial] = cluster.trials(exp_id)
+    logs = cluster.logs(trial["taskId"])
+    text = "".join(e["log"] for e in logs)
+    assert exp["state"] == "STATE_COMPLETED", text[-3000:]
+    assert "[rank=0] " not in text  # wrap_rank's prefix is parsed into rankId
+    assert any(e.get("rankId") == 0 and "written by 2 ranks" in e["log"] for e in logs)
+    [ckpt] = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    assert {"model-rank0.txt", "model-rank1.txt"} <= set(ckpt["resources"])
