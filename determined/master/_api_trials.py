@@ -13,6 +13,7 @@ from determined.master import _config
 from determined.master._auth import Caller
 from determined.master._deps import ExperimentsDep, StoreDep
 from determined.master._errors import InvalidArgument, NotFound
+from determined.master._experiment import Experiments
 from determined.master._models import (
     CompleteOperation,
     EarlyExit,
@@ -54,7 +55,9 @@ def runner_metadata(
     return {}
 
 
-def _report(store: Store, trial_id: int, group: str, m: TrialMetrics) -> None:
+def _report(
+    store: Store, trial_id: int, group: str, m: TrialMetrics, exps: Experiments | None = None
+) -> None:
     if m.trial_id != trial_id:
         raise InvalidArgument(f"metrics for trial {m.trial_id} posted to trial {trial_id}")
     try:
@@ -77,14 +80,16 @@ def _report(store: Store, trial_id: int, group: str, m: TrialMetrics) -> None:
             searcher_metric=metric,
             smaller_is_better=smaller,
         )
+    if exps is not None and group == "validation":
+        exps.validation_reported(trial_id, m.steps_completed, json_safe(m.metrics.avg_metrics))
 
 
 @router.post("/trials/{trial_id}/metrics")
 def report_metrics(
-    trial_id: int, body: ReportMetrics, caller: Caller, store: StoreDep
+    trial_id: int, body: ReportMetrics, caller: Caller, store: StoreDep, exps: ExperimentsDep
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
-    _report(store, trial_id, body.group, body.metrics)
+    _report(store, trial_id, body.group, body.metrics, exps)
     return {}
 
 
@@ -99,10 +104,14 @@ def report_training_metrics(
 
 @router.post("/trials/{trial_id}/validation_metrics")
 def report_validation_metrics(
-    trial_id: int, body: ReportValidationMetrics, caller: Caller, store: StoreDep
+    trial_id: int,
+    body: ReportValidationMetrics,
+    caller: Caller,
+    store: StoreDep,
+    exps: ExperimentsDep,
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
-    _report(store, trial_id, "validation", body.validation_metrics)
+    _report(store, trial_id, "validation", body.validation_metrics, exps)
     return {}
 
 
