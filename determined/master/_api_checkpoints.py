@@ -7,10 +7,21 @@ from typing import Any
 from fastapi import APIRouter
 
 from determined.common.api._session import json_safe
+from determined.master import _gc
 from determined.master._auth import Caller
 from determined.master._deps import StoreDep
-from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
-from determined.master._models import PatchCheckpoints, ReportCheckpoint, StartRun
+from determined.master._errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from determined.master._models import (
+    DeleteCheckpoints,
+    PatchCheckpoints,
+    ReportCheckpoint,
+    StartRun,
+)
 from determined.master._store import _checkpoints, _experiments, _time, _trials
 from determined.master._wire import checkpoint_json
 
@@ -92,6 +103,25 @@ def patch_checkpoints(body: PatchCheckpoints, caller: Caller, store: StoreDep) -
                 caller.check_task(ckpt["task_id"])
             resources = None if item.resources is None else item.resources.resources
             _checkpoints.update_resources(conn, item.uuid, resources)
+    return {}
+
+
+@router.delete("/checkpoints")
+def delete_checkpoints(body: DeleteCheckpoints, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Delete checkpoints' files from their storage and mark them DELETED (already deleted
+    ones are left alone). Every uuid must exist, or nothing is deleted."""
+    caller.require_user()
+    with store.read() as conn:
+        missing = [u for u in body.checkpoint_uuids if _checkpoints.get(conn, u) is None]
+    if missing:
+        raise NotFound(f"checkpoint(s) not found: {', '.join(missing)}; nothing was deleted")
+    failed = _gc.delete_checkpoints(store, body.checkpoint_uuids)
+    if failed:
+        lines = "; ".join(f"{u}: {why}" for u, why in failed.items())
+        raise FailedPrecondition(
+            f"{len(failed)} checkpoint(s) could not be deleted from storage and keep their "
+            f"records: {lines}"
+        )
     return {}
 
 

@@ -8,7 +8,6 @@ import io
 import tarfile
 from typing import Any
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Query
 
 from determined.master import _config, _launcher
@@ -17,8 +16,8 @@ from determined.master._deps import ExperimentsDep, StoreDep
 from determined.master._errors import InvalidArgument, NotFound
 from determined.master._models import CreateExperiment
 from determined.master._states import State
-from determined.master._store import _experiments, _metrics, _time, _trials, _users
-from determined.master._wire import trial_json
+from determined.master._store import _experiments, _metrics, _trials
+from determined.master._wire import experiment_json, trial_json
 
 router = APIRouter(prefix="/api/v1")
 MAX_MODEL_DEF_BYTES = 96 * 1024 * 1024
@@ -52,38 +51,6 @@ def _tar_model_definition(files: list[dict[str, Any]]) -> bytes:
     return out
 
 
-def _experiment_json(conn: sa.Connection, exp: dict[str, Any]) -> dict[str, Any]:
-    """``v1Experiment`` (the fields this master knows)."""
-    config = exp["config"] or {}
-    owner = _users.get_user(conn, int(exp["owner_id"])) or {}
-    return {
-        "username": owner.get("username"),
-        "description": config.get("description") or "",
-        "labels": config.get("labels") or [],
-        "resourcePool": (config.get("resources") or {}).get("resource_pool") or "default",
-        "searcherType": (config.get("searcher") or {}).get("name"),
-        "forkedFrom": exp["parent_id"],
-        "numTrials": len(_trials.trials_of(conn, int(exp["id"]))),
-        **_experiment_core_json(exp),
-    }
-
-
-def _experiment_core_json(exp: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": exp["id"],
-        "state": exp["state"],
-        "archived": bool(exp["archived"]),
-        "config": exp["config"],
-        "startTime": _time.rfc3339(exp["start_time"]),
-        "endTime": _time.rfc3339(exp["end_time"]),
-        "progress": exp["progress"],
-        "name": (exp["config"] or {}).get("name", ""),
-        "notes": exp["notes"],
-        "parentId": exp["parent_id"],
-        "userId": exp["owner_id"],
-    }
-
-
 @router.post("/experiments")
 def create_experiment(
     body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep
@@ -103,7 +70,7 @@ def create_experiment(
     )
     with store.read() as conn:
         exp = _experiments.get_experiment(conn, exp_id) or {}
-        created = _experiment_json(conn, exp)
+        created = experiment_json(conn, exp)
     return {"experiment": created, "config": config, "warnings": []}
 
 
@@ -143,8 +110,8 @@ def get_experiment(experiment_id: int, caller: Caller, store: StoreDep) -> dict[
         exp = _experiments.get_experiment(conn, experiment_id)
         if exp is None:
             raise NotFound(f"experiment {experiment_id} not found")
-        body = _experiment_json(conn, exp)
-    return {"experiment": body, "jobSummary": None}
+        body = experiment_json(conn, exp)
+    return {"experiment": body, "config": body["config"], "jobSummary": None}
 
 
 @router.get("/experiments")
@@ -162,7 +129,7 @@ def list_experiments(
     with store.read() as conn:
         ids = _experiments.list_experiment_ids(conn)
         rows = [_experiments.get_experiment(conn, i) for i in ids]
-        found = [_experiment_json(conn, e) for e in rows if e is not None]
+        found = [experiment_json(conn, e) for e in rows if e is not None]
     found = [e for e in found if archived is None or e["archived"] == archived]
     found = [e for e in found if not users or e["username"] in users]
     page = found[offset : offset + limit] if limit else found[offset:]

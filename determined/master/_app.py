@@ -20,8 +20,11 @@ from determined.master import (
     _api_auth,
     _api_checkpoints,
     _api_dev,
+    _api_experiment_edits,
     _api_experiments,
     _api_logs,
+    _api_metrics,
+    _api_preview,
     _api_trials,
     _api_webui,
     _gc,
@@ -141,6 +144,9 @@ def create_app(
         _api_allocations,
         _api_logs,
         _api_experiments,
+        _api_experiment_edits,
+        _api_metrics,
+        _api_preview,
         _api_webui,
     ):
         app.include_router(module.router)

@@ -175,6 +175,75 @@ class Experiments:
             self._end_trial(ev, trial, State.CANCELED)
             self._maybe_end_experiment(ev)
 
+    # ----------------------------------------------------------------------- bookkeeping
+
+    def set_archived(self, experiment_id: int, archived: bool) -> None:
+        """Archive (hide from default listings) or unarchive an ended experiment.
+
+        Raises:
+            NotFound, FailedPrecondition: not terminal, or already (un)archived.
+        """
+        verb = "archive" if archived else "unarchive"
+        with self._lock, self._store.tx() as conn:
+            exp = self._experiment(conn, experiment_id)
+            if bool(exp["archived"]) == archived:
+                already = "already archived" if archived else "not archived"
+                raise FailedPrecondition(f"Experiment is {already}: experiment {experiment_id}")
+            if not State(exp["state"]).is_terminal:
+                raise FailedPrecondition(
+                    f"Experiment is not in terminal state: experiment {experiment_id} is "
+                    f"{exp['state']}; only an ended experiment can be {verb}d "
+                    "(wait for it, or cancel or kill it first)"
+                )
+            _experiments.update_experiment(conn, experiment_id, archived=archived)
+
+    def patch(self, experiment_id: int, values: dict[str, Any]) -> None:
+        """Change an experiment's name, description, labels, notes, ``resources`` fields or
+        checkpoint GC policy (``checkpoint_storage`` fields), at any state.
+
+        Raises:
+            NotFound, InvalidArgument: an empty name.
+        """
+        with self._lock, self._store.tx() as conn:
+            exp = self._experiment(conn, experiment_id)
+            config = dict(exp["config"] or {})
+            row: dict[str, Any] = {}
+            if values.get("name") is not None:
+                if not str(values["name"]).strip():
+                    raise InvalidArgument("`name` must not be an empty or whitespace string.")
+                config["name"] = values["name"]
+            for key in ("description", "labels"):
+                if values.get(key) is not None:
+                    config[key] = values[key]
+            for key in ("resources", "checkpoint_storage"):
+                if values.get(key):
+                    config[key] = {**(config.get(key) or {}), **values[key]}
+            if values.get("notes") is not None:
+                row["notes"] = values["notes"]
+            _experiments.update_experiment(conn, experiment_id, config=config, **row)
+
+    def delete(self, experiment_id: int) -> None:
+        """Remove an ended experiment's records (its checkpoint files must be gone already).
+
+        Raises:
+            NotFound, FailedPrecondition: not terminal.
+        """
+        with self._lock, self._store.tx() as conn:
+            self.check_deletable(conn, experiment_id)
+            _experiments.delete_experiment(conn, experiment_id)
+            self._methods.pop(experiment_id, None)
+
+    def check_deletable(self, conn: sa.Connection, experiment_id: int) -> dict[str, Any]:
+        """The experiment row if it may be deleted (terminal). Raises NotFound or
+        FailedPrecondition."""
+        exp = self._experiment(conn, experiment_id)
+        if not State(exp["state"]).is_terminal:
+            raise FailedPrecondition(
+                f"cannot delete experiment {experiment_id} in {exp['state']}: only an ended "
+                "experiment can be deleted (cancel or kill it first)"
+            )
+        return exp
+
     # ----------------------------------------------------------------------- trial events
 
     def current_operation(self, trial_id: int) -> dict[str, Any]:
@@ -196,8 +265,6 @@ class Experiments:
                 already completed (nothing changes).
         """
         with self._trial_event(trial_id) as (ev, trial):
-            if _stopped_by_time_search(ev, trial, length):
-                return  # 0.38 style: the search already stopped it at this length
             if trial["op_complete"] or trial["op_length"] != length:
                 pending = None if trial["op_complete"] else trial["op_length"]
                 raise InvalidArgument(
@@ -218,37 +285,6 @@ class Experiments:
             self._apply(ev, ops)
             if trial["op_closed"]:
                 self._finish_if_done(ev, trial_id)
-
-    def validation_reported(
-        self, trial_id: int, steps_completed: int, metrics: dict[str, Any]
-    ) -> None:
-        """A trial reported validation metrics. Only 0.38-style (``time_metric``) searches
-        judge them: the search gets the searcher metric at the time metric's value (or
-        ``steps_completed`` for ``time_metric: batches`` when the trial does not report it)."""
-        with self._store.read() as conn:
-            exp_id = self._trial(conn, trial_id)["experiment_id"]
-            exp = _experiments.get_experiment(conn, int(exp_id)) or {}
-        cfg = (exp.get("config") or {}).get("searcher") or {}
-        if not cfg.get("time_metric") or cfg.get("metric") not in metrics:
-            return
-        when = metrics.get(cfg["time_metric"])
-        if when is None and cfg["time_metric"] == "batches":
-            when = steps_completed
-        if isinstance(when, bool) or not isinstance(when, (int, float)):
-            return  # no time value on this report: nothing to judge it at
-        with self._trial_event(trial_id) as (ev, trial):
-            if ev.state.is_stopping or ev.state.is_terminal or not ev.method.every_validation:
-                return
-            if State(trial["state"]).is_terminal or trial["op_closed"]:
-                return
-            try:
-                ops = ev.method.on_validation_completed(
-                    trial["request_id"], metrics[cfg["metric"]], int(when)
-                )
-            except errors.InvalidSearcherMetric:
-                self._stop(ev, State.STOPPING_ERROR)
-                return
-            self._apply(ev, ops)
 
     def report_progress(self, trial_id: int, progress: float, *, is_raw: bool) -> None:
         """Units of the current operation (``is_raw`` false) or a raw fraction in [0, 1]."""
@@ -392,9 +428,7 @@ class Experiments:
                 _trials.update_trial(ev.conn, trial["id"], op_length=op.length, op_complete=False)
             elif isinstance(op, searcher.Close):
                 trial = self._by_request(ev, op.request_id)
-                # 0.38 style: a Close is a stop, now (a running trial is preempted)
-                stop_now = {"op_complete": True} if ev.method.every_validation else {}
-                _trials.update_trial(ev.conn, trial["id"], op_closed=True, **stop_now)
+                _trials.update_trial(ev.conn, trial["id"], op_closed=True)
                 queue.extend(self._finish_if_done(ev, trial["id"], apply=False))
 
     def _create_trial(self, ev: _Event, op: searcher.Create) -> list[Any]:
@@ -513,6 +547,13 @@ class Experiments:
             yield ev, self._trial(ev.conn, trial_id)
 
     @staticmethod
+    def _experiment(conn: sa.Connection, experiment_id: int) -> dict[str, Any]:
+        exp = _experiments.get_experiment(conn, experiment_id)
+        if exp is None:
+            raise NotFound(f"experiment {experiment_id} not found")
+        return exp
+
+    @staticmethod
     def _trial(conn: sa.Connection, trial_id: int) -> dict[str, Any]:
         trial = _trials.get_trial(conn, trial_id)
         if trial is None:
@@ -531,15 +572,6 @@ def _terminal_of(state: State) -> State:
     from determined.master._states import TERMINAL_OF
 
     return state if state.is_terminal else TERMINAL_OF.get(state, state)
-
-
-def _stopped_by_time_search(ev: _Event, trial: dict[str, Any], length: int) -> bool:
-    return bool(
-        ev.method.every_validation
-        and trial["op_closed"]
-        and trial["op_complete"]
-        and trial["op_length"] == length
-    )
 
 
 def searcher_metric_of(exp: dict[str, Any]) -> tuple[str, bool]:

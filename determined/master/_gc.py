@@ -111,20 +111,43 @@ def collect(store: Store, experiment_id: int) -> list[str]:
             trial_latest=int(policy.get("save_trial_latest", 1)),
             smaller_is_better=smaller,
         )
-        targets = [
-            (u, _storage_config(conn, _checkpoints.get(conn, u) or {}, policy)) for u in doomed
-        ]
-    deleted = []
-    for uuid, storage_config in sorted(targets):
+    delete_checkpoints(store, sorted(doomed))
+    with store.read() as conn:
+        return [u for u in sorted(doomed) if _is_deleted(conn, u)]
+
+
+def _is_deleted(conn: sa.Connection, uuid: str) -> bool:
+    ckpt = _checkpoints.get(conn, uuid)
+    return ckpt is not None and ckpt["state"] == _checkpoints.DELETED
+
+
+def delete_checkpoints(store: Store, uuids: Iterable[str]) -> dict[str, str]:
+    """Delete each checkpoint's files from the storage it was written to and mark it DELETED.
+
+    Unknown or already DELETED uuids are skipped. A checkpoint whose files could not be deleted
+    keeps its record; the answer maps each such uuid to the error.
+    """
+    targets = []
+    with store.read() as conn:
+        for uuid in uuids:
+            ckpt = _checkpoints.get(conn, uuid)
+            if ckpt is None or ckpt["state"] == _checkpoints.DELETED:
+                continue
+            trial = _trials.get_trial(conn, int(ckpt["trial_id"])) or {}
+            exp = _experiments.get_experiment(conn, int(trial.get("experiment_id") or 0)) or {}
+            default = (exp.get("config") or {}).get("checkpoint_storage") or {}
+            targets.append((uuid, _storage_config(conn, ckpt, default)))
+    failed = {}
+    for uuid, storage_config in targets:
         try:
             storage.build(storage_config).delete(uuid)
-        except Exception:  # keep the record; a later GC may succeed
-            logger.exception("checkpoint GC could not delete %s", uuid)
+        except Exception as e:  # keep the record; a later delete may succeed
+            logger.exception("could not delete checkpoint %s from storage", uuid)
+            failed[uuid] = f"{type(e).__name__}: {e}"
             continue
         with store.tx() as conn:
             _checkpoints.update_resources(conn, uuid, None)
-        deleted.append(uuid)
-    return deleted
+    return failed
 
 
 def collect_async(store: Store, experiment_id: int) -> None:

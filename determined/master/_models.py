@@ -138,3 +138,24 @@ class Allocate(_Body):
 
 class AllocationExit(_Body):
     exit_code: int = 0
+
+
+class PatchExperiment(_Body):
+    """``v1PatchExperiment``: only the fields present change."""
+
+    id: int | None = None
+    name: str | None = None
+    description: str | None = None
+    labels: list[str] | None = None
+    notes: str | None = None
+    resources: dict[str, Any] | None = None
+    checkpoint_storage: dict[str, Any] | None = None
+
+
+class DeleteCheckpoints(_Body):
+    checkpoint_uuids: list[str]
+
+
+class PreviewSearch(_Body):
+    config: dict[str, Any]
+    seed: int | None = None

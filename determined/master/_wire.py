@@ -9,7 +9,85 @@ import sqlalchemy as sa
 
 from determined.master import _config
 from determined.master._states import State
-from determined.master._store import _checkpoints, _experiments, _metrics, _time, _trials
+from determined.master._store import _checkpoints, _experiments, _metrics, _time, _trials, _users
+
+# The reference files every experiment under a project and a workspace; this master has one of
+# each, with the reference's ids and names of the defaults.
+PROJECT = {"projectId": 1, "projectName": "Uncategorized", "projectOwnerId": 1}
+WORKSPACE = {"workspaceId": 1, "workspaceName": "Uncategorized"}
+
+
+def experiment_json(conn: sa.Connection, exp: dict[str, Any]) -> dict[str, Any]:
+    """``v1Experiment``: every field the reference's bindings require, and the optional ones
+    this master knows."""
+    config = exp["config"] or {}
+    owner = _users.get_user(conn, int(exp["owner_id"])) or {}
+    metric, smaller = _config.searcher_metric(config)
+    trials = _trials.trials_of(conn, int(exp["id"]))
+    ckpts = [
+        c
+        for t in trials
+        for c in _checkpoints.of_trial(conn, int(t["id"]))
+        if c["state"] != _checkpoints.DELETED
+    ]
+    best_trial, best_value = _best_trial(conn, trials, metric, smaller)
+    start, end = exp["start_time"], exp["end_time"]
+    duration = None
+    if start is not None:
+        stop = _time.as_utc(end) if end is not None else _time.now()
+        duration = int((stop - _time.as_utc(start)).total_seconds() * 1000)
+    return {
+        "id": exp["id"],
+        "name": config.get("name") or "",
+        "description": config.get("description") or "",
+        "labels": list(config.get("labels") or []),
+        "notes": exp["notes"],
+        "state": exp["state"],
+        "archived": bool(exp["archived"]),
+        "config": config,
+        "originalConfig": exp["original_config"],
+        "startTime": _time.rfc3339(start),
+        "endTime": _time.rfc3339(end),
+        "duration": duration,
+        "progress": exp["progress"],
+        "username": owner.get("username") or "",
+        "displayName": owner.get("display_name") or "",
+        "userId": exp["owner_id"],
+        "parentId": exp["parent_id"],
+        "forkedFrom": exp["parent_id"],
+        "jobId": f"experiment-{exp['id']}",
+        "resourcePool": (config.get("resources") or {}).get("resource_pool") or "default",
+        "searcherType": (config.get("searcher") or {}).get("name") or "",
+        "searcherMetric": metric,
+        "hyperparameters": config.get("hyperparameters") or {},
+        "numTrials": len(trials),
+        "trialIds": [int(t["id"]) for t in trials],
+        "bestTrialId": best_trial,
+        "bestTrialSearcherMetric": best_value,
+        "checkpointCount": len(ckpts),
+        "checkpointSize": str(sum(int(c["size"]) for c in ckpts)),
+        "modelDefinitionSize": len(exp["model_definition"] or b""),
+        "parentArchived": False,
+        "unmanaged": False,
+        "externalExperimentId": None,
+        "externalTrialId": None,
+        **PROJECT,
+        **WORKSPACE,
+    }
+
+
+def _best_trial(
+    conn: sa.Connection, trials: list[dict[str, Any]], metric: str, smaller: bool
+) -> tuple[int | None, float | None]:
+    best: tuple[int | None, float | None] = (None, None)
+    for t in trials:
+        row = _metrics.get_row(conn, t["best_validation_id"])
+        value = None if row is None else (row["metrics"] or {}).get(metric)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if best[1] is None or (value < best[1] if smaller else value > best[1]):
+            best = (int(t["id"]), float(value))
+    return best
 
 
 def _display_state(conn: sa.Connection, trial: dict[str, Any]) -> str:

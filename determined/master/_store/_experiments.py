@@ -9,7 +9,17 @@ import sqlalchemy as sa
 from determined.master._states import State
 from determined.master._store import _time
 from determined.master._store._engine import inserted_id
-from determined.master._store._schema import experiments, searcher_snapshots
+from determined.master._store._schema import (
+    allocations,
+    checkpoints,
+    cluster_info,
+    experiments,
+    metrics,
+    searcher_snapshots,
+    task_logs,
+    tokens,
+    trials,
+)
 
 
 def insert_experiment(
@@ -25,6 +35,7 @@ def insert_experiment(
     """A new experiment (created PAUSED, as in the reference, then activated)."""
     row = conn.execute(
         experiments.insert().values(
+            **next_id(conn, experiments),
             state=state.value,
             config=config,
             original_config=original_config,
@@ -84,3 +95,50 @@ def load_snapshot(conn: sa.Connection, experiment_id: int) -> dict[str, Any] | N
         )
     ).first()
     return None if row is None else dict(row[0])
+
+
+def next_id(conn: sa.Connection, table: sa.Table) -> dict[str, Any]:
+    """``{"id": N}`` when the table's next id must skip ids of deleted rows, else ``{}``.
+
+    SQLite gives a new row max(id) + 1, so deleting the newest experiment would hand its id
+    (and its trials' ids) to the next one; ids are never reused, as in the reference.
+    """
+    key = f"deleted_max_id.{table.name}"
+    row = conn.execute(sa.select(cluster_info.c.value).where(cluster_info.c.key == key)).first()
+    if row is None:
+        return {}
+    current = conn.execute(sa.select(sa.func.max(table.c.id))).scalar() or 0
+    floor = int(row[0])
+    return {"id": floor + 1} if floor >= current else {}
+
+
+def _remember_max_id(conn: sa.Connection, table: sa.Table) -> None:
+    current = int(conn.execute(sa.select(sa.func.max(table.c.id))).scalar() or 0)
+    key = f"deleted_max_id.{table.name}"
+    old = conn.execute(sa.select(cluster_info.c.value).where(cluster_info.c.key == key)).first()
+    if old is None:
+        conn.execute(cluster_info.insert().values(key=key, value=str(current)))
+    elif int(old[0]) < current:
+        conn.execute(
+            cluster_info.update().where(cluster_info.c.key == key).values(value=str(current))
+        )
+
+
+def delete_experiment(conn: sa.Connection, experiment_id: int) -> None:
+    """Remove an experiment and everything recorded under it: trials, runs and their tokens,
+    metrics, checkpoint records, task logs, the search snapshot. Checkpoint *files* are the
+    caller's to delete first. Its id and its trials' ids are not given out again."""
+    _remember_max_id(conn, experiments)
+    _remember_max_id(conn, trials)
+    trial_ids = sa.select(trials.c.id).where(trials.c.experiment_id == experiment_id)
+    task_ids = sa.select(trials.c.task_id).where(trials.c.experiment_id == experiment_id)
+    alloc_ids = sa.select(allocations.c.id).where(allocations.c.trial_id.in_(trial_ids))
+    conn.execute(tokens.delete().where(tokens.c.allocation_id.in_(alloc_ids)))
+    conn.execute(task_logs.delete().where(task_logs.c.task_id.in_(task_ids)))
+    for table in (allocations, metrics, checkpoints):
+        conn.execute(table.delete().where(table.c.trial_id.in_(trial_ids)))
+    conn.execute(trials.delete().where(trials.c.experiment_id == experiment_id))
+    conn.execute(
+        searcher_snapshots.delete().where(searcher_snapshots.c.experiment_id == experiment_id)
+    )
+    conn.execute(experiments.delete().where(experiments.c.id == experiment_id))

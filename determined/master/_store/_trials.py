@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from determined.master._states import AllocationState, State
 from determined.master._store import _time
 from determined.master._store._engine import inserted_id
+from determined.master._store._experiments import next_id
 from determined.master._store._schema import allocations, trials
 
 
@@ -25,6 +26,7 @@ def insert_trial(
     """A trial for the search method's ``Create``; its task id is ``<exp>.<request_id>``."""
     row = conn.execute(
         trials.insert().values(
+            **next_id(conn, trials),
             experiment_id=experiment_id,
             request_id=request_id,
             task_id=f"{experiment_id}.{request_id}",

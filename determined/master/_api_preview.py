@@ -1,0 +1,62 @@
+"""What a search would do, without training: the legacy ``POST /searcher/preview`` that the
+reference's ``det preview-search`` calls, and ``POST /api/v1/preview-hp-search``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body
+
+from determined import errors
+from determined.master import _config, searcher
+from determined.master._auth import Caller
+from determined.master._errors import InvalidArgument
+from determined.master._models import PreviewSearch
+
+router = APIRouter()
+
+
+def _simulate(raw: Any) -> tuple[dict[str, Any], searcher.Preview]:
+    """The defaulted config and its preview. The entrypoint is not needed to preview a search,
+    so a config without one is accepted here."""
+    if not isinstance(raw, dict):
+        raise InvalidArgument("the body must be an experiment config (a JSON object)")
+    if not isinstance(raw.get("searcher"), dict):
+        raise InvalidArgument("Experiment configuration must have 'searcher' section")
+    config = _config.parse_experiment_config({"entrypoint": "preview", **raw})
+    seed = int((config.get("reproducibility") or {}).get("experiment_seed", 0))
+    try:
+        found = searcher.preview(config["searcher"], config.get("hyperparameters"), seed)
+    except errors.InvalidSearcherConfig as e:
+        raise InvalidArgument(str(e)) from e
+    return config, found
+
+
+def _by_lengths(found: searcher.Preview) -> dict[tuple[int, ...], int]:
+    counts: dict[tuple[int, ...], int] = {}
+    for t in found.trials:
+        counts[t.lengths] = counts.get(t.lengths, 0) + t.occurrences
+    return counts
+
+
+@router.post("/searcher/preview")
+def legacy_preview(caller: Caller, body: Any = Body(...)) -> dict[str, Any]:
+    """Body: the experiment config as JSON. ``{results: {"<length> <length> ...": trials},
+    seed}``: how many trials validate at each sequence of lengths."""
+    _, found = _simulate(body)
+    results = {" ".join(str(n) for n in k): v for k, v in _by_lengths(found).items()}
+    return {"results": results, "seed": found.seed}
+
+
+@router.post("/api/v1/preview-hp-search")
+def preview_hp_search(body: PreviewSearch, caller: Caller) -> dict[str, Any]:
+    """``{simulation: {config, seed, trials: [{operations: [{validateAfter}], occurrences}]}}``."""
+    config, found = _simulate(body.config)
+    trials = [
+        {
+            "operations": [{"validateAfter": {"length": str(n)}} for n in lengths],
+            "occurrences": count,
+        }
+        for lengths, count in _by_lengths(found).items()
+    ]
+    return {"simulation": {"config": config, "seed": found.seed, "trials": trials}}
