@@ -27,9 +27,3 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
     echo "setup.sh: no apt-get as root here; install chromium + chromium-driver for tests/webui" >&2
   fi
 fi
-# Determined 0.37's own SDK and CLI, for tests/master/test_reference_client.py (never a
-# dependency of redetermined: a separate venv, skipped when it already exists).
-if [ ! -x .refvenv/bin/det ]; then
-  python3 -m venv .refvenv
-  .refvenv/bin/python -m pip install --quiet --disable-pip-version-check determined==0.37.0
-fi

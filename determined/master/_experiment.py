@@ -265,6 +265,8 @@ class Experiments:
                 already completed (nothing changes).
         """
         with self._trial_event(trial_id) as (ev, trial):
+            if _stopped_by_time_search(ev, trial, length):
+                return  # 0.38 style: the search already stopped it at this length
             if trial["op_complete"] or trial["op_length"] != length:
                 pending = None if trial["op_complete"] else trial["op_length"]
                 raise InvalidArgument(
@@ -285,6 +287,37 @@ class Experiments:
             self._apply(ev, ops)
             if trial["op_closed"]:
                 self._finish_if_done(ev, trial_id)
+
+    def validation_reported(
+        self, trial_id: int, steps_completed: int, metrics: dict[str, Any]
+    ) -> None:
+        """A trial reported validation metrics. Only 0.38-style (``time_metric``) searches
+        judge them: the search gets the searcher metric at the time metric's value (or
+        ``steps_completed`` for ``time_metric: batches`` when the trial does not report it)."""
+        with self._store.read() as conn:
+            exp_id = self._trial(conn, trial_id)["experiment_id"]
+            exp = _experiments.get_experiment(conn, int(exp_id)) or {}
+        cfg = (exp.get("config") or {}).get("searcher") or {}
+        if not cfg.get("time_metric") or cfg.get("metric") not in metrics:
+            return
+        when = metrics.get(cfg["time_metric"])
+        if when is None and cfg["time_metric"] == "batches":
+            when = steps_completed
+        if isinstance(when, bool) or not isinstance(when, (int, float)):
+            return  # no time value on this report: nothing to judge it at
+        with self._trial_event(trial_id) as (ev, trial):
+            if ev.state.is_stopping or ev.state.is_terminal or not ev.method.every_validation:
+                return
+            if State(trial["state"]).is_terminal or trial["op_closed"]:
+                return
+            try:
+                ops = ev.method.on_validation_completed(
+                    trial["request_id"], metrics[cfg["metric"]], int(when)
+                )
+            except errors.InvalidSearcherMetric:
+                self._stop(ev, State.STOPPING_ERROR)
+                return
+            self._apply(ev, ops)
 
     def report_progress(self, trial_id: int, progress: float, *, is_raw: bool) -> None:
         """Units of the current operation (``is_raw`` false) or a raw fraction in [0, 1]."""
@@ -428,7 +461,9 @@ class Experiments:
                 _trials.update_trial(ev.conn, trial["id"], op_length=op.length, op_complete=False)
             elif isinstance(op, searcher.Close):
                 trial = self._by_request(ev, op.request_id)
-                _trials.update_trial(ev.conn, trial["id"], op_closed=True)
+                # 0.38 style: a Close is a stop, now (a running trial is preempted)
+                stop_now = {"op_complete": True} if ev.method.every_validation else {}
+                _trials.update_trial(ev.conn, trial["id"], op_closed=True, **stop_now)
                 queue.extend(self._finish_if_done(ev, trial["id"], apply=False))
 
     def _create_trial(self, ev: _Event, op: searcher.Create) -> list[Any]:
@@ -572,6 +607,15 @@ def _terminal_of(state: State) -> State:
     from determined.master._states import TERMINAL_OF
 
     return state if state.is_terminal else TERMINAL_OF.get(state, state)
+
+
+def _stopped_by_time_search(ev: _Event, trial: dict[str, Any], length: int) -> bool:
+    return bool(
+        ev.method.every_validation
+        and trial["op_closed"]
+        and trial["op_complete"]
+        and trial["op_length"] == length
+    )
 
 
 def searcher_metric_of(exp: dict[str, Any]) -> tuple[str, bool]:
