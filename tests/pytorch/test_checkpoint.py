@@ -218,3 +218,32 @@ def test_trial_defined_in_a_script_loads_back() -> None:
     assert spec == "_script_trial:ScriptTrial"
     loaded = det_torch.load_trial_from_checkpoint_path(path)
     assert type(loaded).__name__ == "ScriptTrial"
+
+
+class StopAtFive(SchedTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        if batch_idx == 4:
+            self.context.set_stop_requested(True)
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+
+def test_exact_resume_after_a_stop_at_a_reporting_boundary() -> None:
+    """Exact resume after a stop (as after preemption): stopped at the boundary after batch 5
+    (reporting every 3 -> 6), resumed to 14, bitwise equal to 14 straight."""
+    straight = _train(14, 14, HP)
+    _seed()
+    stopped, cap, _ = run_local(
+        StopAtFive, hparams=HP, exp_conf=SEEDED, max_length=Batch(14), reporting_period=Batch(3)
+    )
+    assert stopped.reason == det_torch.ExitReason.STOPPED
+    assert [i for _, i in stopped.events] == list(range(6))
+    _seed(123)
+    resumed, _, _ = run_local(
+        SchedTrial,
+        hparams=HP,
+        exp_conf=SEEDED,
+        max_length=Batch(14),
+        latest_checkpoint=cap.uuids[-1],
+    )
+    assert [i for _, i in resumed.events] == list(range(6, 14))
+    _assert_same(straight, resumed)
