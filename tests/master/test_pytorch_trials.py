@@ -135,3 +135,76 @@ def test_distributed_core_api_example_on_two_slots(cluster: Cluster) -> None:
     assert any(e.get("rankId") == 0 and "written by 2 ranks" in e["log"] for e in logs)
     [ckpt] = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
     assert {"model-rank0.txt", "model-rank1.txt"} <= set(ckpt["resources"])
+
+
+SLOW_MODEL_DEF = (
+    MODEL_DEF.replace("import torch\n", "import time\nimport torch\n", 1)
+    .replace(
+        "        x, y = batch\n        loss = nn",
+        "        time.sleep(self.context.get_hparam('sleep'))\n        x, y = batch\n        loss = nn",
+        1,
+    )
+    .replace(
+        'torch.optim.SGD(self.model.parameters(), lr=context.get_hparam("lr"))',
+        'torch.optim.SGD(self.model.parameters(), lr=context.get_hparam("lr"), momentum=0.9)',
+        1,
+    )
+)
+
+
+def _final_weights(storage: pathlib.Path, cluster: Cluster, exp_id: int) -> dict:
+    import torch
+
+    [trial] = cluster.trials(exp_id)
+    ckpts = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    last = max(
+        (c for c in ckpts if c["state"] == "STATE_COMPLETED"),
+        key=lambda c: int(c["metadata"]["steps_completed"]),
+    )
+    assert int(last["metadata"]["steps_completed"]) == 24
+    state = torch.load(storage / last["uuid"] / "state_dict.pth", weights_only=False)
+    return dict(state["models_state_dict"][0])
+
+
+def test_pause_and_activate_a_two_rank_trial_resumes_bitwise(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """Paused mid-run, a 2-rank PyTorchTrial checkpoints and stops; activated, it resumes from
+    that checkpoint and ends with exactly the weights of an uninterrupted run (issue 5)."""
+    import time
+
+    storage = tmp_path / "ckpts"
+    config = _config(2)
+    config["searcher"]["max_length"] = {"batches": 24}
+    config["min_validation_period"] = {"batches": 12}
+    config["scheduling_unit"] = 2
+    config["reproducibility"] = {"experiment_seed": 7}
+    config["checkpoint_storage"] = {"type": "shared_fs", "host_path": str(storage)}
+    config["hyperparameters"]["sleep"] = 0.15
+    files = {"model_def.py": SLOW_MODEL_DEF}
+
+    straight = cluster.create(config, files)
+    cluster.wait_experiment(straight, "STATE_COMPLETED", timeout=180)
+
+    paused = cluster.create(config, files)
+    deadline = time.monotonic() + 120
+    while cluster.trials(paused)[0].get("totalBatchesProcessed", 0) < 4:
+        assert time.monotonic() < deadline, "the trial never reported progress"
+        time.sleep(0.1)
+    assert cluster.post(f"/api/v1/experiments/{paused}/pause").status_code == 200
+    cluster.wait_experiment(paused, "STATE_PAUSED", timeout=60)
+    cluster.wait_trial(paused, "STATE_PAUSED", "STATE_ACTIVE", timeout=60)
+    [trial] = cluster.trials(paused)
+    stopped_at = trial["totalBatchesProcessed"]
+    assert 4 <= stopped_at < 24
+    assert cluster.post(f"/api/v1/experiments/{paused}/activate").status_code == 200
+    cluster.wait_experiment(paused, "STATE_COMPLETED", timeout=180)
+    [trial] = cluster.trials(paused)
+    assert trial["restarts"] == 0
+    logs = "".join(e["log"] for e in cluster.logs(trial["taskId"]))
+    assert logs.count("have started") == 2  # two runs: before the pause and after
+
+    want, got = _final_weights(storage, cluster, straight), _final_weights(storage, cluster, paused)
+    assert want.keys() == got.keys()
+    for name in want:
+        assert want[name].equal(got[name]), name
