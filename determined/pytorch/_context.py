@@ -213,7 +213,9 @@ class PyTorchTrialContext:
         average_aggregated_gradients: bool | None = None,
     ) -> torch.optim.Optimizer:
         """Register ``optimizer`` (returned unchanged) so it is checkpointed and stepped
-        through :meth:`step_optimizer`."""
+        through :meth:`step_optimizer`. ``fp16_compression`` and ``backward_passes_per_step``
+        only matter to Horovod, which is not supported; ``average_aggregated_gradients``
+        overrides ``optimizations.average_aggregated_gradients``."""
         if backward_passes_per_step < 1:
             raise errors.InvalidExperimentException(
                 f"backward_passes_per_step is {backward_passes_per_step}, but must be >= 1"
