@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from master_kit import MasterProcess
+from master_kit import MasterProcess, Run
 from trial_kit import Cluster
 
 from determined.master._store import _experiments, _metrics, make_engine, sqlite_url
@@ -284,3 +284,77 @@ def test_kill_9_in_the_middle_of_asha_changes_no_decision(tmp_path: pathlib.Path
     assert resumed == straight
     assert len(straight["trials"]) == 4
     assert sorted(len(v) for v in straight["validations"]) == [1, 1, 2, 2]
+
+
+# ------------------------------------------------------------- through the API, no processes
+
+
+def _post_experiment(master: MasterProcess, config: str) -> Any:
+    r = master.session().post(master.url + "/api/v1/experiments", json={"config": config})
+    return r
+
+
+def test_same_seed_same_trials_across_experiments(shared_master: MasterProcess) -> None:
+    """Spec §6 item 4, through the master: hyperparameters and request ids (in the task ids)
+    follow from the config and experiment_seed alone."""
+    config = """
+entrypoint: python3 train.py
+reproducibility: {experiment_seed: %d}
+searcher: {name: random, metric: loss, max_length: 5, max_trials: 3, max_concurrent_trials: 0}
+hyperparameters:
+  lr: {type: log, minval: -4, maxval: -1, base: 10}
+  layers: {type: int, minval: 1, maxval: 8}
+  opt: {type: categorical, vals: [sgd, adam]}
+"""
+    seen = []
+    for seed in (11, 11, 12):
+        r = _post_experiment(shared_master, config % seed)
+        assert r.status_code == 200, r.text
+        exp_id = int(r.json()["experiment"]["id"])
+        trials = Cluster(shared_master).trials(exp_id)
+        seen.append([(t["hparams"], t["taskId"].split(".", 1)[1]) for t in trials])
+    assert len(seen[0]) == 3 and seen[0] == seen[1]
+    assert seen[2] != seen[0]
+
+
+@pytest.mark.parametrize(
+    ("searcher", "hparams", "needle"),
+    [
+        (
+            "{name: grid, metric: m, max_length: 1}",
+            "{x: {type: int, minval: 0, maxval: 3}}",
+            "count",
+        ),
+        (
+            "{name: grid, metric: m, max_length: 1, max_trials: 2}",
+            "{x: {type: int, minval: 0, maxval: 3, count: 2}}",
+            "max_trials",
+        ),
+    ],
+)
+def test_grid_configs_are_rejected_at_create(
+    shared_master: MasterProcess, searcher: str, hparams: str, needle: str
+) -> None:
+    """Spec §6 item 7, through the master: nothing is created."""
+    listed = "/api/v1/experiments"
+    before = [e["id"] for e in Cluster(shared_master).get(listed)["experiments"]]
+    config = f"entrypoint: x\nsearcher: {searcher}\nhyperparameters: {hparams}\n"
+    r = _post_experiment(shared_master, config)
+    assert r.status_code == 400 and needle in r.json()["message"], r.text
+    assert [e["id"] for e in Cluster(shared_master).get(listed)["experiments"]] == before
+
+
+def test_op_lengths_are_in_max_length_units(shared_master: MasterProcess) -> None:
+    """Spec §6 item 13: {epochs: 12}, divisor 3, three rungs -> the first op trains to epoch 1
+    (rungs 1/4/12), absolute and unconverted; `single` with {records: 640} asks for 640."""
+    for searcher, first in (
+        (
+            "{name: async_halving, metric: m, max_length: {epochs: 12}, num_rungs: 3, "
+            "divisor: 3, max_trials: 4}",
+            "1",
+        ),
+        ("{name: single, metric: m, max_length: {records: 640}}", "640"),
+    ):
+        run = Run(shared_master, f"entrypoint: x\nsearcher: {searcher}\n")
+        r = run.trial.get(shared_master.url + f"/api/v1/trials/{run.trial_id}/searcher/operation")
+        assert r.json()["op"] == {"validateAfter": {"length": first}}
