@@ -82,6 +82,7 @@ def screenshot(browser: Any) -> Any:
         if not where:
             return
         pathlib.Path(where).mkdir(parents=True, exist_ok=True)
+        browser.execute_script("window.scrollTo(0, 0)")
         height = browser.execute_script("return document.documentElement.scrollHeight")
         browser.set_window_size(1280, max(900, int(height) + 40))
         browser.save_screenshot(str(pathlib.Path(where) / f"{name}.png"))

@@ -122,6 +122,15 @@ def test_experiment_page_learning_curves_trials_and_config(
     curves = chart_series(browser, "learning-curve")
     for t in trials:
         assert_points(curves[f"trial {t['id']}"], expected_validation(t["hparams"]["lr"], 6))
+    # hovering a curve's point names its trial and hyperparameters
+    tip = browser.execute_script(
+        "const c = document.getElementById('learning-curve'), u = c._plot;"
+        "u.setCursor({left: u.valToPos(u.data[0][0], 'x'), top: u.valToPos(u.data[1][0], 'y')});"
+        "return c.querySelector('.tip').textContent;"
+    )
+    first = sorted(t["id"] for t in trials)[0]
+    lr = next(t["hparams"]["lr"] for t in trials if t["id"] == first)
+    assert f"trial {first}" in tip and f"lr={lr}" in tip, tip
     # hyperparameter vs metric: one point per trial, (lr, best loss)
     hp = chart_series(browser, "hp-chart")["best loss"]
     want = sorted([t["hparams"]["lr"], t["hparams"]["lr"] / 6] for t in trials)
@@ -140,7 +149,9 @@ def test_experiment_page_learning_curves_trials_and_config(
     assert "minval: 0.1" in browser.find_element(By.ID, "config").text
 
 
-def test_experiment_page_shows_asha_rungs(cluster: Cluster, browser: Any) -> None:
+def test_experiment_page_shows_asha_rungs(
+    cluster: Cluster, browser: Any, screenshot: Callable[[str], None]
+) -> None:
     exp_id = cluster.finished_asha()
     rungs = cluster.get(f"/api/v1/webui/experiments/{exp_id}/rungs")["brackets"][0]["rungs"]
     browser.get(f"{cluster.url}/experiments/{exp_id}")
@@ -160,6 +171,7 @@ def test_experiment_page_shows_asha_rungs(cluster: Cluster, browser: Any) -> Non
     wait_for(browser, lambda: len(chart_series(browser, "learning-curve")) == 4, "4 curves")
     ends = {k: v[-1][0] for k, v in chart_series(browser, "learning-curve").items()}
     assert set(ends.values()) == {2, 4}
+    screenshot("asha")
 
 
 def test_trial_page_metrics_checkpoints_and_logs(
@@ -171,9 +183,14 @@ def test_trial_page_metrics_checkpoints_and_logs(
     wait_for(browser, lambda: chart_series(browser, "training-chart"), "training chart")
     training = chart_series(browser, "training-chart")
     assert set(training) == {"loss", "accuracy"}
+    summary = browser.find_element(By.ID, "summary").text
+    assert f'"lr":{lr}' in summary.replace(" ", "") and "null" not in summary
     assert_points(training["loss"], expected_training(lr, 6))
     wait_for(browser, lambda: chart_series(browser, "validation-chart"), "validation chart")
     assert_points(chart_series(browser, "validation-chart")["loss"], expected_validation(lr, 6))
+
+    wait_for(browser, lambda: "trained to 6" in browser.find_element(By.ID, "logs").text, "logs")
+    screenshot("trial")
 
     # log scale and smoothing change what is drawn; unticking a metric removes its series
     browser.find_element(By.CSS_SELECTOR, "#training-picks input[data-metric='accuracy']").click()
@@ -203,7 +220,6 @@ def test_trial_page_metrics_checkpoints_and_logs(
     wait_for(browser, lambda: "trained to 6" in browser.find_element(By.ID, "logs").text, "logs")
     logs = browser.find_element(By.ID, "logs")
     assert f"hello from trial {trial['id']}" in logs.text
-    screenshot("trial")
     total = int(logs.get_attribute("data-lines"))
     search = browser.find_element(By.ID, "log-search")
     search.send_keys("trained to")

@@ -170,6 +170,12 @@ function smooth(points, weight) {
   });
 }
 
+// Scatter plots get a margin so points at the ends are not cut in half.
+function padRange(u, min, max) {
+  const d = max - min || Math.abs(min) || 1;
+  return [min - d * 0.08, max + d * 0.08];
+}
+
 // Align [[x, y], ...] series on one sorted x axis (null where a series has no point).
 function align(seriesPoints) {
   const xs = [...new Set(seriesPoints.flatMap((pts) => pts.map((p) => p[0])))].sort((a, b) => a - b);
@@ -209,7 +215,7 @@ function drawChart(container, series, options = {}) {
   const opts = {
     width,
     height: options.height || 280,
-    scales: { x: { time: false }, y: logY ? { distr: 3 } : {} },
+    scales: { x: options.pointsOnly ? { time: false, range: padRange } : { time: false }, y: logY ? { distr: 3 } : {} },
     axes: [{ label: options.xLabel || "batches" }, { label: options.yLabel || "", size: 60 }],
     legend: { show: shown.length <= 8 },
     cursor: { focus: { prox: 24 } },

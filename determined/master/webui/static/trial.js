@@ -20,8 +20,8 @@ function renderSummary() {
     ["ended", fmtTime(t.endTime)],
     ["hyperparameters", JSON.stringify(t.hparams)],
   ];
-  const kill = !isTerminal(t.state) ? el("button", { "data-action": "kill-trial", onclick: killTrial }, "Kill trial") : null;
-  document.getElementById("summary").replaceChildren(el("dl", { class: "kv" }, kv.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))])), kill);
+  const kill = isTerminal(t.state) ? [] : [el("button", { "data-action": "kill-trial", onclick: killTrial }, "Kill trial")];
+  document.getElementById("summary").replaceChildren(el("dl", { class: "kv" }, kv.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))])), ...kill);
 }
 
 async function killTrial() {
