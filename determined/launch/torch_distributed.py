@@ -10,6 +10,10 @@ passed to torchrun and override ours; ``--trial module:Class`` runs the PyTorchT
 so every output line carries its rank, and one failing worker stops the others. Exports
 ``USE_TORCH_DISTRIBUTED=True`` and ``DET_CHIEF_IP`` (the first container's address). Exits with
 the chain's exit code.
+
+Without a master (no cluster info) it runs one node with ``--nproc_per_node`` workers (default 1)
+and the workers use the local Core API backend, e.g.
+``python -m determined.launch.torch_distributed --nproc_per_node 2 -- python train.py``.
 """
 
 from __future__ import annotations
@@ -86,6 +90,33 @@ def layout_from_cluster(info: det.ClusterInfo) -> Layout:
     )
 
 
+def _nproc_override(overrides: list[str]) -> int | None:
+    for i, arg in enumerate(overrides):
+        for flag in ("--nproc_per_node", "--nproc-per-node"):
+            if arg == flag and i + 1 < len(overrides):
+                value = overrides[i + 1]
+            elif arg.startswith(flag + "="):
+                value = arg.split("=", 1)[1]
+            else:
+                continue
+            if not value.isdigit():
+                raise UsageError(f"{flag} takes a number of workers here, not {value!r}")
+            return int(value)
+    return None
+
+
+def local_layout(overrides: list[str]) -> Layout:
+    """One node on this machine, without a master: ``--nproc_per_node`` workers (default 1)."""
+    return Layout(
+        nnodes=1,
+        nproc_per_node=_nproc_override(overrides) or 1,
+        node_rank=0,
+        master_addr="localhost",
+        master_port=_free_port(),
+        allocation_id=f"local-{os.getpid()}",
+    )
+
+
 def build_command(layout: Layout, overrides: list[str], script: list[str]) -> list[str]:
     """The whole chain as one argv (see the module docstring)."""
     py = sys.executable
@@ -104,33 +135,28 @@ def build_command(layout: Layout, overrides: list[str], script: list[str]) -> li
     worker = ["--module", "determined.exec.pid_client", pid_socket, "--"]
     worker += [py, "-m", "determined.launch.wrap_rank", "RANK", "--", *script]
     pid_server = [py, "-m", "determined.exec.pid_server", "--on-fail", "SIGTERM"]
-    pid_server += ["--on-exit", "WAIT", pid_socket, str(layout.nproc_per_node), "--"]
+    workers = _nproc_override(overrides) or layout.nproc_per_node
+    pid_server += ["--on-exit", "WAIT", pid_socket, str(workers), "--"]
     return pid_server + torchrun + worker
 
 
-def launch_env(info: det.ClusterInfo) -> dict[str, str]:
+def launch_env(info: det.ClusterInfo | None) -> dict[str, str]:
     env = dict(os.environ)
     env["USE_TORCH_DISTRIBUTED"] = "True"
-    env["DET_CHIEF_IP"] = info.container_addrs[0]
+    env["DET_CHIEF_IP"] = info.container_addrs[0] if info is not None else "127.0.0.1"
     return env
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    info = det.get_cluster_info()
     try:
         overrides, script = parse_args(argv)
+        layout = layout_from_cluster(info) if info is not None else local_layout(overrides)
     except UsageError as e:
         print(f"torch_distributed: {e}", file=sys.stderr)
         return 1
-    info = det.get_cluster_info()
-    if info is None:
-        print(
-            "torch_distributed: not on a cluster (no DET_* environment); run torchrun yourself "
-            "when training without a master",
-            file=sys.stderr,
-        )
-        return 1
-    cmd = build_command(layout_from_cluster(info), overrides, script)
+    cmd = build_command(layout, overrides, script)
     proc = subprocess.Popen(cmd, env=launch_env(info))
     _signals.forward_to(proc)
     return _signals.exit_code(proc.wait())

@@ -120,3 +120,46 @@ def test_a_failing_rank_fails_the_launch_and_its_log_is_visible(tmp_path: pathli
     out = _run_chain(tmp_path, script)
     assert out.returncode != 0
     assert b"[rank=1] rank one breaks" in out.stderr
+
+
+LOCAL_WORKER = """
+import sys
+from determined import core
+dist = core.DistributedContext.from_torch_distributed()
+with core.init(distributed=dist, checkpoint_storage=sys.argv[1]) as ctx:
+    assert ctx.info is None  # the local backend
+    ranks = ctx.distributed.allgather(ctx.distributed.get_rank())
+    with ctx.checkpoint.store_path({"steps_completed": 1}, shard=True) as (path, sid):
+        (path / f"rank{ctx.distributed.get_rank()}").write_text("x")
+    print("ranks", ranks, sid, flush=True)
+"""
+
+
+def test_off_the_master_with_the_local_core_backend(tmp_path: pathlib.Path) -> None:
+    """Issue 5 scope 4: no DET_* environment; torchrun's --nproc_per_node sets the workers."""
+    (tmp_path / "worker.py").write_text(LOCAL_WORKER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    env["DET_HOME"] = str(tmp_path / "home")
+    out = subprocess.run(
+        [PY, "-m", "determined.launch.torch_distributed", "--nproc_per_node", "2", "--",
+         PY, "worker.py", str(tmp_path / "ckpts")],
+        cwd=tmp_path, env=env, capture_output=True, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr.decode()[-3000:]
+    lines = sorted(x for x in out.stdout.decode().splitlines() if "ranks" in x)
+    assert [x.split()[:4] for x in lines] == [
+        ["[rank=0]", "ranks", "[0,", "1]"],
+        ["[rank=1]", "ranks", "[0,", "1]"],
+    ]
+    storage_id = lines[0].split()[-1]
+    assert {p.name for p in (tmp_path / "ckpts" / storage_id).iterdir()} >= {"rank0", "rank1"}
+
+
+def test_a_bad_worker_count_is_refused() -> None:
+    out = subprocess.run(
+        [PY, "-m", "determined.launch.torch_distributed", "--nproc_per_node", "two", "--", "x"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert b"--nproc_per_node" in out.stderr
