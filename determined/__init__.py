@@ -28,3 +28,8 @@ __all__ = [
     "errors",
     "get_cluster_info",
 ]
+
+# `import determined as det; det.core.init()` works, as in Determined (imported last: core
+# uses the names above).
+from determined import core as core  # noqa: E402
+
