@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from _webui_kit import Cluster, expected_training, expected_validation, random_config
 
 pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 WAIT_S = 20
@@ -81,7 +83,14 @@ def test_experiment_list_shows_experiments_and_pause_changes_state(
     # the same page, still without a reload, offers activate and kill
     activate = f"{row} button[data-action='activate']"
     wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, activate), "activate")
-    browser.find_element(By.CSS_SELECTOR, f"{row} button[data-action='kill']").click()
+    kill = f"{row} button[data-action='kill']"
+    browser.find_element(By.CSS_SELECTOR, kill).click()
+    WebDriverWait(browser, 5).until(EC.alert_is_present())
+    browser.switch_to.alert.dismiss()  # "Kill experiment N?" answered no: nothing happens
+    assert cluster.experiment(exp_id)["state"] == "STATE_PAUSED"
+    browser.find_element(By.CSS_SELECTOR, kill).click()
+    WebDriverWait(browser, 5).until(EC.alert_is_present())
+    browser.switch_to.alert.accept()
     cluster.wait_state(exp_id, "STATE_CANCELED")
     wait_for(
         browser,
@@ -258,3 +267,13 @@ def test_login_page_after_logout(
         "back on the experiment page",
     )
     wait_for(browser, lambda: browser.find_element(By.ID, "who").text == "admin", "admin")
+    # a "next" that points at another site is ignored
+    browser.find_element(By.ID, "logout").click()
+    wait_for(browser, lambda: "/login" in browser.current_url, "the login page again")
+    for evil in ("//example.org/x", "/\\example.org/x"):
+        browser.get(cluster.url + "/login?next=" + quote(evil, safe=""))
+        browser.find_element(By.ID, "username").clear()
+        browser.find_element(By.ID, "username").send_keys("admin")
+        browser.find_element(By.CSS_SELECTOR, "form button").click()
+        wait_for(browser, lambda: browser.current_url == cluster.url + "/", f"/ after {evil}")
+        browser.execute_script("localStorage.removeItem('det_token')")

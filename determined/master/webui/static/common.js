@@ -319,6 +319,13 @@ function pathId() {
   return parseInt(parts[parts.length - 1], 10);
 }
 
+// Charts follow the width of their cards.
+window.addEventListener("resize", () => {
+  for (const c of document.querySelectorAll(".chart")) {
+    if (c._plot) c._plot.setSize({ width: Math.max(320, c.clientWidth), height: c._plot.height });
+  }
+});
+
 document.addEventListener("DOMContentLoaded", () => {
   const out = document.getElementById("logout");
   if (out) out.addEventListener("click", (e) => (e.preventDefault(), logout()));

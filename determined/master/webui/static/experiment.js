@@ -46,6 +46,7 @@ function renderSummary() {
 }
 
 async function act(action) {
+  if (action === "kill" && !confirm(`Kill experiment ${EXP_ID}? Its running trials are stopped at once.`)) return;
   try {
     await postJSON(`/api/v1/experiments/${EXP_ID}/${action}`);
   } catch (e) {

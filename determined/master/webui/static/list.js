@@ -17,6 +17,7 @@ async function bestMetric(exp) {
 }
 
 async function act(expId, action) {
+  if (action === "kill" && !confirm(`Kill experiment ${expId}? Its running trials are stopped at once.`)) return;
   try {
     await postJSON(`/api/v1/experiments/${expId}/${action}`);
     showError(null);

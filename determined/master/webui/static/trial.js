@@ -25,6 +25,7 @@ function renderSummary() {
 }
 
 async function killTrial() {
+  if (!confirm(`Kill trial ${TRIAL_ID}?`)) return;
   try {
     await postJSON(`/api/v1/trials/${TRIAL_ID}/kill`);
   } catch (e) {
