@@ -16,6 +16,7 @@ from determined.cli import (
     _checkpoint,
     _experiment,
     _master,
+    _preview,
     _render,
     _session,
     _trial,
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     _experiment.add_parser(sub)
     _trial.add_parser(sub)
     _checkpoint.add_parser(sub)
+    _preview.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser
