@@ -247,3 +247,31 @@ def test_exact_resume_after_a_stop_at_a_reporting_boundary() -> None:
     )
     assert [i for _, i in resumed.events] == list(range(6, 14))
     _assert_same(straight, resumed)
+
+
+class Augmented(torch.utils.data.Dataset):
+    """Random augmentation inside the dataset: noise from the global torch RNG per sample."""
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int) -> Any:
+        x, y = self.base[i]
+        return x + 0.1 * torch.randn(x.shape), y
+
+
+class AugTrial(SchedTrial):
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self.train_set = Augmented(self.train_set)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_exact_resume_with_augmentation(workers: int) -> None:
+    """Exact resume with random augmentation in the dataset, shuffle and dropout, loaded in
+    the main process (RNG restored from the checkpoint) or by 2 workers (per-sample seeds)."""
+    hp = {**HP, "num_workers": workers}
+    _assert_same(_train(13, 13, hp, AugTrial), _train(7, 13, hp, AugTrial))
