@@ -108,16 +108,20 @@ class AggTrial(MLPTrial):
         super().__init__(context)
         self.steps: list[int] = []
         self.clipped: list[list[torch.Tensor]] = []
+        self.order: list[str] = []
+        self.opt.register_step_pre_hook(lambda *a: self.order.append("step"))
         self.opt.register_step_post_hook(lambda *a: self.steps.append(self.batch_idx))
+
+    def _clip(self, params: Any) -> None:
+        self.order.append("clip")
+        self.clipped.append([p.grad.clone() for p in params])
 
     def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
         self.batch_idx = batch_idx
         x, y = batch
         loss = torch.nn.functional.mse_loss(self.model(x).squeeze(-1), y)
         self.context.backward(loss)
-        self.context.step_optimizer(
-            self.opt, clip_grads=lambda ps: self.clipped.append([p.grad.clone() for p in ps])
-        )
+        self.context.step_optimizer(self.opt, clip_grads=self._clip)
         return loss
 
 
@@ -130,6 +134,7 @@ def test_aggregation_steps_every_n_and_averages() -> None:
         trial = AggTrial(ctx)
         det_torch.Trainer(trial, ctx).fit(max_length=Batch(6))
     assert trial.steps == [2, 5]
+    assert trial.order == ["clip", "step", "clip", "step"]  # clipping comes before the step
     assert len(trial.clipped) == 2 and len(trial.clipped[0]) == 4  # every parameter
     # Reference: the mean of the same three batches' gradients, computed by hand.
     model = trial.model

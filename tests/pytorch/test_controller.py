@@ -301,3 +301,15 @@ def test_on_checkpoint_end_is_deprecated() -> None:
     """§15: overriding on_checkpoint_end warns (FutureWarning) but still runs."""
     with pytest.warns(FutureWarning, match="on_checkpoint_write_end"):
         run_local(OldHookTrial, max_length=Batch(1))
+
+
+class ChangingKeys(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        loss = super().train_batch(batch, epoch_idx, batch_idx)
+        return {"loss": loss} if batch_idx else {"other": loss}
+
+
+def test_training_metric_keys_must_match_across_batches() -> None:
+    """§12 aggregation: keys must match across batches (ValueError naming them)."""
+    with pytest.raises(ValueError, match="same metrics"):
+        run_local(ChangingKeys, max_length=Batch(3))
