@@ -11,11 +11,12 @@ from typing import Any
 import yaml
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("_master_conftest", TESTS / "master" / "conftest.py")
+# The master tests' process helper, loaded by path (its directory is not on sys.path here).
+_spec = importlib.util.spec_from_file_location("_webui_master_kit", TESTS / "master/master_kit.py")
 assert _spec is not None and _spec.loader is not None
-_master_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_master_conftest)
-MasterProcess = _master_conftest.MasterProcess
+_master_kit = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_master_kit)
+MasterProcess = _master_kit.MasterProcess
 
 # A Core API trial: training metrics every batch, validation every 2 batches, a checkpoint and
 # a rank-tagged log line at the end of each searcher op; resumes from its latest checkpoint.
