@@ -342,7 +342,10 @@ class Experiments:
         with self._trial_event(trial_id) as (ev, trial):
             if trial["early_exit"]:
                 raise InvalidArgument(f"trial {trial_id} already reported an early exit")
-            _trials.update_trial(ev.conn, trial_id, early_exit=reason, op_closed=True)
+            # the trial is over: no op left, so an acknowledged exit 0 does not run it again
+            _trials.update_trial(
+                ev.conn, trial_id, early_exit=reason, op_closed=True, op_complete=True
+            )
             if not (ev.state.is_stopping or ev.state.is_terminal):
                 self._apply(ev, ev.method.on_trial_exited_early(trial["request_id"], why))
 

@@ -358,3 +358,23 @@ def test_op_lengths_are_in_max_length_units(shared_master: MasterProcess) -> Non
         run = Run(shared_master, f"entrypoint: x\nsearcher: {searcher}\n")
         r = run.trial.get(shared_master.url + f"/api/v1/trials/{run.trial_id}/searcher/operation")
         assert r.json()["op"] == {"validateAfter": {"length": first}}
+
+
+def test_an_invalid_hp_trial_never_runs_again(shared_master: MasterProcess) -> None:
+    """After an InvalidHP report the trial is done, even if its process acknowledges a
+    preemption before exiting 0 (that would otherwise mean "run me again"); the search
+    replaces it."""
+    config = """
+entrypoint: x
+searcher: {name: random, metric: m, max_length: 5, max_trials: 1, max_concurrent_trials: 1}
+hyperparameters: {lr: {type: double, minval: 0, maxval: 1}}
+"""
+    run = Run(shared_master, config)
+    path = f"/api/v1/trials/{run.trial_id}/early_exit"
+    assert run.post(path, json={"reason": "EXITED_REASON_INVALID_HP"}).status_code == 200
+    op = run.trial.get(shared_master.url + f"/api/v1/trials/{run.trial_id}/searcher/operation")
+    assert op.json()["completed"] is True  # nothing more to train
+    assert run.post(f"/api/v1/allocations/{run.allocation_id}/signals/ack_preemption").ok
+    assert run.exit(0) == "STATE_COMPLETED"
+    trials = Cluster(shared_master).trials(run.experiment_id)
+    assert [t["state"] for t in trials] == ["STATE_COMPLETED", "STATE_QUEUED"]
