@@ -210,3 +210,30 @@ def test_every_create_is_a_new_trial_and_rng_is_json() -> None:
     ids = [c.request_id for c in run.creates]
     assert len(set(ids)) == len(ids)
     assert all(isinstance(c, Create) for c in run.creates)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["random", "grid"]),
+    st.integers(1, 4),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 2**16),
+    st.sampled_from([0.0, 0.1]),
+)
+def test_never_more_live_trials_than_max_concurrent(
+    name: str, mct: int, seed: int, order: int, exit_rate: float
+) -> None:
+    """Spec §6 item 10: at no point are more than max_concurrent_trials trials alive."""
+    cfg = {"metric": "loss", "name": name, "max_length": 5, "max_concurrent_trials": mct}
+    if name == "random":
+        cfg["max_trials"] = 9
+    peak = [0]
+
+    def count(driver: Driver, op: object) -> None:
+        if isinstance(op, Create):
+            live = len(driver.hp_of) + 1 - len(driver.ended)  # this Create is not in yet
+            peak[0] = max(peak[0], live)
+            assert live <= mct, (op, live)
+
+    run = Driver(cfg, HPARAMS, seed, order_seed=order, exit_rate=exit_rate, on_op=count).drive()
+    assert peak[0] == mct and len(run.creates) >= 9
