@@ -19,6 +19,7 @@ from determined.cli import (
     _preview,
     _render,
     _session,
+    _tensorboard,
     _trial,
     _user,
 )
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     _experiment.add_parser(sub)
     _trial.add_parser(sub)
     _checkpoint.add_parser(sub)
+    _tensorboard.add_parser(sub)
     _preview.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
