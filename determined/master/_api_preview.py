@@ -16,15 +16,16 @@ from determined.master._models import PreviewSearch
 router = APIRouter()
 
 
-def _simulate(raw: Any) -> tuple[dict[str, Any], searcher.Preview]:
-    """The defaulted config and its preview. The entrypoint is not needed to preview a search,
-    so a config without one is accepted here."""
+def _simulate(raw: Any, seed: int | None = None) -> tuple[dict[str, Any], searcher.Preview]:
+    """The defaulted config and its preview (with ``seed``, else the config's experiment seed).
+    The entrypoint is not needed to preview a search, so a config without one is accepted."""
     if not isinstance(raw, dict):
         raise InvalidArgument("the body must be an experiment config (a JSON object)")
     if not isinstance(raw.get("searcher"), dict):
         raise InvalidArgument("Experiment configuration must have 'searcher' section")
     config = _config.parse_experiment_config({"entrypoint": "preview", **raw})
-    seed = int((config.get("reproducibility") or {}).get("experiment_seed", 0))
+    if seed is None:
+        seed = int((config.get("reproducibility") or {}).get("experiment_seed", 0))
     try:
         found = searcher.preview(config["searcher"], config.get("hyperparameters"), seed)
     except errors.InvalidSearcherConfig as e:
@@ -50,13 +51,22 @@ def legacy_preview(caller: Caller, body: Any = Body(...)) -> dict[str, Any]:
 
 @router.post("/api/v1/preview-hp-search")
 def preview_hp_search(body: PreviewSearch, caller: Caller) -> dict[str, Any]:
-    """``{simulation: {config, seed, trials: [{operations: [{validateAfter}], occurrences}]}}``."""
-    config, found = _simulate(body.config)
+    """``{simulation: {config, seed, trials: [{operations, occurrences}]}}``; as 0.37's
+    ``v1RunnableOperation``, each validation is a TRAIN to its (absolute) length, then a
+    VALIDATE."""
+    config, found = _simulate(body.config, body.seed)
     trials = [
         {
-            "operations": [{"validateAfter": {"length": str(n)}} for n in lengths],
+            "operations": [op for n in lengths for op in _train_then_validate(n)],
             "occurrences": count,
         }
         for lengths, count in _by_lengths(found).items()
     ]
     return {"simulation": {"config": config, "seed": found.seed, "trials": trials}}
+
+
+def _train_then_validate(length: int) -> list[dict[str, str]]:
+    return [
+        {"type": "RUNNABLE_TYPE_TRAIN", "length": str(length)},
+        {"type": "RUNNABLE_TYPE_VALIDATE", "length": "0"},
+    ]

@@ -121,9 +121,10 @@ def test_preview(done: tuple[Cluster, int, pathlib.Path]) -> None:
     legacy = cluster.s.post(cluster.url + "/searcher/preview", json=cfg).json()
     assert legacy["results"] == {"50": 3} and isinstance(legacy["seed"], int)
     sim = cluster.s.post(cluster.url + "/api/v1/preview-hp-search", json={"config": cfg}).json()
+    train, validate = {"type": "RUNNABLE_TYPE_TRAIN", "length": "50"}, "RUNNABLE_TYPE_VALIDATE"
     assert sim["simulation"]["trials"] == [
-        {"operations": [{"validateAfter": {"length": "50"}}], "occurrences": 3}
-    ]
+        {"operations": [train, {"type": validate, "length": "0"}], "occurrences": 3}
+    ]  # 0.37's v1TrialSimulation of v1RunnableOperation
     r = cluster.s.post(cluster.url + "/searcher/preview", json={"name": "x"})
     _error(r, 400, "'searcher' section")
     r = cluster.s.post(cluster.url + "/searcher/preview", json={**cfg, "searcher": {"name": "?"}})
