@@ -31,6 +31,7 @@ def master_info(request: Request) -> dict[str, Any]:
         "branding": "determined",
         "rbacEnabled": False,
         "strictJobQueueControl": False,
+        "hasCustomLogo": False,
         "product": "PRODUCT_UNSPECIFIED",
         "userManagementEnabled": True,
         "featureSwitches": [],

@@ -213,6 +213,18 @@ def test_cli_preview_search(env: tuple[Ref, Cluster, dict]) -> None:
     assert "1 x train for 62, 1 x train for 250, 1 x train for 1000" in rows.values()
 
 
+def test_cli_master_info_and_experiment_settings(env: tuple[Ref, Cluster, dict]) -> None:
+    ref, cluster, info = env
+    assert re.search(r"^clusterId: \S+", ref.det("master", "info"), re.M)
+    exp = str(info["exp_id"])
+    policy = ["--save-experiment-best", "3", "--save-trial-best", "1", "--save-trial-latest", "1"]
+    assert "Set GC policy of experiment" in ref.det("e", "set", "gc-policy", exp, *policy, "--yes")
+    assert "Set `max_slots` of experiment" in ref.det("e", "set", "max-slots", exp, "2")
+    config = cluster.experiment(info["exp_id"])["config"]
+    assert config["checkpoint_storage"]["save_experiment_best"] == 3
+    assert config["resources"]["max_slots"] == 2
+
+
 SDK_EDITS = """
 import json, sys
 from determined.experimental import client
