@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+import yaml
 from _webui_kit import Cluster, expected_training, expected_validation, random_config
 
 pytest.importorskip("selenium")
@@ -151,8 +152,15 @@ def test_experiment_page_learning_curves_trials_and_config(
     browser.find_element(By.CSS_SELECTOR, "#trials th[data-key='best']").click()
     rows = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")
     assert [int(r.get_attribute("data-trial-id")) for r in rows] == shown[::-1]
-    config = browser.find_element(By.ID, "config").text
-    assert "searcher:" in config and "max_trials: 2" in config and "webui-done" in config
+    config = browser.find_element(By.ID, "config").get_attribute("textContent")
+    assert yaml.safe_load(config) == cluster.experiment(cluster.done)["config"]
+    tricky = {
+        "words": ["yes", "No", "on", "null", "~", "1e5", "0.5", "-3", "", " x", "a: b", "#c"],
+        "nested": [[1, [2, {}]], {"k": [], "a b": {"c:": None}}, [{"x": 1, "y": [True]}]],
+        "odd keys": {"-": 1, "'q'": '"dq"', "ü": "ünï", "multi": "l1\nl2", "t": "\t"},
+    }
+    back = browser.execute_script("return toYaml(arguments[0])", tricky)
+    assert yaml.safe_load(back) == tricky, back
     screenshot("experiment")
     browser.find_element(By.CSS_SELECTOR, "input[name=cfg][value=original]").click()
     assert "minval: 0.1" in browser.find_element(By.ID, "config").text

@@ -130,11 +130,15 @@ function showError(err) {
   if (box) box.textContent = err ? String(err.message || err) : "";
 }
 
+// Strings that YAML (1.1 or 1.2) reads back as the same string without quotes.
+const YAML_WORDS = /^(true|false|null|yes|no|on|off|y|n|~)$/i;
+const plainYaml = (x) => /^[A-Za-z_/][\w./@-]*(:[\w./@-]+)*$/.test(x) && !YAML_WORDS.test(x);
+
 // A small YAML writer for the experiment config (JSON data only: maps, lists, scalars).
 function toYaml(v, indent = "") {
   const scalar = (x) => {
     if (x === null || x === undefined) return "null";
-    if (typeof x === "string") return /^[\w./:@-]+$/.test(x) && !/^(true|false|null|[-\d.]+)$/.test(x) ? x : JSON.stringify(x);
+    if (typeof x === "string") return plainYaml(x) ? x : JSON.stringify(x);
     return String(x);
   };
   if (Array.isArray(v)) {
@@ -147,7 +151,8 @@ function toYaml(v, indent = "") {
     return keys
       .map((k) => {
         const x = v[k];
-        return `\n${indent}${k}:` + (x && typeof x === "object" ? toYaml(x, indent + "  ") : " " + scalar(x));
+        const key = plainYaml(k) ? k : JSON.stringify(k);
+        return `\n${indent}${key}:` + (x && typeof x === "object" ? toYaml(x, indent + "  ") : " " + scalar(x));
       })
       .join("");
   }
