@@ -1,0 +1,74 @@
+"""TFRecord framing for event files, fast enough to write every batch's metrics.
+
+A record is ``len (uint64 LE) | masked crc32c(len) | data | masked crc32c(data)``. The
+``tensorboard`` package computes CRC32C in pure Python, about 8 us per small event, which is a
+visible share of a small model's batch when AUTO mode writes one event per batch metric. Here
+the CRCs of all records of one flush are computed together with numpy: records of equal length
+advance one byte per step as one array, so a report of 100 events costs one short loop.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+
+import numpy as np
+
+_POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
+
+
+def _table() -> np.ndarray:
+    table = np.zeros(256, dtype=np.uint32)
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ _POLY if crc & 1 else crc >> 1
+        table[i] = crc
+    return table
+
+
+_TABLE = _table()
+
+
+def crc32c_many(items: list[bytes]) -> list[int]:
+    """The CRC-32C of each of ``items``."""
+    out = [0] * len(items)
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, item in enumerate(items):
+        by_length[len(item)].append(i)
+    for length, idx in by_length.items():
+        data = np.frombuffer(b"".join(items[i] for i in idx), dtype=np.uint8)
+        columns = data.reshape(len(idx), length).T  # columns[j]: byte j of every item
+        crc = np.full(len(idx), 0xFFFFFFFF, dtype=np.uint32)
+        for column in columns:
+            crc = _TABLE[(crc ^ column) & 0xFF] ^ (crc >> 8)
+        for k, value in zip(idx, (crc ^ 0xFFFFFFFF).tolist(), strict=True):
+            out[k] = value
+    return out
+
+
+def mask(crc: int) -> int:
+    """TFRecord's masked CRC: rotate right by 15 and add a constant."""
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+_header_cache: dict[int, bytes] = {}
+
+
+def _header(length: int) -> bytes:
+    header = _header_cache.get(length)
+    if header is None:
+        raw = struct.pack("<Q", length)
+        header = raw + struct.pack("<I", mask(crc32c_many([raw])[0]))
+        if len(_header_cache) < 4096:
+            _header_cache[length] = header
+    return header
+
+
+def frame(records: list[bytes]) -> bytes:
+    """``records`` as TFRecord bytes, ready to append to a file."""
+    crcs = crc32c_many(records)
+    parts: list[bytes] = []
+    for data, crc in zip(records, crcs, strict=True):
+        parts += (_header(len(data)), data, struct.pack("<I", mask(crc)))
+    return b"".join(parts)

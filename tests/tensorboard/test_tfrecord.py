@@ -1,0 +1,53 @@
+"""determined/tensorboard/_tfrecord.py: the numpy CRC-32C and record framing agree with the
+tensorboard package's pure-Python ones, byte for byte."""
+
+from __future__ import annotations
+
+import pathlib
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+from tensorboard.summary.writer.record_writer import RecordWriter
+
+from determined.tensorboard import _tfrecord
+
+
+def test_known_crc32c_check_value() -> None:
+    # The standard check value of CRC-32C (Castagnoli) for "123456789".
+    assert _tfrecord.crc32c_many([b"123456789"]) == [0xE3069283]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.binary(max_size=80), max_size=20))
+def test_masked_crcs_match_tensorboard(items: list[bytes]) -> None:
+    got = [_tfrecord.mask(c) for c in _tfrecord.crc32c_many(items)]
+    assert got == [masked_crc32c(item) for item in items]
+
+
+def test_frame_matches_tensorboards_record_writer(tmp_path: pathlib.Path) -> None:
+    records = [b"", b"a", b"event-bytes" * 3, bytes(range(256)), b"a"]
+    path = tmp_path / "ref"
+    with open(path, "wb") as f:
+        writer = RecordWriter(f)
+        for r in records:
+            writer.write(r)
+    assert _tfrecord.frame(records) == path.read_bytes()
+    assert _tfrecord.frame(records)[:8] == struct.pack("<Q", 0)
+
+
+def test_writer_files_do_not_collide_with_a_summary_writer(tmp_path: pathlib.Path) -> None:
+    """Our writer and a SummaryWriter in one directory within one second get distinct files."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from determined import tensorboard
+
+    ours = tensorboard.get_metric_writer(tmp_path)
+    ours.on_train_step_end(1, {"loss": 1.0})
+    theirs = SummaryWriter(str(tmp_path))
+    theirs.add_scalar("user/x", 2.0, 1)
+    theirs.close()
+    ours.on_train_step_end(2, {"loss": 0.5})
+    ours.close()
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
