@@ -22,7 +22,7 @@ from determined.master._models import (
     ReportCheckpoint,
     StartRun,
 )
-from determined.master._store import _checkpoints, _experiments, _time, _trials
+from determined.master._store import _checkpoints, _time, _trials
 from determined.master._wire import checkpoint_json
 
 router = APIRouter(prefix="/api/v1")
@@ -123,36 +123,3 @@ def delete_checkpoints(body: DeleteCheckpoints, caller: Caller, store: StoreDep)
             f"records: {lines}"
         )
     return {}
-
-
-def _page(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    n = len(rows)
-    page = {"offset": 0, "limit": 0, "startIndex": 0, "endIndex": n, "total": n}
-    return {"checkpoints": rows, "pagination": page}
-
-
-@router.get("/trials/{trial_id}/checkpoints")
-def trial_checkpoints(trial_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """``{checkpoints: [v1Checkpoint], pagination}`` of a trial, oldest (by steps) first;
-    DELETED ones included with their state."""
-    caller.check_trial(trial_id)
-    with store.read() as conn:
-        if _trials.get_trial(conn, trial_id) is None:
-            raise NotFound(f"trial {trial_id} not found")
-        return _page([checkpoint_json(conn, c) for c in _checkpoints.of_trial(conn, trial_id)])
-
-
-@router.get("/experiments/{experiment_id}/checkpoints")
-def experiment_checkpoints(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """``{checkpoints, pagination}`` of every trial of the experiment, by trial then steps."""
-    caller.check_experiment(experiment_id)
-    with store.read() as conn:
-        trials = _trials.trials_of(conn, experiment_id)
-        if not trials and _experiments.get_experiment(conn, experiment_id) is None:
-            raise NotFound(f"experiment {experiment_id} not found")
-        rows = [
-            checkpoint_json(conn, c)
-            for t in trials
-            for c in _checkpoints.of_trial(conn, int(t["id"]))
-        ]
-    return _page(rows)

@@ -18,6 +18,7 @@ from determined._version import __version__
 from determined.master import (
     _api_allocations,
     _api_auth,
+    _api_checkpoint_lists,
     _api_checkpoints,
     _api_dev,
     _api_experiment_edits,
@@ -141,6 +142,7 @@ def create_app(
         _api_auth,
         _api_trials,
         _api_checkpoints,
+        _api_checkpoint_lists,
         _api_allocations,
         _api_logs,
         _api_experiments,
