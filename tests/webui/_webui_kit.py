@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import base64
-import importlib.util
 import pathlib
 import time
 from typing import Any
 
 import yaml
+from master_kit import MasterProcess as MasterProcess  # every test folder is on sys.path
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
-# The master tests' process helper, loaded by path (its directory is not on sys.path here).
-_spec = importlib.util.spec_from_file_location("_webui_master_kit", TESTS / "master/master_kit.py")
-assert _spec is not None and _spec.loader is not None
-_master_kit = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_master_kit)
-MasterProcess = _master_kit.MasterProcess
 
 # A Core API trial: training metrics every batch, validation every 2 batches, a checkpoint and
 # a rank-tagged log line at the end of each searcher op; resumes from its latest checkpoint.
