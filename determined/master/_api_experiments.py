@@ -143,16 +143,66 @@ def list_experiments(
     return {"experiments": page, "pagination": pagination}
 
 
+def _latest_metric(t: dict[str, Any], metric: str) -> Any:
+    latest = t.get("latestValidation") or {}
+    return ((latest.get("metrics") or {}).get("avgMetrics") or {}).get(metric)
+
+
+_TRIAL_KEYS: dict[str, Any] = {
+    "SORT_BY_ID": lambda t, m: t["id"],
+    "SORT_BY_START_TIME": lambda t, m: t["startTime"],
+    "SORT_BY_END_TIME": lambda t, m: t["endTime"],
+    "SORT_BY_STATE": lambda t, m: t["state"],
+    "SORT_BY_BEST_VALIDATION_METRIC": lambda t, m: t["searcherMetricValue"],
+    "SORT_BY_LATEST_VALIDATION_METRIC": _latest_metric,
+    "SORT_BY_BATCHES_PROCESSED": lambda t, m: t["totalBatchesProcessed"],
+    "SORT_BY_RESTARTS": lambda t, m: t["restarts"],
+    "SORT_BY_CHECKPOINT_SIZE": lambda t, m: int(t["totalCheckpointSize"]),
+}
+
+
 @router.get("/experiments/{experiment_id}/trials")
-def get_experiment_trials(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def get_experiment_trials(
+    experiment_id: int,
+    caller: Caller,
+    store: StoreDep,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+    sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
+    order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
+    states: list[str] = Query(default_factory=list),
+) -> dict[str, Any]:
+    """``{trials: [v1Trial], pagination}`` by id unless ``sortBy`` says otherwise (ascending
+    unless ``ORDER_BY_DESC``; trials without the value last); ``states`` filters on the
+    shown state; ``limit`` 0 is all."""
     caller.check_experiment(experiment_id)
     with store.read() as conn:
-        if _experiments.get_experiment(conn, experiment_id) is None:
+        exp = _experiments.get_experiment(conn, experiment_id)
+        if exp is None:
             raise NotFound(f"experiment {experiment_id} not found")
         rows = [trial_json(conn, t) for t in _trials.trials_of(conn, experiment_id)]
-    n = len(rows)
-    page = {"offset": 0, "limit": 0, "startIndex": 0, "endIndex": n, "total": n}
-    return {"trials": rows, "pagination": page}
+    if states:
+        rows = [t for t in rows if t["state"] in states]
+    if sort_by not in ("", "SORT_BY_UNSPECIFIED"):
+        if sort_by not in _TRIAL_KEYS:
+            raise InvalidArgument(f"sortBy {sort_by!r} is not one of: {', '.join(_TRIAL_KEYS)}")
+        metric, _ = _config.searcher_metric(exp["config"] or {})
+        keyed = [(_TRIAL_KEYS[sort_by](t, metric), t) for t in rows]
+        present = [(k, t) for k, t in keyed if k is not None]
+        present.sort(key=lambda kt: kt[0], reverse=order_by in ("ORDER_BY_DESC", "desc"))
+        rows = [t for _, t in present] + [t for k, t in keyed if k is None]
+    elif order_by in ("ORDER_BY_DESC", "desc"):
+        rows.reverse()
+    page = rows[offset : offset + limit] if limit else rows[offset:]
+    start = min(offset, len(rows))
+    pagination = {
+        "offset": offset,
+        "limit": limit,
+        "startIndex": start,
+        "endIndex": start + len(page),
+        "total": len(rows),
+    }
+    return {"trials": page, "pagination": pagination}
 
 
 @router.post("/experiments/{experiment_id}/activate")

@@ -1,0 +1,55 @@
+"""determined/master/_api_experiments.py reads: an experiment's trials sorted, filtered and
+paged as Determined 0.37's SDK asks (``list_trials(sort_by, order_by)``, ``iter_trials``)."""
+
+from __future__ import annotations
+
+from master_kit import MasterProcess, Run
+
+RANDOM = """
+name: three
+entrypoint: python3 train.py
+searcher:
+  name: random
+  metric: loss
+  max_length: 10
+  max_trials: 3
+  max_concurrent_trials: 3
+hyperparameters:
+  lr: {type: double, minval: 0.1, maxval: 1.0}
+"""
+
+
+def test_trials_sorted_filtered_and_paged(shared_master: MasterProcess) -> None:
+    run = Run(shared_master, RANDOM)
+    path = f"/api/v1/experiments/{run.experiment_id}/trials"
+    ids = [t["id"] for t in run.get(path)["trials"]]
+    assert len(ids) == 3 and ids == sorted(ids)
+    # trial i validates loss at steps 10 * (i + 1); the last trial reports nothing
+    assert run.trial_id == ids[0]  # Run allocated the first one
+    for i, (trial_id, loss) in enumerate(zip(ids[:2], [0.7, 0.3], strict=True)):
+        if trial_id != run.trial_id:
+            run.trial_id = trial_id
+            run.allocate()
+        assert run.metrics("training", 10 * (i + 1), {"loss": loss}).status_code == 200
+        assert run.metrics("validation", 10 * (i + 1), {"loss": loss}).status_code == 200
+
+    def order(**params: object) -> list[int]:
+        return [t["id"] for t in run.get(path, params=params)["trials"]]
+
+    assert order(sortBy="SORT_BY_ID", orderBy="ORDER_BY_DESC") == ids[::-1]
+    best = order(sortBy="SORT_BY_BEST_VALIDATION_METRIC", orderBy="ORDER_BY_ASC")
+    assert best == [ids[1], ids[0], ids[2]]  # no validation: last
+    batches = order(sortBy="SORT_BY_BATCHES_PROCESSED", orderBy="ORDER_BY_DESC")
+    assert batches == [ids[1], ids[0], ids[2]]
+    assert order(states="STATE_RUNNING") == ids[:2]  # the others show RUNNING only when live
+    # paged as read_paginated pages: the next offset is the last endIndex
+    seen, offset = [], 0
+    while True:
+        body = run.get(path, params={"offset": offset, "limit": 2, "sortBy": "SORT_BY_ID"})
+        seen += [t["id"] for t in body["trials"]]
+        if body["pagination"]["endIndex"] >= body["pagination"]["total"]:
+            break
+        offset = body["pagination"]["endIndex"]
+    assert seen == ids
+    r = run.admin.get(shared_master.url + path, params={"sortBy": "SORT_BY_NOPE"})
+    assert r.status_code == 400 and "SORT_BY_RESTARTS" in r.json()["message"]
