@@ -27,6 +27,11 @@ from determined.master._store import Store, _experiments, _trials
 
 logger = logging.getLogger("determined.master")
 TICK_S = 0.5
+# Why a run is asked to stop, by its trial's state (else a pause or a searcher's stop).
+_STOP_REASONS = {
+    State.STOPPING_COMPLETED.value: "the trial's work is done",
+    State.STOPPING_CANCELED.value: "canceled",
+}
 STOP_GRACE_S = 3.0
 
 
@@ -222,8 +227,9 @@ class LocalResourceManager:
                 self._kill(run, "killed")
             elif row["preempted"] and run.preempted_at is None:
                 run.preempted_at = now
+                reason = _STOP_REASONS.get(str(row["trial_state"]), "preempted")
                 run.sink.master(
-                    "gracefully terminating allocation's remaining resources (reason: preempted)"
+                    f"gracefully terminating allocation's remaining resources (reason: {reason})"
                 )
             elif run.preempted_at is not None and now - run.preempted_at > run.timeout_s:
                 self._kill(run, "preemption timeout")
