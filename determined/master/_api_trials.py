@@ -64,7 +64,9 @@ def _report(
         when = _time.parse(m.report_time)
     except ValueError as e:
         raise InvalidArgument(f"reportTime {m.report_time!r} is not an RFC 3339 time") from e
-    with store.tx() as conn:
+    avg, batch = json_safe(m.metrics.avg_metrics), json_safe(m.metrics.batch_metrics)
+
+    def write(conn: Any) -> None:
         trial = _trial(conn, trial_id)
         exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
         metric, smaller = _config.searcher_metric(exp.get("config") or {})
@@ -74,12 +76,14 @@ def _report(
             group=group,
             run_id=m.trial_run_id,
             steps_completed=m.steps_completed,
-            avg_metrics=json_safe(m.metrics.avg_metrics),
-            batch_metrics=json_safe(m.metrics.batch_metrics),
+            avg_metrics=avg,
+            batch_metrics=batch,
             report_time=when,
             searcher_metric=metric,
             smaller_is_better=smaller,
         )
+
+    store.write(write)  # group commit: one fsync for all reports arriving together
     if exps is not None and group == "validation":
         exps.validation_reported(trial_id, m.steps_completed, json_safe(m.metrics.avg_metrics))
 

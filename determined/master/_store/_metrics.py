@@ -66,15 +66,17 @@ def report(
     if steps_completed < 0:
         raise InvalidArgument(f"stepsCompleted must be >= 0, not {steps_completed}")
     partition = Partition.of(group)
-    if _rollback(conn, trial["id"], run_id, partition, steps_completed):
+    # The first run has no older runs to roll back: skip the UPDATE on the hot path.
+    if run_id > 1 and _rollback(conn, trial["id"], run_id, partition, steps_completed):
         recompute(conn, trial["id"], searcher_metric, smaller_is_better)
         trial = _trials.get_trial(conn, trial["id"]) or trial
     when = report_time or _time.now()
     existing = _current_row(conn, trial["id"], group, steps_completed)
     if existing is None:
-        row_id = _insert(conn, trial, group, partition, steps_completed, avg_metrics, batch_metrics)
+        row_id = _insert(
+            conn, trial, group, partition, steps_completed, avg_metrics, batch_metrics, when
+        )
         new_keys = dict(avg_metrics)
-        conn.execute(metrics.update().where(metrics.c.id == row_id).values(report_time=when))
     else:
         row_id, new_keys = _merge(conn, existing, avg_metrics, batch_metrics, when)
     _update_trial(
@@ -105,16 +107,21 @@ def _rollback(
     return bool(result.rowcount)
 
 
+# Built once: constructing a Core statement costs more than running it on the hot path.
+_CURRENT_ROW = sa.select(metrics).where(
+    metrics.c.trial_id == sa.bindparam("trial_id"),
+    metrics.c.metric_group == sa.bindparam("group"),
+    metrics.c.steps_completed == sa.bindparam("steps"),
+    metrics.c.archived.is_(False),
+)
+_INSERT = metrics.insert()
+
+
 def _current_row(
     conn: sa.Connection, trial_id: int, group: str, steps: int
 ) -> dict[str, Any] | None:
-    q = sa.select(metrics).where(
-        metrics.c.trial_id == trial_id,
-        metrics.c.metric_group == group,
-        metrics.c.steps_completed == steps,
-        metrics.c.archived.is_(False),
-    )
-    row = conn.execute(q).mappings().first()
+    params = {"trial_id": trial_id, "group": group, "steps": steps}
+    row = conn.execute(_CURRENT_ROW, params).mappings().first()
     return None if row is None else dict(row)
 
 
@@ -126,19 +133,21 @@ def _insert(
     steps: int,
     avg: dict[str, Any],
     batch: list[Any] | None,
+    when: datetime.datetime,
 ) -> int:
     row = conn.execute(
-        metrics.insert().values(
-            trial_id=trial["id"],
-            trial_run_id=trial["run_id"],
-            metric_group=group,
-            partition=partition.value,
-            steps_completed=steps,
-            metrics=avg,
-            batch_metrics=batch,
-            report_time=_time.now(),
-            archived=False,
-        )
+        _INSERT,
+        {
+            "trial_id": trial["id"],
+            "trial_run_id": trial["run_id"],
+            "metric_group": group,
+            "partition": partition.value,
+            "steps_completed": steps,
+            "metrics": avg,
+            "batch_metrics": batch,
+            "report_time": when,
+            "archived": False,
+        },
     )
     return inserted_id(row)
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import sqlalchemy as sa
 
 from determined.master._store import _engine, _users
+from determined.master._store._group_commit import GroupCommit
 from determined.master._store._schema import cluster_info
+
+T = TypeVar("T")
 
 
 class Store:
@@ -33,6 +37,7 @@ class Store:
         self.url = url
         self.engine = _engine.make_engine(url)
         self._write_lock = threading.RLock()
+        self._group = GroupCommit(self.tx)
         _engine.migrate(self.engine)
         with self.tx() as conn:
             self.cluster_id = self._ensure_cluster_id(conn)
@@ -43,6 +48,12 @@ class Store:
         """A write transaction: committed when the block ends, rolled back if it raises."""
         with self._write_lock, self.engine.begin() as conn:
             yield conn
+
+    def write(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn(conn)`` committed, sharing its commit with concurrent ``write`` calls (group
+        commit, see ``_group_commit``): for hot small writes such as metric reports. ``fn`` may
+        run twice and must touch nothing but ``conn``."""
+        return self._group.run(fn)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:

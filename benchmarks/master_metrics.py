@@ -1,0 +1,306 @@
+"""Metric ingestion of one master on SQLite: N simulated trials each posting a training report
+``POST /api/v1/trials/{id}/metrics`` at H Hz for S seconds, with their own allocation tokens.
+
+The master is a real ``python -m determined.master`` process on 127.0.0.1 (``--resource-manager
+none --dev-endpoints``, a fresh data dir, SQLite in WAL mode with ``synchronous=FULL``). Each
+trial is an experiment of its own, allocated through the dev endpoint as the resource manager
+would. Trials are driven by a few client processes, each an asyncio loop over raw keep-alive
+HTTP/1.1 connections (one per trial), so the client stays cheap next to the master.
+
+Each trial sends its reports one after the other (as a trial's Core API does), on a fixed
+schedule: report k is due at ``start + k / H``; a late answer delays the next report, never
+drops it. Printed:
+
+* the **baseline**: the same trials, schedule and client, but ``GET /info`` (a no-op endpoint)
+  instead of the metric post, for ``--baseline-seconds``: what the HTTP layer alone sustains;
+* the **metric run**: reports accepted per second (sent / wall time of the schedule), the
+  latency p50 / p99 / max of one post (send to answer), how far behind schedule the trials
+  fell, and the ratios of rate and latency to the baseline;
+* **nothing lost**: every post answered 200, and for each trial the rows the master committed
+  (read from its database after the run) and ``summaryMetrics.avg_metrics.loss.count`` (read
+  through the API) equal the reports sent.
+
+    .venv/bin/python benchmarks/master_metrics.py                        # 200 x 10 Hz x 60 s
+    .venv/bin/python benchmarks/master_metrics.py --trials 20 --seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import pathlib
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import requests
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+CONFIG = """
+name: bench
+entrypoint: python3 train.py
+searcher: {name: single, metric: loss, max_length: 100000}
+hyperparameters: {lr: 0.1}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_master(data_dir: pathlib.Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "determined.master", "--port", str(port)]
+    cmd += ["--data-dir", str(data_dir), "--dev-endpoints", "--resource-manager", "none"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    env["PYTHONPATH"] = str(REPO)
+    env["DET_HOME"] = str(data_dir)
+    log = open(data_dir / "master.log", "ab")  # noqa: SIM115 - lives as long as the master
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"master exited: {(data_dir / 'master.log').read_text()}")
+        try:
+            if requests.get(url + "/info", timeout=1).ok:
+                return proc, url
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("master did not answer /info in 60 s")
+
+
+def make_trials(url: str, n: int) -> tuple[str, list[dict[str, Any]]]:
+    """``n`` experiments of one trial each, every trial allocated: [{id, runId, token}]."""
+    s = requests.Session()
+    r = s.post(url + "/api/v1/auth/login", json={"username": "admin", "password": ""})
+    r.raise_for_status()
+    admin = r.json()["token"]
+    s.headers["Authorization"] = f"Bearer {admin}"
+    out = []
+    for _ in range(n):
+        r = s.post(url + "/api/v1/experiments", json={"config": CONFIG})
+        r.raise_for_status()
+        exp_id = r.json()["experiment"]["id"]
+        trials = s.get(url + f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
+        trial_id = int(trials[0]["id"])
+        body = s.post(url + f"/api/v1/dev/trials/{trial_id}/allocate", json={}).json()
+        out.append({"id": trial_id, "runId": int(body["runId"]), "token": body["token"]})
+    return admin, out
+
+
+# ----------------------------------------------------------------------------- client side
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection; a request is bytes out, status and body back."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, head: bytes, body: bytes) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        assert self.reader is not None
+        self.writer.write(head + body)
+        status_line = await self.reader.readline()
+        status = int(status_line.split()[1])
+        length = 0
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length)
+
+
+def _metric_body(trial: dict[str, Any], step: int) -> bytes:
+    report = {
+        "trialId": trial["id"],
+        "trialRunId": trial["runId"],
+        "stepsCompleted": step,
+        "metrics": {"avgMetrics": {"loss": 1.0 / step, "lr": 0.1, "batches": step}},
+    }
+    return json.dumps({"group": "training", "metrics": report}).encode()
+
+
+async def _drive_trial(
+    port: int, trial: dict[str, Any], mode: str, hz: float, count: int, t0: float
+) -> dict[str, Any]:
+    conn = Conn(port)
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    behind = 0.0
+    for k in range(count):
+        due = t0 + k / hz
+        now = time.monotonic()
+        if due > now:
+            await asyncio.sleep(due - now)
+        else:
+            behind = max(behind, now - due)
+        if mode == "info":
+            head = f"GET /info HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+            body = b""
+        else:
+            body = _metric_body(trial, k + 1)
+            head = (
+                f"POST /api/v1/trials/{trial['id']}/metrics HTTP/1.1\r\n"
+                f"Host: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                f"Grpc-Metadata-x-allocation-token: Bearer {trial['token']}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+        start = time.monotonic()
+        status, answer = await conn.request(head, body)
+        latencies.append(time.monotonic() - start)
+        statuses[status] = statuses.get(status, 0) + 1
+        if status != 200 and statuses[status] == 1:
+            print(f"trial {trial['id']}: HTTP {status}: {answer[:300]!r}", file=sys.stderr)
+    if conn.writer is not None:
+        conn.writer.close()
+    return {"id": trial["id"], "latencies": latencies, "statuses": statuses, "behind": behind}
+
+
+def _client(args: tuple[int, list[dict[str, Any]], str, float, int, float]) -> list[Any]:
+    port, trials, mode, hz, count, t0_wall = args
+
+    async def main() -> list[Any]:
+        # t0 is shared as wall time (monotonic clocks differ between processes only in origin).
+        t0 = time.monotonic() + (t0_wall - time.time())
+        return list(
+            await asyncio.gather(*(_drive_trial(port, t, mode, hz, count, t0) for t in trials))
+        )
+
+    return asyncio.run(main())
+
+
+def drive(
+    port: int, trials: list[dict[str, Any]], mode: str, hz: float, seconds: float, procs: int
+) -> dict[str, Any]:
+    count = max(1, round(hz * seconds))
+    t0 = time.time() + 1.0  # every client process starts the schedule together
+    chunks = [trials[i::procs] for i in range(procs) if trials[i::procs]]
+    with multiprocessing.get_context("spawn").Pool(len(chunks)) as pool:
+        begin = time.time()
+        parts = pool.map(_client, [(port, c, mode, hz, count, t0) for c in chunks])
+        end = time.time()
+    results = [r for part in parts for r in part]
+    lat = sorted(x for r in results for x in r["latencies"])
+    statuses: dict[int, int] = {}
+    for r in results:
+        for code, n in r["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + n
+    wall = end - max(begin, t0)
+    return {
+        "sent": len(lat),
+        "statuses": statuses,
+        "wall": wall,
+        "rate": statuses.get(200, 0) / wall,
+        "p50": statistics.median(lat),
+        "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+        "max": lat[-1],
+        "behind": max(r["behind"] for r in results),
+        "per_trial": {r["id"]: r["statuses"].get(200, 0) for r in results},
+    }
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def stored_counts(url: str, admin: str, data_dir: pathlib.Path, trial_ids: list[int]) -> Any:
+    """Per trial: live training rows in the master's database, and the API's summary count."""
+    from determined.master._store import _metrics, make_engine, sqlite_url
+
+    engine = make_engine(sqlite_url(data_dir))
+    with engine.connect() as conn:
+        rows = {t: len(_metrics.list_rows(conn, t, "training")) for t in trial_ids}
+    engine.dispose()
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {admin}"
+    summary = {}
+    for t in trial_ids:
+        trial = s.get(url + f"/api/v1/trials/{t}").json()["trial"]
+        loss = (trial["summaryMetrics"] or {}).get("avg_metrics", {}).get("loss", {})
+        summary[t] = int(loss.get("count", 0))
+    return rows, summary
+
+
+def _line(name: str, r: dict[str, Any]) -> str:
+    return (
+        f"{name:<10} sent {r['sent']:>7}  ok/s {r['rate']:>8.1f}  "
+        f"p50 {r['p50'] * 1e3:7.2f} ms  p99 {r['p99'] * 1e3:8.2f} ms  "
+        f"max {r['max'] * 1e3:8.1f} ms  behind schedule {r['behind']:6.2f} s  "
+        f"statuses {r['statuses']}"
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--hz", type=float, default=10.0)
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--baseline-seconds", type=float, default=10.0)
+    p.add_argument("--procs", type=int, default=2, help="client processes")
+    p.add_argument("--keep", action="store_true", help="keep the master's data dir")
+    args = p.parse_args()
+
+    data_dir = pathlib.Path(tempfile.mkdtemp(prefix="master-metrics-"))
+    proc, url = start_master(data_dir)
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        admin, trials = make_trials(url, args.trials)
+        target = args.trials * args.hz
+        print(
+            f"{args.trials} trials x {args.hz:g} Hz x {args.seconds:g} s (target {target:.0f}/s), "
+            f"{args.procs} client processes, {os.cpu_count()} cores, master on SQLite {data_dir}"
+        )
+        base = drive(port, trials, "info", args.hz, args.baseline_seconds, args.procs)
+        print(_line("GET /info", base))
+        run = drive(port, trials, "metrics", args.hz, args.seconds, args.procs)
+        print(_line("metrics", run))
+        print(
+            f"ratio metrics/baseline: rate {run['rate'] / base['rate']:.3f}x, "
+            f"p50 {run['p50'] / base['p50']:.2f}x, p99 {run['p99'] / base['p99']:.2f}x; "
+            f"sustained {run['rate']:.0f} of {target:.0f} reports/s "
+            f"({run['rate'] / target:.1%} of target)"
+        )
+        rows, summary = stored_counts(url, admin, data_dir, [t["id"] for t in trials])
+        sent = run["per_trial"]
+        lost = {
+            t: (sent[t], rows[t], summary[t]) for t in sent if not sent[t] == rows[t] == summary[t]
+        }
+        total_rows = sum(rows.values())
+        print(
+            f"stored: {total_rows} rows for {sum(sent.values())} accepted reports "
+            f"({run['sent']} sent); per-trial mismatches (sent, rows, summary count): "
+            f"{lost or 'none'}"
+        )
+        ok = not lost and run["statuses"] == {200: run["sent"]}
+        print("NOTHING LOST" if ok else "LOSS OR ERRORS")
+        return 0 if ok else 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
