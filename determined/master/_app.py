@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
+import sqlalchemy as sa
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from determined._version import __version__
 from determined.master import (
@@ -72,6 +74,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(_error_body(exc.code, exc.message), status_code=exc.status)
 
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        # unknown paths and methods: the gateway's body too (NOT_FOUND, UNIMPLEMENTED)
+        code = {404: 5, 405: 12}.get(exc.status_code, 2)
+        body = _error_body(code, str(exc.detail))
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(_error_body(3, _describe(list(exc.errors()))), status_code=400)
@@ -79,6 +88,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(pydantic.ValidationError)
     async def _invalid_body(_: Request, exc: pydantic.ValidationError) -> JSONResponse:
         return JSONResponse(_error_body(3, _describe(list(exc.errors()))), status_code=400)
+
+    # An id or count past what the database stores (SQLite: OverflowError; Postgres: DataError)
+    # is the client's mistake, not a server error.
+    @app.exception_handler(OverflowError)
+    @app.exception_handler(sa.exc.DataError)
+    async def _out_of_range(_: Request, exc: Exception) -> JSONResponse:
+        message = "a number in the request is out of range: ids and counts are 64-bit integers"
+        return JSONResponse(_error_body(3, message), status_code=400)
 
 
 def create_app(

@@ -53,3 +53,12 @@ def test_trials_sorted_filtered_and_paged(shared_master: MasterProcess) -> None:
     assert seen == ids
     r = run.admin.get(shared_master.url + path, params={"sortBy": "SORT_BY_NOPE"})
     assert r.status_code == 400 and "SORT_BY_RESTARTS" in r.json()["message"]
+
+
+def test_unknown_routes_answer_in_the_gateways_error_shape(shared_master: MasterProcess) -> None:
+    admin = shared_master.session()
+    r = admin.get(shared_master.url + "/api/v1/no/such/thing")
+    assert r.status_code == 404 and r.json() == {"code": 5, "message": "Not Found", "details": []}
+    r = admin.put(shared_master.url + "/api/v1/experiments")
+    assert r.status_code == 405 and r.json()["code"] == 12
+    assert r.json()["message"] == "Method Not Allowed"
