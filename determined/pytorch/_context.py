@@ -309,7 +309,10 @@ class PyTorchTrialContext:
     ) -> None:
         """Step ``optimizer`` on batches that complete an aggregation window (every batch
         unless ``optimizations.aggregation_frequency`` > 1). See docs/pytorch.md."""
-        if not any(optimizer is o for o in self.optimizers):
+        for wrapped in self.optimizers:  # a loop, not any(genexpr): this runs every batch
+            if wrapped is optimizer:
+                break
+        else:
             raise KeyError(f"optimizer {optimizer!r} was never passed to wrap_optimizer()")
         self._opt.step(optimizer, clip_grads, auto_zero_grads, scaler, self._auto_amp)
 

@@ -46,7 +46,10 @@ def to_numbers(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     stacked: dict[str, Any] = {}
     for k in keys:
         values = [b[k] for b in batches]
-        if all(isinstance(v, torch.Tensor) and v.numel() == 1 for v in values):
+        if all(type(v) is torch.Tensor and v.dim() == 0 for v in values):
+            # The common case (a loss per batch): one stack and one copy for the whole chunk.
+            stacked[k] = torch.stack(values).float().cpu().tolist()
+        elif all(isinstance(v, torch.Tensor) and v.numel() == 1 for v in values):
             stacked[k] = torch.stack([v.reshape(()).float() for v in values]).cpu().tolist()
         else:
             stacked[k] = [_to_number(v) for v in values]

@@ -72,3 +72,45 @@ def frame(records: list[bytes]) -> bytes:
     for data, crc in zip(records, crcs, strict=True):
         parts += (_header(len(data)), data, struct.pack("<I", mask(crc)))
     return b"".join(parts)
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1  # int64: negative numbers take ten bytes, as protobuf writes them
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_tag_cache: dict[str, bytes] = {}
+
+
+def _float32(value: float) -> bytes:
+    try:
+        return struct.pack("<f", value)
+    except OverflowError:  # beyond float32's range: protobuf stores an infinity
+        return struct.pack("<f", float("inf") if value > 0 else float("-inf"))
+
+
+def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
+    """A serialized ``Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value)]))``,
+    encoded directly (the protobuf classes cost ~3 us an event, this ~1 us)."""
+    field = _tag_cache.get(tag)
+    if field is None:
+        raw = tag.encode()
+        field = b"\x0a" + _varint(len(raw)) + raw  # Value.tag = 1
+        if len(_tag_cache) < 4096:
+            _tag_cache[tag] = field
+    value_msg = field + b"\x15" + _float32(value)  # Value.simple_value = 2 (float)
+    summary = b"\x0a" + _varint(len(value_msg)) + value_msg  # Summary.value = 1
+    return (
+        b"\x09"  # Event.wall_time = 1 (double)
+        + struct.pack("<d", wall_time)
+        + b"\x10"  # Event.step = 2 (int64)
+        + _varint(step)
+        + b"\x2a"  # Event.summary = 5
+        + _varint(len(summary))
+        + summary
+    )

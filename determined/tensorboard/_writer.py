@@ -88,6 +88,8 @@ class EventWriter(MetricWriter):
 
     def _open(self) -> Any:
         if self._file is None:
+            # Imported here: tensorboard's protobufs cost ~0.5 s to import, and most processes
+            # that import determined never write a scalar.
             from tensorboard.compat.proto import event_pb2
 
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -99,16 +101,8 @@ class EventWriter(MetricWriter):
         return self._file
 
     def add_scalar(self, name: str, value: int | float | np.number, step: int) -> None:
-        # Imported here: tensorboard's protobufs cost ~0.5 s to import, and most processes
-        # that import determined never write a scalar.
-        from tensorboard.compat.proto import event_pb2, summary_pb2
-
         self._open()
-        summary = summary_pb2.Summary(
-            value=[summary_pb2.Summary.Value(tag=name, simple_value=float(value))]
-        )
-        event = event_pb2.Event(wall_time=time.time(), step=step, summary=summary)
-        self._pending.append(event.SerializeToString())
+        self._pending.append(_tfrecord.scalar_event(name, float(value), step, time.time()))
 
     def flush(self) -> None:
         if self._file is not None and self._pending:

@@ -51,3 +51,21 @@ def test_writer_files_do_not_collide_with_a_summary_writer(tmp_path: pathlib.Pat
     ours.on_train_step_end(2, {"loss": 0.5})
     ours.close()
     assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    tag=st.text(max_size=40),
+    value=st.floats(allow_nan=False),
+    step=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    wall_time=st.floats(min_value=0, max_value=4e9),
+)
+def test_scalar_event_parses_as_the_protobuf_event(
+    tag: str, value: float, step: int, wall_time: float
+) -> None:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    parsed = event_pb2.Event.FromString(_tfrecord.scalar_event(tag, value, step, wall_time))
+    summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+    expected = event_pb2.Event(wall_time=wall_time, step=step, summary=summary)
+    assert parsed == expected
