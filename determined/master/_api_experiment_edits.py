@@ -19,7 +19,7 @@ from determined.master._errors import (
 )
 from determined.master._models import PatchExperiment
 from determined.master._states import State
-from determined.master._store import _checkpoints, _experiments, _trials
+from determined.master._store import Store, _checkpoints, _experiments, _trials
 from determined.master._wire import experiment_json
 
 router = APIRouter(prefix="/api/v1")
@@ -116,8 +116,9 @@ def delete_label(
 def delete_experiment(
     experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
 ) -> dict[str, Any]:
-    """Delete an ended experiment: its checkpoints' files, then every record of it. Done when
-    the answer comes (the reference answers first and deletes in the background)."""
+    """Delete an ended experiment: its checkpoints' files and TensorBoard files, then every
+    record of it. Done when the answer comes (the reference answers first and deletes in the
+    background)."""
     caller.require_user()
     with store.read() as conn:
         exp = exps.check_deletable(conn, experiment_id)
@@ -138,7 +139,30 @@ def delete_experiment(
             f"experiment {experiment_id} was not deleted: {len(failed)} checkpoint(s) could not "
             f"be deleted from storage (first: {uuid}: {why}); fix the storage and try again"
         )
+    _tensorboard_files(store, experiment_id, exp["config"] or {})
     exps.delete(experiment_id)
+    return {}
+
+
+def _tensorboard_files(store: Store, experiment_id: int, config: dict[str, Any]) -> None:
+    try:
+        _gc.delete_tensorboard_files(store, experiment_id, config)
+    except OSError as e:
+        raise FailedPrecondition(
+            f"the TensorBoard files of experiment {experiment_id} could not be deleted: {e}"
+        ) from e
+
+
+@router.delete("/experiments/{experiment_id}/tensorboard-files")
+def delete_tensorboard_files(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Delete the TensorBoard files the experiment's trials synced to its checkpoint storage
+    (``det e delete-tb-files``); shared_fs and directory storage only, for now."""
+    caller.require_user()
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    _tensorboard_files(store, experiment_id, exp["config"] or {})
     return {}
 
 

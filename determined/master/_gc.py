@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import shutil
 import threading
 from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
 
+from determined import tensorboard
 from determined.common import storage
 from determined.master import _config
 from determined.master._store import Store, _checkpoints, _experiments, _metrics, _trials
@@ -148,6 +150,29 @@ def delete_checkpoints(store: Store, uuids: Iterable[str]) -> dict[str, str]:
         with store.tx() as conn:
             _checkpoints.update_resources(conn, uuid, None)
     return failed
+
+
+def delete_tensorboard_files(store: Store, experiment_id: int, config: dict[str, Any]) -> bool:
+    """Delete what the experiment's trials synced to ``<storage>/<cluster id>/tensorboard/
+    experiment/<id>``. False when the storage is a bucket (no prefix delete there yet).
+
+    Raises:
+        OSError: the files could not be removed.
+    """
+    manager = storage.build(config.get("checkpoint_storage") or {})
+    if not isinstance(manager, storage.DirectoryStorageManager):
+        logger.warning(
+            "TensorBoard files of experiment %d stay in %s storage: only shared_fs and "
+            "directory storage can delete them yet",
+            experiment_id,
+            (config.get("checkpoint_storage") or {}).get("type"),
+        )
+        return False
+    sync = tensorboard.get_experiment_sync_path(store.cluster_id, experiment_id)
+    path = manager.base_path / str(sync)
+    if path.exists():
+        shutil.rmtree(path)
+    return True
 
 
 def collect_async(store: Store, experiment_id: int) -> None:

@@ -141,7 +141,13 @@ def test_delete_experiment(done: tuple[Cluster, int, pathlib.Path]) -> None:
     _error(user.delete(url + str(exp_id)), 403, "only its owner or an admin")
     [trial] = cluster.trials(exp_id)
     [(last, _)] = [v for v in _checkpoints(cluster, exp_id).values() if v[1] != "STATE_DELETED"]
+    tb = storage / cluster.get("/info")["clusterId"] / "tensorboard" / "experiment" / str(exp_id)
+    assert list(tb.rglob("events.out.tfevents.*")), "the trial synced no TensorBoard files"
+    assert cluster.s.delete(url + f"{exp_id}/tensorboard-files").json() == {}
+    assert not tb.exists()
+    (tb / "trial" / "1").mkdir(parents=True)  # as if synced again: the delete removes it too
     assert cluster.s.delete(url + str(exp_id)).json() == {}
+    assert not tb.exists()
     assert cluster.s.get(url + str(exp_id)).status_code == 404
     assert cluster.s.get(cluster.url + f"/api/v1/trials/{trial['id']}").status_code == 404
     assert cluster.s.get(cluster.url + f"/api/v1/checkpoints/{last}").status_code == 404

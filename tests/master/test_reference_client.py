@@ -274,6 +274,11 @@ def test_sdk_and_cli_edit_and_delete(env: tuple[Ref, Cluster, dict]) -> None:
     assert got["now"] == [False, "renamed", "about it", "# notes", ["b"]]
     uuid, state = got["deleted"]
     assert state == "STATE_DELETED" and not (info["storage"] / uuid).exists()
+    cluster_id = cluster.get("/info")["clusterId"]
+    tb = info["storage"] / cluster_id / "tensorboard" / "experiment" / str(info["exp_id"])
+    assert tb.is_dir()
+    ref.det("e", "delete-tb-files", str(info["exp_id"]))
+    assert not tb.exists()
     assert "Deletion of experiment" in ref.det("e", "delete", str(info["exp_id"]), "--yes")
     r = cluster.s.get(cluster.url + f"/api/v1/experiments/{info['exp_id']}")
     assert r.status_code == 404
