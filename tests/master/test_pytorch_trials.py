@@ -141,7 +141,8 @@ SLOW_MODEL_DEF = (
     MODEL_DEF.replace("import torch\n", "import time\nimport torch\n", 1)
     .replace(
         "        x, y = batch\n        loss = nn",
-        "        time.sleep(self.context.get_hparam('sleep'))\n        x, y = batch\n        loss = nn",
+        "        time.sleep(self.context.get_hparam('sleep'))\n"
+        "        x, y = batch\n        loss = nn",
         1,
     )
     .replace(
