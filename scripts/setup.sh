@@ -22,7 +22,10 @@ if ! .venv/bin/python -c "import selenium" 2>/dev/null; then
 fi
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    # Not fatal: without a browser the browser tests skip and say why; everything else runs.
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq chromium chromium-driver >/dev/null; } ||
+      echo "setup.sh: could not install chromium; tests/webui's browser tests will skip" >&2
   else
     echo "setup.sh: no apt-get as root here; install chromium + chromium-driver for tests/webui" >&2
   fi
