@@ -6,16 +6,20 @@ Trials in TensorBoard AUTO mode copy their event files to
 ``tensorboard`` on this machine over those directories, one run per trial (``trial_<t>``, or
 ``exp_<e>_trial_<t>`` for several experiments). It differs from the reference, which starts
 TensorBoard as a task on the cluster behind the master's proxy: here it is a local process in
-the foreground (Ctrl-C stops it), so the storage must be a directory this machine can read
-(``shared_fs`` or ``directory``).
+the foreground (Ctrl-C stops it). A directory storage (``shared_fs``, ``directory``) is read in
+place; from ``s3`` or ``gcs`` the trials' files are downloaded into a temporary directory first
+and again every ``--refresh`` seconds while TensorBoard runs (new and grown files only).
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from typing import Any
 
 from determined.cli import _render, _session
@@ -23,11 +27,43 @@ from determined.common import storage
 from determined.tensorboard import get_sync_path
 
 
+class CloudMirror:
+    """Local copies of trials' event files kept in a bucket: ``add`` one trial's prefix,
+    ``pull`` copies what is new or grown into ``root/<run name>``."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        self.root = root
+        self.sources: dict[str, tuple[storage.CloudStorageManager, str]] = {}
+
+    def add(self, name: str, manager: storage.CloudStorageManager, prefix: str) -> pathlib.Path:
+        self.sources[name] = (manager, prefix)
+        return self.root / name
+
+    def pull(self) -> int:
+        """Copy new and grown files of every trial; returns how many were copied."""
+        copied = 0
+        for name, (manager, prefix) in self.sources.items():
+            (self.root / name).mkdir(parents=True, exist_ok=True)
+            copied += manager.get_files(prefix, self.root / name)
+        return copied
+
+    def keep_pulling(self, interval: float, stop: threading.Event) -> None:
+        while not stop.wait(interval):
+            try:
+                self.pull()
+            except Exception as e:  # a flaky bucket must not end the TensorBoard session
+                print(f"det: refreshing TensorBoard files failed: {e}", file=sys.stderr)
+
+
 def trial_dirs(
-    sess: Any, experiment_ids: list[int], trial_ids: list[int] | None = None
+    sess: Any,
+    experiment_ids: list[int],
+    trial_ids: list[int] | None = None,
+    mirror: CloudMirror | None = None,
 ) -> dict[str, pathlib.Path]:
     """Run name -> the directory holding that trial's synced event files (it may not exist
-    yet: TensorBoard picks files up as they appear)."""
+    yet: TensorBoard picks files up as they appear). Trials in s3/gcs storage are added to
+    ``mirror`` and get its local directory; without a mirror they are refused."""
     cluster_id = str(sess.get("/info").json()["cluster_id"])
     found: dict[str, pathlib.Path] = {}
     for exp_id in experiment_ids:
@@ -37,12 +73,13 @@ def trial_dirs(
             manager = storage.build(config)
         except Exception as e:
             raise _render.CliError(f"experiment {exp_id}: bad checkpoint_storage: {e}") from e
-        if not isinstance(manager, storage.DirectoryStorageManager):
+        cloud = isinstance(manager, storage.CloudStorageManager) and mirror is not None
+        if not cloud and not isinstance(manager, storage.DirectoryStorageManager):
             raise _render.CliError(
                 f"experiment {exp_id} keeps its files in {config.get('type')!r} storage; "
-                "det tensorboard reads shared_fs or directory storage only: copy the "
-                f"{cluster_id}/tensorboard/experiment/{exp_id} prefix to a local directory and "
-                "run `tensorboard --logdir` on it"
+                "TensorBoard reads shared_fs and directory storage in place, and s3/gcs "
+                f"through a download of the {cluster_id}/tensorboard/experiment/{exp_id} "
+                "prefix (pass a CloudMirror)"
             )
         trials = sess.get(f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
         for trial in trials:
@@ -52,7 +89,10 @@ def trial_dirs(
             if len(experiment_ids) > 1:
                 name = f"exp_{exp_id}_{name}"
             rel = get_sync_path(cluster_id, exp_id, int(trial["id"]))
-            found[name] = pathlib.Path(manager.base_path) / rel
+            if isinstance(manager, storage.CloudStorageManager) and mirror is not None:
+                found[name] = mirror.add(name, manager, str(rel))
+            elif isinstance(manager, storage.DirectoryStorageManager):
+                found[name] = pathlib.Path(manager.base_path) / rel
     if not found:
         raise _render.CliError(f"no trials found in experiment(s) {experiment_ids}")
     return found
@@ -73,17 +113,39 @@ def tensorboard_command(dirs: dict[str, pathlib.Path], host: str, port: int) -> 
     ]
 
 
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_start(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    dirs = trial_dirs(sess, args.experiment_ids, args.trial_ids)
-    cmd = tensorboard_command(dirs, args.host, args.port)
-    print(f"TensorBoard over {len(dirs)} trial(s) at http://{args.host}:{args.port}/", flush=True)
-    proc = subprocess.Popen(cmd)
-    try:
-        sys.exit(proc.wait())
-    except KeyboardInterrupt:
-        proc.terminate()
-        proc.wait(10)
+    with tempfile.TemporaryDirectory(prefix="det-tensorboard-") as tmp:
+        mirror = CloudMirror(pathlib.Path(tmp))
+        dirs = trial_dirs(sess, args.experiment_ids, args.trial_ids, mirror)
+        stop = threading.Event()
+        if mirror.sources:
+            try:
+                copied = mirror.pull()
+            except Exception as e:
+                raise _render.CliError(f"cannot download the trials' TensorBoard files: {e}") from e
+            print(f"Downloaded {copied} TensorBoard file(s) from storage into {tmp}", flush=True)
+            threading.Thread(
+                target=mirror.keep_pulling, args=(args.refresh, stop), daemon=True
+            ).start()
+        cmd = tensorboard_command(dirs, args.host, args.port)
+        url = f"http://{args.host}:{args.port}/"
+        print(f"TensorBoard over {len(dirs)} trial(s) at {url}", flush=True)
+        proc = subprocess.Popen(cmd)
+        # SIGTERM ends det as Ctrl-C does: TensorBoard stopped, downloaded copies removed.
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            code = proc.wait(10)
+        finally:
+            stop.set()
+    sys.exit(code)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -97,4 +159,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("-t", "--trial-ids", type=int, nargs="+", default=None, help="only these trials")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=6006, help="port (default 6006)")
+    s.add_argument(
+        "--refresh",
+        type=float,
+        default=10.0,
+        help="s3/gcs storage: seconds between downloads of new event files (default 10)",
+    )
     s.set_defaults(func=cmd_start)

@@ -78,6 +78,28 @@ class CloudStorageManager(StorageManager):
         for src, dst in files.items():
             self._store.put_file(f"{head}/{dst}", str(src_dir / src))
 
+    def get_files(self, src_prefix: str, dst_dir: pathlib.Path) -> int:
+        """Copy every object under ``<prefix>/<src_prefix>/`` to ``dst_dir`` (same relative
+        paths), skipping files already there with the object's size; the reverse of
+        ``put_files`` (``det tensorboard`` reads a trial's synced event files so). Returns how
+        many files were copied."""
+        head = "/".join(p for p in (self._prefix, src_prefix.strip("/")) if p) + "/"
+        copied = 0
+        for key, size in sorted(self._store.list_prefix(head).items()):
+            rel = key[len(head) :]
+            target = dst_dir / rel
+            if not rel or rel.endswith("/") or ".." in pathlib.PurePosixPath(rel).parts:
+                continue
+            if target.is_file() and target.stat().st_size == size:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # A name without "tfevents": TensorBoard never reads a half-copied file.
+            partial = target.parent / f".det_partial.{os.getpid()}"
+            self._store.get_file(key, str(partial))
+            os.replace(partial, target)
+            copied += 1
+        return copied
+
     def pre_store_path(self, storage_id: str) -> pathlib.Path:
         path = self._temp_dir / storage_id
         path.mkdir(parents=True, exist_ok=True)
