@@ -18,7 +18,10 @@ def batch_metrics(out: Any) -> dict[str, Any]:
     if isinstance(out, torch.Tensor):
         return {"loss": out.detach()}
     if isinstance(out, dict):
-        return {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+        detached = {}
+        for k, v in out.items():  # a loop, not a comprehension: one frame less per batch
+            detached[k] = v.detach() if isinstance(v, torch.Tensor) else v
+        return detached
     raise TypeError(
         f"train_batch must return a Tensor (the loss) or a dict of metrics, not {type(out)}"
     )

@@ -61,7 +61,12 @@ def _move(data: Any, device: Any, warned_types: set[type], non_blocking: bool) -
     if kind is torch.Tensor:
         return data.to(device, non_blocking=non_blocking)
     if kind is tuple or kind is list:
-        items = [_move(d, device, warned_types, non_blocking) for d in data]
+        items = [
+            d.to(device, non_blocking=non_blocking)
+            if type(d) is torch.Tensor
+            else _move(d, device, warned_types, non_blocking)
+            for d in data
+        ]
         return items if kind is list else tuple(items)
     if isinstance(data, torch.Tensor):
         return data.to(device, non_blocking=non_blocking)

@@ -96,7 +96,9 @@ def _float32(value: float) -> bytes:
 
 def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
     """A serialized ``Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value)]))``,
-    encoded directly (the protobuf classes cost ~3 us an event, this ~1 us)."""
+    encoded directly (the protobuf classes cost ~3 us an event, this ~1 us). Event fields: 1
+    wall_time (double), 2 step (int64), 5 summary; Summary: 1 value; Value: 1 tag, 2
+    simple_value (float)."""
     field = _tag_cache.get(tag)
     if field is None:
         raw = tag.encode()
@@ -114,3 +116,10 @@ def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
         + _varint(len(summary))
         + summary
     )
+
+
+def file_version_event(wall_time: float) -> bytes:
+    """A serialized ``Event(wall_time, file_version="brain.Event:2")``: every event file's first
+    record. Encoded directly, so writing needs no tensorboard import (~0.2 s)."""
+    version = b"brain.Event:2"
+    return b"\x09" + struct.pack("<d", wall_time) + b"\x1a" + _varint(len(version)) + version

@@ -2,7 +2,7 @@
 
 ``BatchMetricWriter`` holds the rules of the Core API's AUTO mode (which values, which tags, at
 which steps); a ``MetricWriter`` puts scalars into files. ``EventWriter`` is ours: tfevents files
-through the ``tensorboard`` package, with no TensorFlow or torch needed.
+encoded by ``_tfrecord`` (no TensorFlow, torch or tensorboard import needed to write them).
 """
 
 from __future__ import annotations
@@ -25,18 +25,10 @@ logger = logging.getLogger("determined.tensorboard")
 TAG_PREFIX = "Determined/"
 
 
-def _next_file_number() -> int:
-    # A SummaryWriter (context.get_tensorboard_writer()) may write into the same directory in
-    # the same second: share tensorboard's per-process counter so file names never collide.
-    try:
-        from tensorboard.summary.writer import event_file_writer
-
-        return int(event_file_writer._global_uid.get())
-    except (ImportError, AttributeError):
-        return next(_own_counter)
-
-
-_own_counter = itertools.count(1_000_000)
+# Numbers the files one process opens. SummaryWriters (context.get_tensorboard_writer()) may
+# write into the same directory in the same second and number theirs from 0 with tensorboard's
+# own counter; ours start far above it, so names never collide.
+_file_numbers = itertools.count(1_000_000)
 
 
 def is_numerical_scalar(value: Any) -> bool:
@@ -88,16 +80,11 @@ class EventWriter(MetricWriter):
 
     def _open(self) -> Any:
         if self._file is None:
-            # Imported here: tensorboard's protobufs cost ~0.5 s to import, and most processes
-            # that import determined never write a scalar.
-            from tensorboard.compat.proto import event_pb2
-
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            host, pid, number = socket.gethostname(), os.getpid(), _next_file_number()
+            host, pid, number = socket.gethostname(), os.getpid(), next(_file_numbers)
             name = f"events.out.tfevents.{int(time.time()):010d}.{host}.{pid}.{number}"
             self._file = open(self.log_dir / name, "wb")  # noqa: SIM115 (closed in reset)
-            first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2")
-            self._pending.insert(0, first.SerializeToString())
+            self._pending.insert(0, _tfrecord.file_version_event(time.time()))
         return self._file
 
     def add_scalar(self, name: str, value: int | float | np.number, step: int) -> None:

@@ -69,3 +69,10 @@ def test_scalar_event_parses_as_the_protobuf_event(
     summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
     expected = event_pb2.Event(wall_time=wall_time, step=step, summary=summary)
     assert parsed == expected
+
+
+def test_file_version_event_parses_as_the_protobuf_event() -> None:
+    from tensorboard.compat.proto import event_pb2
+
+    parsed = event_pb2.Event.FromString(_tfrecord.file_version_event(1234.5))
+    assert parsed == event_pb2.Event(wall_time=1234.5, file_version="brain.Event:2")
