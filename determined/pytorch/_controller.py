@@ -232,7 +232,7 @@ class Controller:
             for cb in self.callbacks.values():
                 cb.on_training_epoch_start(epoch_idx)
         if setup.auto_to_device:
-            batch = ctx.to_device(batch)
+            batch = setup.to_device(batch)
         if setup.auto_amp:
             with ctx.autocast():
                 out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
@@ -240,7 +240,8 @@ class Controller:
             out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
         if setup.profiler is not None:
             setup.profiler.step()
-        if ctx._should_communicate_and_update():
+        needs_update = setup.lr_schedulers or (setup.auto_amp and setup.scaler is not None)
+        if needs_update and ctx._should_communicate_and_update():
             if setup.auto_amp and setup.scaler is not None:
                 setup.scaler.update()  # with wrap_scaler alone, train_batch updates it
             agg = setup.aggregation_frequency

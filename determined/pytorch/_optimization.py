@@ -52,7 +52,7 @@ class _Optimization:
         create_graph: bool,
         auto_amp: bool,
     ) -> None:
-        no_sync = self._no_sync(models)
+        no_sync = [] if self.agg == 1 else self._no_sync(models)
         if not auto_amp and not no_sync:  # the common case, kept free of context managers
             loss.backward(gradient=gradient, retain_graph=retain_graph, create_graph=create_graph)
             return
@@ -78,7 +78,8 @@ class _Optimization:
                 "auto_zero_grads=False cannot be combined with aggregation_frequency > 1: "
                 "gradients must be zeroed after each aggregated step"
             )
-        if not self.communicates():
+        # (agg == 1 with a batch index always communicates: skip the call, it runs every batch)
+        if (self.agg > 1 or self.batch_idx is None) and not self.communicates():
             return  # gradients keep accumulating until the window's last batch
         if self.average and self.agg > 1:
             for p in _params(optimizer):

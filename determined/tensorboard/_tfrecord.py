@@ -17,17 +17,16 @@ import numpy as np
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
 
 
-def _table() -> np.ndarray:
-    table = np.zeros(256, dtype=np.uint32)
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ _POLY if crc & 1 else crc >> 1
-        table[i] = crc
-    return table
+def _table(bits: int) -> np.ndarray:
+    """CRC-32C of every ``bits``-bit input, for consuming that many bits in one step."""
+    crc = np.arange(1 << bits, dtype=np.uint32)
+    for _ in range(bits):
+        crc = np.where(crc & 1, (crc >> 1) ^ np.uint32(_POLY), crc >> 1).astype(np.uint32)
+    return crc
 
 
-_TABLE = _table()
+_TABLE8 = _table(8)
+_TABLE16 = _table(16)  # 256 KiB: two bytes per step halves the numpy calls
 
 
 def crc32c_many(items: list[bytes]) -> list[int]:
@@ -37,11 +36,16 @@ def crc32c_many(items: list[bytes]) -> list[int]:
     for i, item in enumerate(items):
         by_length[len(item)].append(i)
     for length, idx in by_length.items():
-        data = np.frombuffer(b"".join(items[i] for i in idx), dtype=np.uint8)
-        columns = data.reshape(len(idx), length).T  # columns[j]: byte j of every item
+        data = np.frombuffer(b"".join([items[i] for i in idx]), dtype=np.uint8)
+        rows = data.reshape(len(idx), length)
+        pairs = (
+            rows[:, : length - length % 2].view("<u2").T.astype(np.uint32)
+        )  # byte j + 256 * byte j+1
         crc = np.full(len(idx), 0xFFFFFFFF, dtype=np.uint32)
-        for column in columns:
-            crc = _TABLE[(crc ^ column) & 0xFF] ^ (crc >> 8)
+        for pair in pairs:
+            crc = _TABLE16[(crc ^ pair) & 0xFFFF] ^ (crc >> 16)
+        if length % 2:
+            crc = _TABLE8[(crc ^ rows[:, -1]) & 0xFF] ^ (crc >> 8)
         for k, value in zip(idx, (crc ^ 0xFFFFFFFF).tolist(), strict=True):
             out[k] = value
     return out
@@ -84,9 +88,6 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-_tag_cache: dict[str, bytes] = {}
-
-
 def _float32(value: float) -> bytes:
     try:
         return struct.pack("<f", value)
@@ -94,27 +95,38 @@ def _float32(value: float) -> bytes:
         return struct.pack("<f", float("inf") if value > 0 else float("-inf"))
 
 
-def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
-    """A serialized ``Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value)]))``,
-    encoded directly (the protobuf classes cost ~3 us an event, this ~1 us). Event fields: 1
-    wall_time (double), 2 step (int64), 5 summary; Summary: 1 value; Value: 1 tag, 2
-    simple_value (float)."""
-    field = _tag_cache.get(tag)
-    if field is None:
+_summary_cache: dict[str, bytes] = {}
+_small_varints = [bytes((i,)) for i in range(128)]
+_wall_time = struct.Struct("<Bd")
+
+
+def _summary_prefix(tag: str) -> bytes:
+    """Everything of an event after its step and before the float: the summary field with
+    its one value, whose tag is fixed (``len`` of the value message is len(tag field) + 5)."""
+    prefix = _summary_cache.get(tag)
+    if prefix is None:
         raw = tag.encode()
         field = b"\x0a" + _varint(len(raw)) + raw  # Value.tag = 1
-        if len(_tag_cache) < 4096:
-            _tag_cache[tag] = field
-    value_msg = field + b"\x15" + _float32(value)  # Value.simple_value = 2 (float)
-    summary = b"\x0a" + _varint(len(value_msg)) + value_msg  # Summary.value = 1
+        value_len = len(field) + 5  # + Value.simple_value = 2: tag byte and a float32
+        summary_len = 1 + len(_varint(value_len)) + value_len
+        prefix = b"\x2a" + _varint(summary_len) + b"\x0a" + _varint(value_len) + field + b"\x15"
+        if len(_summary_cache) < 4096:
+            _summary_cache[tag] = prefix
+    return prefix
+
+
+def scalar_event(tag: str, value: float, step: int, wall_time: float) -> bytes:
+    """A serialized ``Event(wall_time, step, summary=Summary(value=[Value(tag, simple_value)]))``,
+    encoded directly (the protobuf classes cost ~3 us an event, this under 1 us). Fields:
+    Event 1 wall_time (double), 2 step (int64), 5 summary; Summary 1 value; Value 1 tag, 2
+    simple_value (float)."""
+    step_bytes = _small_varints[step] if 0 <= step < 128 else _varint(step)
     return (
-        b"\x09"  # Event.wall_time = 1 (double)
-        + struct.pack("<d", wall_time)
-        + b"\x10"  # Event.step = 2 (int64)
-        + _varint(step)
-        + b"\x2a"  # Event.summary = 5
-        + _varint(len(summary))
-        + summary
+        _wall_time.pack(0x09, wall_time)  # Event.wall_time = 1 (double)
+        + b"\x10"  # Event.step = 2 (varint)
+        + step_bytes
+        + _summary_prefix(tag)
+        + _float32(value)
     )
 
 

@@ -88,7 +88,8 @@ class EventWriter(MetricWriter):
         return self._file
 
     def add_scalar(self, name: str, value: int | float | np.number, step: int) -> None:
-        self._open()
+        if self._file is None:
+            self._open()
         self._pending.append(_tfrecord.scalar_event(name, float(value), step, time.time()))
 
     def flush(self) -> None:
