@@ -235,6 +235,8 @@ def report(w: Workload, times: Times) -> dict[str, float]:
                 f"per repetition {_fmt(values, 1e6, '.1f')}"
             )
         paired = [t / b for t, b in zip(per_rep["trial"], per_rep["torch"], strict=True)]
+        added = [t - b for t, b in zip(per_rep["trial"], per_rep["torch"], strict=True)]
+        print(f"  {clock:4s} trial - torch, paired per repetition: {_fmt(added, 1e6, '.1f')} us")
         best[clock] = k_best["trial"] / k_best["torch"]
         print(f"  {clock:4s} ratio trial/torch: best-of-k {best[clock]:.3f}x; paired per "
               f"repetition {_fmt(paired, 1, '.3f')}  (goal <= {w.goal:.2f}x)")  # fmt: skip
