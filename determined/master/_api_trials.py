@@ -68,8 +68,12 @@ def _report(
 
     def write(conn: Any) -> None:
         trial = _trial(conn, trial_id)
-        exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
-        metric, smaller = _config.searcher_metric(exp.get("config") or {})
+        metric, smaller = None, True
+        # Only validations and rollbacks (a later run) use the searcher metric: training
+        # reports of a first run skip reading (and parsing) the experiment's config.
+        if group == "validation" or int(trial["run_id"]) > 1:
+            exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+            metric, smaller = _config.searcher_metric(exp.get("config") or {})
         _metrics.report(
             conn,
             trial,

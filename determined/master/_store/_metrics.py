@@ -115,6 +115,8 @@ _CURRENT_ROW = sa.select(metrics).where(
     metrics.c.archived.is_(False),
 )
 _INSERT = metrics.insert()
+# Columns come from the parameters: UPDATE trials SET <given keys> WHERE id = :trial_row_id.
+_UPDATE_TRIAL = trials.update().where(trials.c.id == sa.bindparam("trial_row_id"))
 
 
 def _current_row(
@@ -206,7 +208,7 @@ def _update_trial(
         if _is_number(value) and (best is None or _better(value, best, smaller_is_better)):
             values["best_validation_id"] = row_id
     if values:
-        _trials.update_trial(conn, trial["id"], **values)
+        conn.execute(_UPDATE_TRIAL, {"trial_row_id": trial["id"], **values})
 
 
 def _better(a: float, b: float, smaller_is_better: bool) -> bool:
