@@ -275,3 +275,25 @@ def test_exact_resume_with_augmentation(workers: int) -> None:
     the main process (RNG restored from the checkpoint) or by 2 workers (per-sample seeds)."""
     hp = {**HP, "num_workers": workers}
     _assert_same(_train(13, 13, hp, AugTrial), _train(7, 13, hp, AugTrial))
+
+
+class RandomValidationTrial(SchedTrial):
+    """Validation that draws from every global stream (torch, numpy, python) on each batch."""
+
+    def evaluate_batch(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        import random
+
+        import numpy as np
+
+        noise = torch.rand(()) + float(np.random.rand()) + random.random()
+        return {**super().evaluate_batch(batch, batch_idx), "noise": noise}
+
+
+def test_extra_validations_that_draw_random_numbers_do_not_change_training() -> None:
+    """Exact resume: a run validating every 2 batches (validation drawing from torch, numpy
+    and python's RNGs) trains bitwise like one validating only at the end, with dropout,
+    shuffling and two loader workers. Fails if the RNG is not restored around validation."""
+    hp = {**HP, "num_workers": 2}
+    plain = _train(12, 12, hp, cls=RandomValidationTrial)
+    extra = _train(12, 12, hp, cls=RandomValidationTrial, validation_period=Batch(2))
+    _assert_same(plain, extra)

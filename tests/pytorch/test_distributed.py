@@ -126,3 +126,46 @@ def test_aggregation_with_ddp_matches_one_big_batch(ranks: list[dict[str, Any]])
         assert r["agg"]["events"] == [0, 1, 2, 3]
         for got, want in zip(r["agg"]["params"], expected, strict=True):
             assert got == pytest.approx(want, abs=1e-6)
+
+
+def test_local_run_with_two_ranks_needs_use_torch_distributed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local fit() with a 2-rank DistributedContext but no USE_TORCH_DISTRIBUTED raises
+    ValueError on every rank, naming the variable, before any batch is trained."""
+    import threading
+
+    from _trials import MLPTrial
+
+    import determined.pytorch as det_torch
+    from determined import core
+
+    monkeypatch.delenv("USE_TORCH_DISTRIBUTED", raising=False)
+    pub, pull = _free_port(), _free_port()
+    outcome: dict[int, Any] = {}
+
+    def rank(r: int) -> None:
+        dist = core.DistributedContext(
+            rank=r, size=2, local_rank=r, local_size=2, cross_rank=0, cross_size=1,
+            pub_port=pub, pull_port=pull, timeout=20,
+        )  # fmt: skip
+        events: list[Any] = []
+        try:
+            with det_torch.init(hparams={"n": 8}, distributed=dist) as ctx:
+                trial = MLPTrial(ctx, events)
+                det_torch.Trainer(trial, ctx).fit(max_length=det_torch.Batch(2))
+            outcome[r] = "returned"
+        except ValueError as e:
+            outcome[r] = (str(e), list(events))
+        finally:
+            dist.close()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert set(outcome) == {0, 1}, outcome
+    for message, events in outcome.values():
+        assert "USE_TORCH_DISTRIBUTED" in message
+        assert events == []
