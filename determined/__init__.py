@@ -32,4 +32,3 @@ __all__ = [
 # `import determined as det; det.core.init()` works, as in Determined (imported last: core
 # uses the names above).
 from determined import core as core  # noqa: E402
-
