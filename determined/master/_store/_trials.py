@@ -49,8 +49,14 @@ def insert_trial(
     return inserted_id(row)
 
 
+# Built once: these run for every request of a trial (auth, metric reports), and building a
+# statement costs more than running it.
+_GET_TRIAL = sa.select(trials).where(trials.c.id == sa.bindparam("trial_id"))
+_GET_ALLOCATION = sa.select(allocations).where(allocations.c.id == sa.bindparam("allocation_id"))
+
+
 def get_trial(conn: sa.Connection, trial_id: int) -> dict[str, Any] | None:
-    row = conn.execute(sa.select(trials).where(trials.c.id == trial_id)).mappings().first()
+    row = conn.execute(_GET_TRIAL, {"trial_id": trial_id}).mappings().first()
     return None if row is None else dict(row)
 
 
@@ -108,8 +114,7 @@ def insert_allocation(
 
 
 def get_allocation(conn: sa.Connection, allocation_id: str) -> dict[str, Any] | None:
-    q = sa.select(allocations).where(allocations.c.id == allocation_id)
-    row = conn.execute(q).mappings().first()
+    row = conn.execute(_GET_ALLOCATION, {"allocation_id": allocation_id}).mappings().first()
     return None if row is None else dict(row)
 
 

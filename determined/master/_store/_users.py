@@ -125,15 +125,18 @@ def issue_token(
     return token
 
 
+# Built once: every request runs it.
+_LOOKUP_TOKEN = (
+    sa.select(tokens.c.kind, tokens.c.allocation_id, users.c.id, users.c.username)
+    .add_columns(users.c.admin, users.c.active)
+    .join(users, users.c.id == tokens.c.user_id)
+    .where(tokens.c.digest == sa.bindparam("digest"), tokens.c.revoked.is_(False))
+)
+
+
 def lookup_token(conn: sa.Connection, token: str) -> TokenInfo | None:
     """The owner of a live token, or None (unknown, revoked, or its user deactivated)."""
-    q = (
-        sa.select(tokens.c.kind, tokens.c.allocation_id, users.c.id, users.c.username)
-        .add_columns(users.c.admin, users.c.active)
-        .join(users, users.c.id == tokens.c.user_id)
-        .where(tokens.c.digest == _digest(token), tokens.c.revoked.is_(False))
-    )
-    row = conn.execute(q).mappings().first()
+    row = conn.execute(_LOOKUP_TOKEN, {"digest": _digest(token)}).mappings().first()
     if row is None or not row["active"]:
         return None
     return TokenInfo(
