@@ -4,6 +4,7 @@ boundary, then averaged across ranks (per batch) and over batches, as Determined
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,12 @@ def _mean(values: list[Any]) -> Any:
     present = [v for v in values if v is not None]
     if not present:
         return None
+    if all(type(v) is float or type(v) is int for v in present):
+        # Plain numbers (every scalar metric after to_numbers): ~30x cheaper than numpy here.
+        try:
+            return math.fsum(present) / len(present)
+        except (ValueError, OverflowError):
+            pass  # inf - inf, or an overflowing sum: numpy gives nan / inf
     try:
         return np.mean(np.asarray(present, dtype=float), axis=0).tolist()
     except (TypeError, ValueError):
