@@ -44,7 +44,7 @@ class CharLMTrial(pytorch.PyTorchTrial):
         return pytorch.DataLoader(self.train_set, batch_size=batch, shuffle=True, drop_last=True)
 
     def build_validation_data_loader(self) -> pytorch.DataLoader:
-        return pytorch.DataLoader(self.val_set, batch_size=64)
+        return pytorch.DataLoader(self.val_set, batch_size=16)  # 4 batches: 2 per rank on 2 slots
 
     def _loss(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         inputs, targets = batch

@@ -73,6 +73,13 @@ def test_char_lm_const(cluster: Cluster) -> None:
     _check_learned(trial, validations, 200, below=1.0)
 
 
+def test_char_lm_distributed(cluster: Cluster) -> None:
+    """distributed.yaml on two ranks: every rank gets validation batches (the held-out text
+    makes 4 batches of 16) and the loss drops as on one slot."""
+    trial, validations = _run_example(cluster, "char_lm_pytorch", "distributed.yaml")
+    _check_learned(trial, validations, 200, below=1.0)
+
+
 @pytest.mark.parametrize("example", ["mnist_pytorch", "char_lm_pytorch"])
 def test_example_configs_parse(example: str) -> None:
     """Every shipped config passes the master's config validation, and the adaptive one
