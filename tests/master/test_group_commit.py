@@ -8,7 +8,7 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from determined.master._store import Store, sqlite_url
+from determined.master._store import Store, _group_commit, sqlite_url
 from determined.master._store._schema import cluster_info
 
 
@@ -79,4 +79,14 @@ def test_a_single_failing_write_raises_and_leaves_nothing(tmp_path: pathlib.Path
         store.write(fn)
     assert _count(store, "solo") == 0
     assert store.write(lambda conn: 5) == 5
+    store.close()
+
+
+def test_writes_past_the_batch_limit_still_commit(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_group_commit, "MAX_BATCH", 2)  # most writers wait past the first batch
+    store = Store(sqlite_url(tmp_path))
+    assert _hammer(store, 32, None) == {}  # each writer got its own value back
+    assert _count(store, "k") == 32
     store.close()

@@ -30,7 +30,8 @@ MAX_BATCH = 256  # bounds how long one commit keeps the writer lock
 class _Write(Generic[T]):
     def __init__(self, fn: Callable[[sa.Connection], T]) -> None:
         self.fn = fn
-        self.done = False
+        self.done = False  # the leader is finished with it (waiters may return)
+        self.settled = False  # value or error is final
         self.value: Any = None
         self.error: BaseException | None = None
 
@@ -59,21 +60,25 @@ class GroupCommit:
         write: _Write[T] = _Write(fn)
         with self._cond:
             self._pending.append(write)
-            while self._leading and not write.done:
-                self._cond.wait()
-            if write.done:
-                return write.result()
-            self._leading = True
-            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-        try:
-            self._commit(batch)
-        finally:
+        while True:
             with self._cond:
-                self._leading = False
-                for w in batch:
-                    w.done = True
-                self._cond.notify_all()
-        return write.result()
+                while self._leading and not write.done:
+                    self._cond.wait()
+                if write.done:
+                    return write.result()
+                self._leading = True
+                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            try:
+                self._commit(batch)
+            finally:
+                with self._cond:
+                    self._leading = False
+                    for w in batch:
+                        if not w.settled:  # the leader was interrupted (KeyboardInterrupt)
+                            w.error = RuntimeError("the write was interrupted; nothing stored")
+                        w.done = True
+                    self._cond.notify_all()
+            # Our own write may lie past MAX_BATCH in the queue: then lead again.
 
     def _commit(self, batch: list[_Write[Any]]) -> None:
         try:
@@ -82,12 +87,14 @@ class GroupCommit:
         except Exception as e:
             if len(batch) == 1:
                 batch[0].error = e
+                batch[0].settled = True
             else:
                 for w in batch:
                     self._alone(w)
             return
         for w, value in zip(batch, values, strict=True):
             w.value = value
+            w.settled = True
 
     def _alone(self, write: _Write[Any]) -> None:
         try:
@@ -95,3 +102,4 @@ class GroupCommit:
                 write.value = write.fn(conn)
         except Exception as e:
             write.error = e
+        write.settled = True
