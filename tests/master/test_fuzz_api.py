@@ -164,6 +164,7 @@ def _check_create(url: str, headers: dict[str, str], text: str) -> None:
             for line in message.split("\n")[1:]:
                 path, _, what = line.strip().partition(": ")
                 assert path and what, (line, text)
+                assert path.isprintable(), (line, text)  # odd keys are quoted, not raw
         else:
             assert "YAML" in message or "mapping" in message, (message, text)
 

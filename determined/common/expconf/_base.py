@@ -42,6 +42,8 @@ def join_path(prefix: str, loc: Sequence[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not str(part).isprintable() or not str(part):
+            out += f"[{str(part)!r}]"  # a key such as "\r" stays visible and on one line
         else:
             out = f"{out}.{part}" if out else str(part)
     return out
