@@ -75,6 +75,7 @@ class MasterProcess:
             except requests.ConnectionError:
                 pass
             time.sleep(0.05)
+        self.kill()  # no orphan master when a test gives up on it
         raise RuntimeError(f"master did not answer /info in {timeout}s: {self.log.read_text()}")
 
     def kill(self) -> None:
