@@ -12,10 +12,12 @@ wrapper differs (the shape of Lightning's parity test, ``train_torch`` vs ``trai
 Each measurement is a whole run (setup included) of ``short`` and of ``long`` batches; the
 marginal per-batch cost is ``(t(long) - t(short)) / (long - short)``, so fixed costs (init,
 loaders, the final validation and checkpoint) cancel. Variants are interleaved in ABBA order
-in one process and repeated; the script prints the median and the spread of each marginal cost
-and of the paired ratio (trial / torch within one repetition).
+in one process and repeated. Both the process CPU time (primary: on a shared machine wall time
+mostly measures the scheduler) and wall time are printed: per repetition (median and spread,
+and the paired ratio and difference trial vs torch within a repetition) and best-of-k
+(``(min t_long - min t_short) / n``). Figures and their reading: docs/pytorch.md.
 
-    .venv/bin/python benchmarks/overhead.py                 # MLP and CNN
+    .venv/bin/python benchmarks/overhead.py                 # MLP and CNN, 15 repetitions
     .venv/bin/python benchmarks/overhead.py --workload mlp --reps 9
     .venv/bin/python benchmarks/overhead.py --profile mlp   # cProfile of the trial's loop
 """
