@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from determined.cli import _checkpoint, _create, _describe, _logs, _render, _session
+from determined.cli import _checkpoint, _continue, _create, _describe, _logs, _render, _session
 from determined.common.api import Session
 
 LIST_HEADERS = [
@@ -271,3 +271,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _create.add_parser(cmds)
     _add_inspection(cmds)
     _add_lifecycle(cmds)
+    _continue.add_parser(cmds)

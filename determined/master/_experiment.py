@@ -26,7 +26,8 @@ from determined.master import _config, searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument, NotFound
 from determined.master._signals import Signals
 from determined.master._states import AllocationState, State, trial_escalation
-from determined.master._store import Store, _experiments, _time, _trials, _users
+from determined.master._store import Store, _checkpoints, _experiments, _time, _trials, _users
+from determined.master.searcher._factory import max_length_units
 
 logger = logging.getLogger("determined.master")
 
@@ -118,6 +119,7 @@ class Experiments:
                 model_definition=model_definition,
                 owner_id=owner_id,
             )
+            warm_start_of(conn, config)  # a source that does not exist: nothing is created
             ev = _Event(conn, _experiments.get_experiment(conn, exp_id) or {}, method)
             self._apply(ev, method.initial_operations())
             self._save(ev)
@@ -174,6 +176,49 @@ class Experiments:
                 return
             self._end_trial(ev, trial, State.CANCELED)
             self._maybe_end_experiment(ev)
+
+    def continue_trial(
+        self, experiment_id: int, check: Callable[[dict[str, Any], dict[str, Any]], Any]
+    ) -> None:
+        """``det e continue``: the ended single-trial experiment runs its trial again, to the
+        ``max_length`` of the config ``check(experiment, trial)`` returns (it raises a 4xx for
+        a request it refuses). The trial resumes from its latest checkpoint as any new run
+        does; its restart count starts over; the experiment is ACTIVE until the trial ends."""
+        with self._event(experiment_id) as ev:
+            trials = _trials.trials_of(ev.conn, experiment_id)
+            if len(trials) != 1:
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} has {len(trials)} trials; only a single-trial "
+                    "experiment can be continued"
+                )
+            trial = trials[0]
+            if not (ev.state.is_terminal or State(trial["state"]).is_terminal):
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} is {ev.state.value} and its trial has not "
+                    "ended; continue it once it has (or pause and activate it instead)"
+                )
+            config = check(ev.exp, trial)
+            length = max_length_units(config["searcher"])
+            rid = trial["request_id"]
+            snapshot = _reopened(ev.method.snapshot(), rid, length)
+            ev.method = searcher.restore_search_method(
+                config["searcher"], config.get("hyperparameters"), snapshot
+            )
+            self._methods[experiment_id] = ev.method
+            _trials.update_trial(
+                ev.conn,
+                trial["id"],
+                state=State.ACTIVE,
+                end_time=None,
+                restarts=0,
+                early_exit=None,
+                op_length=length,
+                op_complete=False,
+                op_closed=True,  # the single search's Close stands: one operation, then done
+            )
+            values = {"state": State.ACTIVE.value, "end_time": None, "config": config}
+            _experiments.update_experiment(ev.conn, experiment_id, **values)
+            ev.exp = {**ev.exp, **values}
 
     # ----------------------------------------------------------------------- bookkeeping
 
@@ -478,9 +523,17 @@ class Experiments:
             hparams=op.hparams,
             seed=op.trial_seed,
             state=state,
-            warm_start_checkpoint=op.checkpoint,
+            warm_start_checkpoint=op.checkpoint or self._warm_start(ev),
         )
         return list(ev.method.on_trial_created(op.request_id))
+
+    @staticmethod
+    def _warm_start(ev: _Event) -> str | None:
+        try:
+            return warm_start_of(ev.conn, ev.exp["config"])
+        except InvalidArgument as e:  # deleted since the experiment was created
+            logger.warning("experiment %s: no warm start for a new trial: %s", ev.exp["id"], e)
+            return None
 
     def _finish_if_done(self, ev: _Event, trial_id: int, *, apply: bool = True) -> list[Any]:
         """A complete and closed trial stops: gracefully if it runs, at once if not."""
@@ -610,6 +663,47 @@ def _terminal_of(state: State) -> State:
     from determined.master._states import TERMINAL_OF
 
     return state if state.is_terminal else TERMINAL_OF.get(state, state)
+
+
+def warm_start_of(conn: sa.Connection, config: dict[str, Any]) -> str | None:
+    """The checkpoint new trials start from (spec §6 item 33): ``searcher.source_checkpoint_uuid``
+    (a COMPLETED checkpoint), else the newest COMPLETED checkpoint of ``searcher.source_trial_id``.
+
+    Raises:
+        InvalidArgument: the source does not exist or has no usable checkpoint.
+    """
+    cfg = config.get("searcher") or {}
+    uuid, trial_id = cfg.get("source_checkpoint_uuid"), cfg.get("source_trial_id")
+    if uuid:
+        ckpt = _checkpoints.get(conn, str(uuid))
+        if ckpt is None or ckpt["state"] != _checkpoints.COMPLETED:
+            why = "does not exist" if ckpt is None else f"is {ckpt['state']}"
+            raise InvalidArgument(
+                f"searcher.source_checkpoint_uuid: checkpoint {uuid} {why}; name a COMPLETED "
+                "checkpoint (det e lc EXP_ID lists them)"
+            )
+        return str(uuid)
+    if trial_id is None:
+        return None
+    latest = _checkpoints.latest_completed(conn, int(trial_id))
+    if latest is None:
+        exists = _trials.get_trial(conn, int(trial_id)) is not None
+        why = "has no COMPLETED checkpoint" if exists else "does not exist"
+        raise InvalidArgument(f"searcher.source_trial_id: trial {trial_id} {why}")
+    return str(latest["uuid"])
+
+
+def _reopened(snapshot: dict[str, Any], request_id: str, length: int) -> dict[str, Any]:
+    """A single search's snapshot with its one trial live again and owing ``ValidateAfter
+    (length)``: not closed, not exited, not shut down (``continue_trial``)."""
+    return {
+        **snapshot,
+        "shutdown": False,
+        "closed": [r for r in snapshot["closed"] if r != request_id],
+        "exits": {r: why for r, why in snapshot["exits"].items() if r != request_id},
+        "outstanding": {**snapshot["outstanding"], request_id: [length]},
+        "completed": [k for k in snapshot["completed"] if k != f"{request_id}:{length}"],
+    }
 
 
 def _stopped_by_time_search(ev: _Event, trial: dict[str, Any], length: int) -> bool:

@@ -75,7 +75,7 @@ def _number(value: Any) -> float | None:
 
 def _candidates(conn: sa.Connection, experiment_id: int, metric: str) -> list[Candidate]:
     trials = _trials.trials_of(conn, experiment_id)
-    warm = {t["warm_start_checkpoint"] for t in trials if t["warm_start_checkpoint"]}
+    warm = _trials.warm_start_checkpoints(conn)  # of any experiment: they start from them
     out = []
     for trial in trials:
         for ckpt in _checkpoints.of_trial(conn, int(trial["id"])):

@@ -159,3 +159,8 @@ class DeleteCheckpoints(_Body):
 class PreviewSearch(_Body):
     config: dict[str, Any]
     seed: int | None = None
+
+
+class ContinueExperiment(_Body):
+    id: int | None = None
+    override_config: str | None = None

@@ -75,6 +75,12 @@ def trial_by_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
     return None if row is None else dict(row)
 
 
+def warm_start_checkpoints(conn: sa.Connection) -> set[str]:
+    """Every checkpoint some trial, of any experiment, was warm-started from."""
+    col = trials.c.warm_start_checkpoint
+    return {str(r[0]) for r in conn.execute(sa.select(col).where(col.is_not(None)).distinct())}
+
+
 def trials_of(conn: sa.Connection, experiment_id: int) -> list[dict[str, Any]]:
     q = sa.select(trials).where(trials.c.experiment_id == experiment_id).order_by(trials.c.id)
     return [dict(r) for r in conn.execute(q).mappings()]
