@@ -268,6 +268,14 @@ def test_warm_start_from_a_trial_or_a_checkpoint(cluster: Cluster, tmp_path: pat
         assert [
             c["state"] for c in cluster.get(f"/api/v1/trials/{tid}/checkpoints")["checkpoints"]
         ] == ["STATE_COMPLETED"]
+    # Once it has its own checkpoint, a new run of it starts from that, with its steps.
+    r = _continue(cluster, exp_id, {"searcher": {"max_length": 3}})
+    assert r.status_code == 200, r.text
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    env = json.loads((out / f"{tid}.2.env.json").read_text())
+    own = _ckpt(cluster, tid, 2)
+    assert (env["DET_LATEST_CHECKPOINT"], env["DET_STEPS_COMPLETED"]) == (own, "2")
+    assert (out / f"{tid}.start").read_text() == "6"  # 4 from the source + its own 2
     states = {
         c["uuid"]: c["state"]
         for c in cluster.get(f"/api/v1/trials/{src_trial}/checkpoints")["checkpoints"]

@@ -13,6 +13,8 @@ import pytest
 from master_kit import MasterProcess
 from trial_kit import Cluster, alive, config, env_of, sleepers, wait_dead, wait_file
 
+from determined.master._store import _metrics, make_engine, sqlite_url
+
 
 @pytest.fixture
 def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
@@ -24,6 +26,19 @@ def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
 
 def _checkpoints(cluster: Cluster, trial_id: int) -> list[dict]:
     return list(cluster.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"])
+
+
+def _training_rows(
+    m: MasterProcess, trial_id: int, *, archived: bool = False
+) -> list[tuple[int, int]]:
+    """(steps, run id) of a trial's training rows in the master's database (live, or all)."""
+    engine = make_engine(sqlite_url(m.data_dir))
+    try:
+        with engine.connect() as conn:
+            rows = _metrics.list_rows(conn, trial_id, "training", archived=archived)
+    finally:
+        engine.dispose()
+    return [(int(r["steps_completed"]), int(r["trial_run_id"])) for r in rows]
 
 
 def _wait_steps(cluster: Cluster, exp_id: int, steps: int, timeout: float = 30) -> dict:
@@ -294,10 +309,20 @@ def test_a_master_restarted_after_kill_9_kills_the_old_run_and_resumes(
         m.start()
         wait_dead(pid, timeout=10)
         cluster = Cluster(m)
-        assert env_of(out, trial_id, 2)["DET_LATEST_CHECKPOINT"]
+        env = env_of(out, trial_id, 2)
+        assert env["DET_LATEST_CHECKPOINT"]
+        resumed = int(env["DET_STEPS_COMPLETED"])
         cluster.wait_experiment(exp_id, "STATE_COMPLETED")
         trial = cluster.trials(exp_id)[0]
         assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 60)
         assert not sleepers(str(tmp_path))
+        # Every metric exactly once (§6 item 27): run 1's reports up to the checkpoint run 2
+        # resumed from stay, its reports past it are archived, run 2's replace them.
+        live = _training_rows(m, trial_id)
+        assert [s for s, _ in live] == list(range(1, 61))
+        assert live == [(s, 1 if s <= resumed else 2) for s in range(1, 61)]
+        archived = set(_training_rows(m, trial_id, archived=True)) - set(live)
+        assert all(run == 1 and s > resumed for s, run in archived)  # may be none: timing
+        assert trial["summaryMetrics"]["avg_metrics"]["loss"]["count"] == 60
     finally:
         m.stop()
