@@ -313,3 +313,41 @@ def test_training_metric_keys_must_match_across_batches() -> None:
     """§12 aggregation: keys must match across batches (ValueError naming them)."""
     with pytest.raises(ValueError, match="same metrics"):
         run_local(ChangingKeys, max_length=Batch(3))
+
+
+_HOST_READS = {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__format__"}
+
+
+class _Watched(torch.Tensor):
+    """A metric tensor that records, for every operation reading it back to the host, how
+    many batches had been trained when it happened."""
+
+    reads: list[tuple[str, int]] = []
+    trained = 0
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = getattr(func, "__name__", str(func))
+        if name in _HOST_READS:
+            cls.reads.append((name, cls.trained))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class WatchedMetricsTrial(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        loss = super().train_batch(batch, epoch_idx, batch_idx)
+        _Watched.trained = batch_idx + 1
+        return {"loss": loss.as_subclass(_Watched), "acc": (loss * 0 + 1).as_subclass(_Watched)}
+
+
+def test_no_host_sync_per_batch() -> None:
+    """Training metrics are read back to the host only at reporting boundaries (every 100
+    batches here, and at the end), never per batch: no .item(), .cpu() or .tolist() while
+    the chunk trains."""
+    _Watched.reads = []
+    _, cap, _ = run_local(
+        WatchedMetricsTrial, hparams={"n": 40, "batch_size": 4}, max_length=Batch(250)
+    )
+    assert [len(b) for _, b in cap.training] == [100, 100, 50]
+    assert _Watched.reads, "the test's tensors were never read: the watch is broken"
+    assert {trained for _, trained in _Watched.reads} == {100, 200, 250}
