@@ -67,6 +67,8 @@ def test_progress_forms(shared_master: MasterProcess) -> None:
     exp = run.get(f"/api/v1/experiments/{run.experiment_id}")["experiment"]
     assert exp["progress"] == 0.25
     assert run.post(path, json=50).status_code == 200  # 0.37 op progress: units, bare number
+    exp = run.get(f"/api/v1/experiments/{run.experiment_id}")["experiment"]
+    assert exp["progress"] == 0.5  # 50 of max_length 100 drives the searcher's progress
     assert run.post(path, json={"progress": 2.0, "isRaw": True}).status_code == 400
     assert run.post(path, json={"progress": -1}).status_code == 400
     assert run.post(path, json={"nope": 1}).status_code == 400

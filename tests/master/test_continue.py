@@ -90,6 +90,10 @@ def test_continue_trains_on_from_the_latest_checkpoint(
     assert done["startTime"] == first["startTime"]
     assert "longer" not in done["originalConfig"]  # as created, as the reference keeps it
     _ckpt(cluster, tid, 6)  # the new run checkpointed at its new end
+    # §6 items 29-30 from a real trial: validations at 3 and 6 (loss 1/steps).
+    assert trial["latestValidation"]["totalBatches"] == 6
+    best = cluster.get(f"/api/v1/experiments/{exp_id}/searcher/best_searcher_validation_metric")
+    assert best == {"metric": pytest.approx(1 / 6)}
 
     # Again, further: a continue can follow a continue.
     assert _continue(cluster, exp_id, "searcher: {max_length: 8}").status_code == 200
@@ -197,6 +201,11 @@ def test_det_e_continue(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     assert exp["config"]["searcher"]["max_length"] == 4  # --config wins over the file
     assert exp["config"]["max_restarts"] == 0
     assert cluster.trials(exp_id)[0]["totalBatchesProcessed"] == 4
+    # §6 item 46: `det trial logs -f` of an ended trial prints its logs and ends by itself.
+    tid = cluster.trials(exp_id)[0]["id"]
+    logs = det("trial", "logs", "-f", str(tid))
+    assert logs.returncode == 0, logs.stderr
+    assert f"hello from trial {tid} run 2" in logs.stdout
 
 
 REF_DET = REPO / ".refvenv" / "bin" / "det"

@@ -117,6 +117,9 @@ def test_kill_experiment_kills_the_process_group(cluster: Cluster, tmp_path: pat
     assert cluster.post(f"/api/v1/experiments/{exp_id}/kill").status_code == 200
     r = cluster.post(f"/api/v1/experiments/{exp_id}/pause")
     assert r.status_code == 400 and "terminal" in r.json()["message"]
+    r = cluster.post(f"/api/v1/experiments/{exp_id}/activate")
+    assert r.status_code == 400 and "terminal" in r.json()["message"]
+    assert cluster.experiment(exp_id)["state"] == "STATE_CANCELED"
 
 
 def test_cancel_preempts_gracefully(cluster: Cluster, tmp_path: pathlib.Path) -> None:
