@@ -57,6 +57,11 @@ def continued_config(
     continue may change: not the hyperparameters, not the searcher, and a length past what the
     trial trained. Raises InvalidArgument (400) naming what to fix."""
     old = dict(exp["config"] or {})
+    if exp["archived"]:
+        raise InvalidArgument(
+            f"experiment {exp['id']} is archived; unarchive it first (det e unarchive "
+            f"{exp['id']}) to continue it"
+        )
     if (old.get("searcher") or {}).get("name") != "single":
         raise InvalidArgument(
             f"experiment {exp['id']} uses the {old['searcher'].get('name')!r} searcher; only a "
@@ -85,10 +90,13 @@ def continued_config(
         raise InvalidArgument(str(e)) from e
     trained = trial["op_length"] if trial["op_complete"] else None
     if trained is not None and length <= int(trained):
+        key = "max_length" if _unit(was) == "max_length" else f"max_length.{_unit(was)}"
+        if was.get("time_metric") is not None:
+            key = "max_time"
         raise InvalidArgument(
             f"searcher.max_length must be larger than the {trained} {_unit(was)} trial "
             f"{trial['id']} already trained to (for example --config "
-            f"searcher.max_length.{_unit(was)}={2 * int(trained)})"
+            f"searcher.{key}={2 * int(trained)})"
         )
     return config
 

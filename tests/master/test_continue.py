@@ -116,7 +116,10 @@ def test_bad_continues_are_refused_and_change_nothing(
     exp_id = cluster.create(config(out, max_length=2))
     before = cluster.wait_experiment(exp_id, "STATE_COMPLETED")
 
-    _refused(_continue(cluster, exp_id), 400, "max_length must be larger than the 2")
+    _refused(_continue(cluster, exp_id), 400, "larger than the 2", "searcher.max_length=4)")
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/archive").status_code == 200
+    _refused(_continue(cluster, exp_id, {"searcher": {"max_length": 5}}), 400, "unarchive it")
+    assert cluster.post(f"/api/v1/experiments/{exp_id}/unarchive").status_code == 200
     _refused(_continue(cluster, exp_id, {"searcher": {"max_length": 2}}), 400, "larger")
     _refused(
         _continue(cluster, exp_id, {"searcher": {"max_length": 5}, "hyperparameters": {"x": 1}}),
