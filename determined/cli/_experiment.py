@@ -13,7 +13,16 @@ import sys
 import time
 from typing import Any
 
-from determined.cli import _checkpoint, _continue, _create, _describe, _logs, _render, _session
+from determined.cli import (
+    _checkpoint,
+    _continue,
+    _create,
+    _describe,
+    _logs,
+    _render,
+    _session,
+    _settings,
+)
 from determined.common.api import Session
 
 LIST_HEADERS = [
@@ -262,6 +271,7 @@ def _add_lifecycle(cmds: argparse._SubParsersAction) -> None:
     nm = _with_id(scmds, "name", "set experiment name")
     nm.add_argument("name", help="experiment name")
     nm.set_defaults(func=cmd_set_name)
+    _settings.add_parser(scmds)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -104,18 +104,22 @@ def collect(store: Store, experiment_id: int) -> list[str]:
         if exp is None:
             return []
         config = exp["config"] or {}
-        policy = config.get("checkpoint_storage") or {}
-        metric, smaller = _config.searcher_metric(config)
-        doomed = select_deletions(
-            _candidates(conn, experiment_id, metric),
-            experiment_best=int(policy.get("save_experiment_best", 0)),
-            trial_best=int(policy.get("save_trial_best", 1)),
-            trial_latest=int(policy.get("save_trial_latest", 1)),
-            smaller_is_better=smaller,
-        )
+        doomed = doomed_by(conn, exp, config.get("checkpoint_storage") or {})
     delete_checkpoints(store, sorted(doomed))
     with store.read() as conn:
         return [u for u in sorted(doomed) if _is_deleted(conn, u)]
+
+
+def doomed_by(conn: sa.Connection, exp: dict[str, Any], policy: dict[str, Any]) -> set[str]:
+    """The uuids of ``exp``'s checkpoints that ``policy`` (the ``save_*`` fields) deletes."""
+    metric, smaller = _config.searcher_metric(exp["config"] or {})
+    return select_deletions(
+        _candidates(conn, int(exp["id"]), metric),
+        experiment_best=int(policy.get("save_experiment_best", 0)),
+        trial_best=int(policy.get("save_trial_best", 1)),
+        trial_latest=int(policy.get("save_trial_latest", 1)),
+        smaller_is_better=smaller,
+    )
 
 
 def _is_deleted(conn: sa.Connection, uuid: str) -> bool:
