@@ -54,7 +54,7 @@ def _renamed(fields: dict[str, Any] | None, names: dict[str, str]) -> dict[str, 
         name = names.get(key, key if key in names.values() else None)
         if name is None:
             raise InvalidArgument(f"unknown field {key!r}; known: {', '.join(sorted(names))}")
-        if value is not None:
+        if value is not None or name == "max_slots":  # null clears max_slots (no limit)
             out[name] = value
     return out
 

@@ -91,6 +91,10 @@ def test_set_gc_policy_previews_asks_and_collects(tmp_path: pathlib.Path) -> Non
             assert out.stdout == f"Set `{name}` of experiment {n} to {msg}\n", out.stderr
             assert cluster.experiment(exp_id)["config"][field[0]][name] == msg
 
+        out = det("e", "set", "max-slots", n, "none")
+        assert out.stdout == f"Set `max_slots` of experiment {n} to None\n", out.stderr
+        assert cluster.experiment(exp_id)["config"]["resources"]["max_slots"] is None
+
         if REF_DET.exists():  # the reference's preview reads the same answer
             ref_env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PYTHON"))}
             ref_env.update(HOME=str(tmp_path), DET_USER="determined", DET_PASS="")
