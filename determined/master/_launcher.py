@@ -13,6 +13,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -54,6 +55,7 @@ class LaunchSpec:
     # The slots of each container (one process group each); one container unless the run
     # spans several (simulated) agents.
     containers: list[list[int]] = dataclasses.field(default_factory=list)
+    port_offset: int = 0  # DET_UNIQUE_PORT_OFFSET: see pick_port_offset
 
     def __post_init__(self) -> None:
         if not self.containers:
@@ -132,10 +134,29 @@ def container_id(allocation_id: str, container: int) -> str:
     return allocation_id if container == 0 else f"{allocation_id}.{container}"
 
 
-def unique_port_offset(slot_ids: list[int]) -> int:
-    """Shifts a run's ZMQ and rendezvous ports (12360/12376 and 29400 plus this) so runs on
-    disjoint slots never share one: 32 apart covers both ZMQ ports (16 apart) of each run."""
-    return 32 * min(slot_ids, default=0)
+# The fixed ports a run's processes bind: DistributedContext's two ZMQ ports and torchrun's
+# multi-node rendezvous port, each plus the run's DET_UNIQUE_PORT_OFFSET.
+BASE_PORTS = (12360, 12376, 29400)
+PORT_OFFSET_STEP = 32  # > 16, the gap between the two ZMQ ports: offsets never interleave
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_port_offset(in_use: set[int]) -> int:
+    """The smallest offset (a multiple of 32) that no live run holds and whose ports are free
+    on this machine now, so that concurrent runs, and anything else listening here, never
+    collide with a run's fixed ports."""
+    for offset in range(0, 1000 * PORT_OFFSET_STEP, PORT_OFFSET_STEP):
+        if offset not in in_use and all(_bindable(p + offset) for p in BASE_PORTS):
+            return offset
+    raise LaunchError("no free ports for the run's processes (12360+, 12376+, 29400+)")
 
 
 def trial_env(
@@ -171,7 +192,7 @@ def trial_env(
         DET_HPARAMS=json.dumps(spec.hparams),
         DET_EXPERIMENT_CONFIG=json.dumps(spec.config),
         DET_STEPS_COMPLETED=str(spec.steps_completed),
-        DET_UNIQUE_PORT_OFFSET=str(unique_port_offset(spec.slot_ids)),
+        DET_UNIQUE_PORT_OFFSET=str(spec.port_offset),
     )
     if spec.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint

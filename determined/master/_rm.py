@@ -84,6 +84,7 @@ class _Run:
     sink: LogSink
     slots: list[int]
     timeout_s: float
+    port_offset: int = 0
     preempted_at: float | None = None
     killed: bool = False
 
@@ -304,6 +305,9 @@ class LocalResourceManager:
         sink = LogSink(self._logs, spec.task_id, spec.allocation_id)
         procs: list[_launcher.TrialProcess] = []
         try:
+            spec.port_offset = _launcher.pick_port_offset(
+                {r.port_offset for r in self._runs.values()}
+            )
             for i in range(len(containers)):
                 procs.append(self._start_container(spec, i))
         except _launcher.LaunchError as e:
@@ -316,7 +320,9 @@ class LocalResourceManager:
             self._exps.allocation_exited(spec.allocation_id, 1)
             return False
         timeout = float(spec.config.get("preemption_timeout") or 3600)
-        self._runs[spec.allocation_id] = _Run(procs, sink, spec.slot_ids, timeout)
+        self._runs[spec.allocation_id] = _Run(
+            procs, sink, spec.slot_ids, timeout, port_offset=spec.port_offset
+        )
         sink.master(
             f"Resources for Trial {spec.trial_id} (Experiment {spec.experiment_id}) have "
             f"started (slots {spec.slot_ids}, pids {[p.pid for p in procs]})"

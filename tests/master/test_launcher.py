@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import pathlib
+import socket
 import sys
 import tarfile
 from typing import Any
@@ -54,13 +55,18 @@ def test_every_run_starts_through_exec_launch() -> None:
     assert _launcher.command() == [sys.executable, "-m", "determined.exec.launch"]
 
 
-def test_runs_on_disjoint_slots_get_disjoint_ports() -> None:
-    used: set[int] = set()
-    for slots in ([0], [1, 2], [3], [4, 5, 6, 7]):
-        offset = _launcher.unique_port_offset(slots)
-        ports = {12360 + offset, 12376 + offset, 29400 + offset}
-        assert not ports & used
-        used |= ports
+def test_port_offsets_skip_live_runs_and_busy_ports() -> None:
+    first = _launcher.pick_port_offset(set())
+    assert first % _launcher.PORT_OFFSET_STEP == 0
+    # A port of the first offset in use by someone else: the next free offset is chosen.
+    with socket.socket() as busy:
+        busy.bind(("", _launcher.BASE_PORTS[0] + first))
+        busy.listen()
+        second = _launcher.pick_port_offset(set())
+        assert second > first
+    assert _launcher.pick_port_offset({first}) > first
+    ports = {p + o for p in _launcher.BASE_PORTS for o in (first, second)}
+    assert len(ports) == 2 * len(_launcher.BASE_PORTS)
 
 
 def test_bind_mount_rules(tmp_path: pathlib.Path) -> None:
