@@ -15,11 +15,8 @@ if [ ! -x .refvenv/bin/det ]; then
   .refvenv/bin/python -m pip install --quiet --disable-pip-version-check determined==0.37.0
 fi
 
-# Headless Chromium + Selenium for the web UI's browser tests (tests/webui). Skipped when they are
-# already there; without apt (or root) the browser tests skip and say why.
-if ! .venv/bin/python -c "import selenium" 2>/dev/null; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check selenium
-fi
+# Headless Chromium for the web UI's browser tests (tests/webui; Selenium is in the dev extra).
+# Skipped when it is already there; without apt (or root) the browser tests skip and say why.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     # Not fatal: without a browser the browser tests skip and say why; everything else runs.
