@@ -98,7 +98,9 @@ def _validation_metric(ckpt: dict[str, Any], metric: str) -> str:
     return str(avg[metric]) if metric in avg else ""
 
 
-def _best(ckpts: list[dict[str, Any]], metric: str, smaller: bool, n: int) -> list[dict[str, Any]]:
+def best_checkpoints(
+    ckpts: list[dict[str, Any]], metric: str, smaller: bool, n: int
+) -> list[dict[str, Any]]:
     """The ``n`` best checkpoints with a searcher metric (again here: a master may not sort)."""
     valid = []
     for c in ckpts:
@@ -130,7 +132,7 @@ def cmd_list_checkpoints(args: argparse.Namespace) -> None:
         metric = str(searcher.get("metric") or "")
         smaller = bool(searcher.get("smaller_is_better", True))
     if args.best:
-        ckpts = _best(ckpts, metric, smaller, args.best)
+        ckpts = best_checkpoints(ckpts, metric, smaller, args.best)
     headers = ["Trial ID", "# of Batches", "State", "Validation Metric", "UUID", "Resources"]
     headers.append("Size")
     rows = [

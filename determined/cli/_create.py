@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from determined.cli import _context, _logs, _master, _render, _session
+from determined.cli import _context, _logs, _master, _render, _session, _test_mode
 from determined.common.api import Session
 
 
@@ -154,6 +154,9 @@ def cmd_create(args: argparse.Namespace) -> None:
         "projectId": args.project_id,
         "validateOnly": False,
     }
+    if args.test_mode:
+        _test_mode.run(sess, body)
+        return
     resp = sess.post("/api/v1/experiments", json=body).json()
     experiment_id = int(resp["experiment"]["id"])
     print(f"Created experiment {experiment_id}", flush=True)
@@ -180,4 +183,12 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
         help="follow the logs of the first trial",
     )
     p.add_argument("--paused", action="store_true", help="do not activate the experiment")
+    p.add_argument(
+        "-t",
+        "--test-mode",
+        "--test",
+        dest="test_mode",
+        action="store_true",
+        help="validate, then train one batch in a test experiment (no real experiment)",
+    )
     p.set_defaults(func=cmd_create)

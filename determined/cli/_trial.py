@@ -1,12 +1,14 @@
-"""``det trial`` (alias ``t``): describe, logs, kill."""
+"""``det trial`` (alias ``t``): describe, logs, kill, download."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
+from typing import Any
 
-from determined.cli import _describe, _logs, _render, _session
+from determined.cli import _checkpoint, _describe, _logs, _render, _session
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
@@ -58,6 +60,44 @@ def cmd_kill(args: argparse.Namespace) -> None:
     print(f"Killed trial {args.trial_id}")
 
 
+def _pick_checkpoint(args: argparse.Namespace, ckpts: list[dict[str, Any]]) -> dict[str, Any]:
+    done = [c for c in ckpts if _render.strip_state(c.get("state")) == "COMPLETED"]
+    if args.uuid:
+        found = [c for c in ckpts if c.get("uuid") == args.uuid]
+        if not found:
+            raise _render.CliError(f"trial {args.trial_id} has no checkpoint {args.uuid}")
+        return found[0]
+    if not done:
+        raise _render.CliError(f"trial {args.trial_id} has no completed checkpoint")
+    if args.best:
+        config = (done[0].get("training") or {}).get("experimentConfig") or {}
+        searcher = config.get("searcher") or {}
+        metric = str(searcher.get("metric") or "")
+        best = _checkpoint.best_checkpoints(
+            done, metric, bool(searcher.get("smaller_is_better", True)), 1
+        )
+        if not best:
+            raise _render.CliError(
+                f"no checkpoint of trial {args.trial_id} has a validation of {metric!r}; "
+                "use --latest"
+            )
+        return best[0]
+    return max(done, key=lambda c: int((c.get("metadata") or {}).get("steps_completed") or 0))
+
+
+def cmd_download(args: argparse.Namespace) -> None:
+    """``det t download T (--latest | --best | --uuid U) [-o DIR] [-q]``."""
+    sess = _session.session(args)
+    body = sess.get(f"/api/v1/trials/{args.trial_id}/checkpoints").json()
+    ckpt = _pick_checkpoint(args, list(body.get("checkpoints") or []))
+    out = pathlib.Path(args.output_dir or pathlib.Path("checkpoints") / str(ckpt["uuid"]))
+    path = _checkpoint.download(ckpt, out)
+    if args.quiet:
+        print(path)
+    else:
+        _checkpoint.render_checkpoint(ckpt, path)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trial", aliases=["t"], help="manage trials")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -75,3 +115,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     k = cmds.add_parser("kill", help="forcibly terminate a trial")
     k.add_argument("trial_id", type=int, help="trial ID")
     k.set_defaults(func=cmd_kill)
+    dl = cmds.add_parser("download", help="download a checkpoint of a trial")
+    dl.add_argument("trial_id", type=int, help="trial ID")
+    which = dl.add_mutually_exclusive_group(required=True)
+    which.add_argument("--latest", action="store_true", help="the newest completed checkpoint")
+    which.add_argument("--best", action="store_true", help="the best by the searcher metric")
+    which.add_argument("--uuid", default=None, help="a checkpoint of this trial by UUID")
+    dl.add_argument("-o", "--output-dir", default=None, help="default: checkpoints/<uuid>")
+    dl.add_argument("-q", "--quiet", action="store_true", help="print only the path")
+    dl.set_defaults(func=cmd_download)

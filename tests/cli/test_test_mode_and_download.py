@@ -1,0 +1,163 @@
+"""``det e create --test`` (validate, train one batch in a test experiment, follow it:
+Determined's test mode) and ``det t download``; docs/cli.md."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+import requests
+import yaml
+from cli_kit import Det
+from master_kit import MasterProcess
+
+from determined.cli import _test_mode
+
+TRAIN = """
+import determined as det
+from determined import core
+
+info = det.get_cluster_info()
+with core.init() as ctx:
+    for op in ctx.searcher.operations():
+        for step in range(1, op.length + 1):
+            ctx.train.report_training_metrics(step, {"loss": 1.0 / step})
+        ctx.train.report_validation_metrics(op.length, {"loss": 0.5})
+        op.report_completed(0.5)
+    print("steps trained:", op.length, "lr:", info.trial.hparams["lr"], flush=True)
+"""
+
+CONFIG = {
+    "name": "try-me",
+    "entrypoint": "python3 train.py",
+    "max_restarts": 3,
+    "searcher": {"name": "random", "metric": "loss", "max_trials": 8, "max_length": 500},
+    "hyperparameters": {
+        "lr": {"type": "log", "base": 10, "minval": -3, "maxval": -1},
+        "layers": {"type": "categorical", "vals": [2, 4]},
+        "fixed": 7,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
+    m = MasterProcess(tmp_path_factory.mktemp("testmode") / "master", cpu_slots=1)
+    m.start()
+    yield m
+    m.stop()
+
+
+def _model(tmp_path: pathlib.Path, train: str, config: dict) -> tuple[pathlib.Path, pathlib.Path]:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "train.py").write_text(train)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    return cfg, model
+
+
+def _experiments(master: MasterProcess) -> list[dict]:
+    r = master.session().get(master.url + "/api/v1/experiments")
+    assert r.status_code == 200, r.text
+    return list(r.json()["experiments"])
+
+
+def test_the_test_config_follows_determined_rules() -> None:
+    test = _test_mode.test_config(CONFIG)
+    assert test["searcher"] == {"name": "single", "metric": "loss", "max_length": {"batches": 1}}
+    assert test["max_restarts"] == 0
+    assert test["scheduling_unit"] == 1
+    assert test["min_validation_period"] == {"batches": 1}
+    assert test["hyperparameters"] == {"lr": 0.001, "layers": 2, "fixed": 7}
+    gc = test["checkpoint_storage"]
+    assert (gc["save_experiment_best"], gc["save_trial_best"], gc["save_trial_latest"]) == (0, 0, 0)
+    assert CONFIG["searcher"]["name"] == "random"  # the input is not changed
+
+
+def test_a_working_model_passes_and_creates_no_real_experiment(
+    master: MasterProcess, tmp_path: pathlib.Path
+) -> None:
+    before = len(_experiments(master))
+    cfg, model = _model(tmp_path, TRAIN, CONFIG)
+    out = Det(tmp_path / "home", master.url).ok("e", "create", str(cfg), str(model), "--test")
+    assert "Experiment configuration validation succeeded!" in out
+    assert "Model definition test succeeded!" in out
+    exps = _experiments(master)
+    assert len(exps) == before + 1
+    test = max(exps, key=lambda e: int(e["id"]))
+    assert test["state"] == "STATE_COMPLETED"
+    assert test["description"].startswith("[test-mode]")
+    trials = master.session().get(f"{master.url}/api/v1/experiments/{test['id']}/trials")
+    [trial] = trials.json()["trials"]
+    assert trial["totalBatchesProcessed"] == 1
+
+
+def test_a_failing_model_exits_1_with_its_logs(
+    master: MasterProcess, tmp_path: pathlib.Path
+) -> None:
+    broken = "import sys\nprint('the model is broken', flush=True)\nsys.exit(3)\n"
+    cfg, model = _model(tmp_path, broken, CONFIG)
+    r = Det(tmp_path / "home", master.url)("e", "create", str(cfg), str(model), "--test")
+    assert r.returncode == 1
+    assert "the model is broken" in r.stdout
+    assert "failed" in r.stderr
+
+
+def test_an_invalid_config_creates_nothing(master: MasterProcess, tmp_path: pathlib.Path) -> None:
+    before = len(_experiments(master))
+    cfg, model = _model(tmp_path, TRAIN, {**CONFIG, "searcher": {"name": "random"}})
+    r = Det(tmp_path / "home", master.url)("e", "create", str(cfg), str(model), "--test")
+    assert r.returncode == 1
+    assert "searcher" in r.stderr
+    assert len(_experiments(master)) == before
+    assert requests.get(master.url + "/info", timeout=5).ok
+
+
+CKPT_TRAIN = """
+import determined as det
+from determined import core
+
+with core.init() as ctx:
+    for op in ctx.searcher.operations():
+        for step, loss in ((1, 0.9), (2, 0.2), (3, 0.5)):
+            ctx.train.report_validation_metrics(step, {"loss": loss})
+            with ctx.checkpoint.store_path({"steps_completed": step}) as (path, _):
+                (path / "step.txt").write_text(str(step))
+        op.report_completed(0.5)
+"""
+
+
+def test_trial_download_latest_best_and_uuid(master: MasterProcess, tmp_path: pathlib.Path) -> None:
+    """``det t download T --latest|--best|--uuid U``: the chosen checkpoint's files."""
+    config = {
+        "name": "three-checkpoints",
+        "entrypoint": "python3 train.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": 3},
+        "checkpoint_storage": {
+            "type": "shared_fs",
+            "host_path": str(tmp_path / "ckpts"),
+            "save_trial_best": 3,
+            "save_trial_latest": 3,
+        },
+    }
+    cfg, model = _model(tmp_path, CKPT_TRAIN, config)
+    det = Det(tmp_path / "home", master.url)
+    out = det.ok("e", "create", str(cfg), str(model), "-f")
+    exp_id = int(out.split("Created experiment ")[1].split()[0])
+    trials = master.session().get(f"{master.url}/api/v1/experiments/{exp_id}/trials").json()
+    trial_id = int(trials["trials"][0]["id"])
+
+    def step_of(*flags: str) -> str:
+        dest = tmp_path / "dl" / "-".join(f.strip("-") for f in flags)
+        det.ok("t", "download", str(trial_id), *flags, "-o", str(dest), "-q")
+        return (dest / "step.txt").read_text()
+
+    assert step_of("--latest") == "3"
+    assert step_of("--best") == "2"  # loss 0.2
+    ckpts = master.session().get(f"{master.url}/api/v1/trials/{trial_id}/checkpoints").json()
+    first = next(c for c in ckpts["checkpoints"] if c["metadata"]["steps_completed"] == 1)
+    assert step_of("--uuid", first["uuid"]) == "1"
+    r = det("t", "download", str(trial_id), "--uuid", "no-such-uuid")
+    assert r.returncode == 1 and "has no checkpoint no-such-uuid" in r.stderr
