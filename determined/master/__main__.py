@@ -1,4 +1,9 @@
-"""``python -m determined.master --port N [--data-dir D] [--db-url URL]``: serve the master."""
+"""``python -m determined.master [--config-file F] --port N [--data-dir D] [--db-url URL]``:
+serve the master.
+
+``--config-file`` names a YAML file whose keys are the long options with ``_`` for ``-``
+(``port``, ``db_url``, ``cpu_slots``, ...); options given on the command line win.
+"""
 
 from __future__ import annotations
 
@@ -40,12 +45,71 @@ def _parser() -> argparse.ArgumentParser:
         help="'none': run no trials (the dev endpoints allocate them by hand)",
     )
     p.add_argument("--log-level", default="warning")
+    p.add_argument("--config-file", type=pathlib.Path, default=None, help="YAML master config")
     return p
+
+
+# Options a config file may set (the rest only make sense on a command line).
+_FILE_KEYS = {
+    "port": int,
+    "host": str,
+    "data_dir": pathlib.Path,
+    "db_url": str,
+    "cluster_name": str,
+    "cpu_slots": int,
+    "slots_per_agent": int,
+    "resource_manager": str,
+    "log_level": str,
+}
+
+
+def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
+    """The options in a master config file, checked. Raises ValueError saying what to fix."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"cannot read master config {str(path)!r}: {e}") from e
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"master config {str(path)!r} must be a YAML mapping of options")
+    unknown = sorted(str(k) for k in raw if k not in _FILE_KEYS)
+    if unknown:
+        raise ValueError(
+            f"master config {str(path)!r}: unknown keys {', '.join(unknown)}; allowed: "
+            f"{', '.join(sorted(_FILE_KEYS))}"
+        )
+    out = {}
+    for key, value in raw.items():
+        kind = _FILE_KEYS[key]
+        if value is None or (
+            kind is int and (isinstance(value, bool) or not isinstance(value, int))
+        ):
+            if value is not None:
+                raise ValueError(f"master config {str(path)!r}: {key} must be an integer")
+            continue
+        out[key] = kind(value)
+    return out
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command line over config file over built-in defaults."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.config_file is not None:
+        try:
+            parser.set_defaults(**_file_defaults(args.config_file))
+        except ValueError as e:
+            parser.error(str(e))
+        args = parser.parse_args(argv)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Open (and migrate) the store, then serve until interrupted."""
-    args = _parser().parse_args(argv)
+    args = parse_args(argv)
     from determined.master._app import create_app
     from determined.master._store import Store, sqlite_url
 
