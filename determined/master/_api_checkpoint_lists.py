@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
-from determined.master import _config
+from determined.master import _config, _wire
 from determined.master._auth import Caller
 from determined.master._deps import StoreDep
 from determined.master._errors import InvalidArgument, NotFound
@@ -67,16 +67,8 @@ def select(
 
 
 def _answer(rows: list[dict[str, Any]], offset: int, limit: int) -> dict[str, Any]:
-    page = rows[offset : offset + limit] if limit else rows[offset:]
-    start = min(offset, len(rows))
-    pagination = {
-        "offset": offset,
-        "limit": limit,
-        "startIndex": start,
-        "endIndex": start + len(page),
-        "total": len(rows),
-    }
-    return {"checkpoints": page, "pagination": pagination}
+    chunk, pagination = _wire.page(rows, offset, limit)
+    return {"checkpoints": chunk, "pagination": pagination}
 
 
 @router.get("/trials/{trial_id}/checkpoints")

@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 
-from determined.master import _config, _launcher
+from determined.master import _config, _launcher, _wire
 from determined.master._auth import Caller
 from determined.master._deps import ExperimentsDep, StoreDep
 from determined.master._errors import InvalidArgument, NotFound
@@ -132,15 +132,8 @@ def list_experiments(
         found = [experiment_json(conn, e) for e in rows if e is not None]
     found = [e for e in found if archived is None or e["archived"] == archived]
     found = [e for e in found if not users or e["username"] in users]
-    page = found[offset : offset + limit] if limit else found[offset:]
-    pagination = {
-        "offset": offset,
-        "limit": limit,
-        "startIndex": offset,
-        "endIndex": offset + len(page),
-        "total": len(found),
-    }
-    return {"experiments": page, "pagination": pagination}
+    chunk, pagination = _wire.page(found, offset, limit)
+    return {"experiments": chunk, "pagination": pagination}
 
 
 def _latest_metric(t: dict[str, Any], metric: str) -> Any:
@@ -193,16 +186,8 @@ def get_experiment_trials(
         rows = [t for _, t in present] + [t for k, t in keyed if k is None]
     elif order_by in ("ORDER_BY_DESC", "desc"):
         rows.reverse()
-    page = rows[offset : offset + limit] if limit else rows[offset:]
-    start = min(offset, len(rows))
-    pagination = {
-        "offset": offset,
-        "limit": limit,
-        "startIndex": start,
-        "endIndex": start + len(page),
-        "total": len(rows),
-    }
-    return {"trials": page, "pagination": pagination}
+    chunk, pagination = _wire.page(rows, offset, limit)
+    return {"trials": chunk, "pagination": pagination}
 
 
 @router.post("/experiments/{experiment_id}/activate")

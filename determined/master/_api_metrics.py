@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
+from determined.master import _wire
 from determined.master._auth import Caller
 from determined.master._deps import StoreDep
 from determined.master._errors import InvalidArgument, NotFound
@@ -170,12 +171,5 @@ def trial_workloads(
         found = [w[2] for w in workloads(conn, trial_id, kinds, include_batch_metrics)]
     if order_by in ("ORDER_BY_DESC", "desc"):
         found.reverse()
-    page = found[offset : offset + limit] if limit else found[offset:]
-    pagination = {
-        "offset": offset,
-        "limit": limit,
-        "startIndex": min(offset, len(found)),
-        "endIndex": min(offset, len(found)) + len(page),
-        "total": len(found),
-    }
-    return {"workloads": page, "pagination": pagination}
+    chunk, pagination = _wire.page(found, offset, limit)
+    return {"workloads": chunk, "pagination": pagination}

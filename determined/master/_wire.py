@@ -167,3 +167,17 @@ def _metrics_json(row: dict[str, Any] | None) -> dict[str, Any]:
     if row is None:
         return {"avgMetrics": None, "batchMetrics": None}
     return {"avgMetrics": row["metrics"], "batchMetrics": row["batch_metrics"]}
+
+
+def page(rows: list[Any], offset: int, limit: int) -> tuple[list[Any], dict[str, int]]:
+    """One page of a listing and the gateway's ``pagination`` object (``limit`` 0: all)."""
+    chunk = rows[offset : offset + limit] if limit else rows[offset:]
+    start = min(offset, len(rows))
+    pagination = {
+        "offset": offset,
+        "limit": limit,
+        "startIndex": start,
+        "endIndex": start + len(chunk),
+        "total": len(rows),
+    }
+    return chunk, pagination
