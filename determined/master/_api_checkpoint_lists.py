@@ -3,9 +3,10 @@ reference's SDK asks (``list_checkpoints(sort_by, order_by, max_results)``, ``de
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from determined.master import _config, _wire
 from determined.master._auth import Caller
@@ -66,22 +67,36 @@ def select(
     return sorted(present, key=key, reverse=desc) + missing
 
 
-def _answer(rows: list[dict[str, Any]], offset: int, limit: int) -> dict[str, Any]:
-    chunk, pagination = _wire.page(rows, offset, limit)
-    return {"checkpoints": chunk, "pagination": pagination}
+@dataclasses.dataclass
+class ListQuery:
+    """The query parameters both listings take (the reference's ``GetTrialCheckpoints`` /
+    ``GetExperimentCheckpoints``)."""
+
+    offset: int = Query(0, ge=0)
+    limit: int = Query(0, ge=0)
+    sort_by_attr: str = Query("SORT_BY_UNSPECIFIED", alias="sortByAttr")
+    sort_by_metric: str = Query("", alias="sortByMetric")
+    order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy")
+    states: list[str] = Query(default_factory=list)
+
+    def answer(self, rows: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+        """Filter, sort (``config`` gives smaller_is_better) and page ``rows``."""
+        _, smaller = _config.searcher_metric(config)
+        rows = select(
+            rows,
+            smaller_is_better=smaller,
+            sort_by_attr=self.sort_by_attr,
+            sort_by_metric=self.sort_by_metric,
+            order_by=self.order_by,
+            states=self.states,
+        )
+        chunk, pagination = _wire.page(rows, self.offset, self.limit)
+        return {"checkpoints": chunk, "pagination": pagination}
 
 
 @router.get("/trials/{trial_id}/checkpoints")
 def trial_checkpoints(
-    trial_id: int,
-    caller: Caller,
-    store: StoreDep,
-    offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
-    sort_by_attr: str = Query("SORT_BY_UNSPECIFIED", alias="sortByAttr"),
-    sort_by_metric: str = Query("", alias="sortByMetric"),
-    order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
-    states: list[str] = Query(default_factory=list),
+    trial_id: int, caller: Caller, store: StoreDep, query: ListQuery = Depends()
 ) -> dict[str, Any]:
     """``{checkpoints: [v1Checkpoint], pagination}`` of a trial (by steps unless sorted);
     DELETED ones included unless ``states`` leaves them out; ``limit`` 0 is all."""
@@ -92,29 +107,12 @@ def trial_checkpoints(
             raise NotFound(f"trial {trial_id} not found")
         exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
         rows = [checkpoint_json(conn, c) for c in _checkpoints.of_trial(conn, trial_id)]
-    _, smaller = _config.searcher_metric(exp.get("config") or {})
-    rows = select(
-        rows,
-        smaller_is_better=smaller,
-        sort_by_attr=sort_by_attr,
-        sort_by_metric=sort_by_metric,
-        order_by=order_by,
-        states=states,
-    )
-    return _answer(rows, offset, limit)
+    return query.answer(rows, exp.get("config") or {})
 
 
 @router.get("/experiments/{experiment_id}/checkpoints")
 def experiment_checkpoints(
-    experiment_id: int,
-    caller: Caller,
-    store: StoreDep,
-    offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
-    sort_by_attr: str = Query("SORT_BY_UNSPECIFIED", alias="sortByAttr"),
-    sort_by_metric: str = Query("", alias="sortByMetric"),
-    order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
-    states: list[str] = Query(default_factory=list),
+    experiment_id: int, caller: Caller, store: StoreDep, query: ListQuery = Depends()
 ) -> dict[str, Any]:
     """``{checkpoints, pagination}`` of every trial of the experiment (by trial, then steps,
     unless sorted); the SDK's default is the searcher metric, best first."""
@@ -128,13 +126,4 @@ def experiment_checkpoints(
             for t in _trials.trials_of(conn, experiment_id)
             for c in _checkpoints.of_trial(conn, int(t["id"]))
         ]
-    _, smaller = _config.searcher_metric(exp["config"] or {})
-    rows = select(
-        rows,
-        smaller_is_better=smaller,
-        sort_by_attr=sort_by_attr,
-        sort_by_metric=sort_by_metric,
-        order_by=order_by,
-        states=states,
-    )
-    return _answer(rows, offset, limit)
+    return query.answer(rows, exp["config"] or {})
