@@ -146,7 +146,7 @@ class _SignalWatcher:
         return self._preempt.is_set()
 
     def acknowledge(self) -> None:
-        pass
+        pass  # no master to tell: the signal came from this machine
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._preempt.is_set() and signum == signal.SIGINT:
