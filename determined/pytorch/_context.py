@@ -4,7 +4,6 @@ schedulers and to read its configuration. Optimizer stepping lives in ``_optimiz
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import os
 from collections.abc import Callable
@@ -360,13 +359,7 @@ class PyTorchTrialContext:
             auto_to_device=self._auto_to_device,
             data_repro_checks=self._data_repro_checks,
             aggregation_frequency=self._opt.agg,
-            # The batch mover without the two wrappers above it: it runs on every batch.
-            to_device=functools.partial(
-                _to_device._move,
-                device=self.device,
-                warned_types=self._warned_types,
-                non_blocking=False,
-            ),
+            to_device=_to_device.batch_mover(self.device, self._warned_types),
             profiler=self._profiler,
         )
 

@@ -219,41 +219,60 @@ class Controller:
         args = (self.epoch_len, length, self.s.periods, self.s.test_mode)
         while True:
             stop = next_stop(self.progress.batches_trained, *args)
-            while self.progress.batches_trained < stop:  # no boundary checks in between
-                self._train_batch(next(self._batches), self.progress.batches_trained)
+            self._train_batches(stop)  # no boundary checks in between
             fired = due(stop - 1, *args)
             if fired:
                 return fired
 
-    def _train_batch(self, batch: Any, idx: int) -> None:
-        ctx, setup, epoch_idx = self.context, self.setup, idx // self.epoch_len
-        ctx._set_progress(idx, self.epoch_len)
-        if idx % self.epoch_len == 0:
-            for cb in self.callbacks.values():
-                cb.on_training_epoch_start(epoch_idx)
-        if setup.auto_to_device:
-            batch = setup.to_device(batch)
-        if setup.auto_amp:
-            with ctx.autocast():
-                out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
-        else:
-            out = self.trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
-        if setup.profiler is not None:
-            setup.profiler.step()
-        needs_update = setup.lr_schedulers or (setup.auto_amp and setup.scaler is not None)
-        if needs_update and ctx._should_communicate_and_update():
-            if setup.auto_amp and setup.scaler is not None:
-                setup.scaler.update()  # with wrap_scaler alone, train_batch updates it
-            agg = setup.aggregation_frequency
-            for sched in setup.lr_schedulers:
-                for _ in range(sched._auto_steps(idx, agg, self.epoch_len)):
-                    sched.step()
-        self._chunk.append(_metrics.batch_metrics(out))
-        self.progress.batches_trained += 1
-        if idx % self.epoch_len == self.epoch_len - 1:
-            for cb in self.callbacks.values():
-                cb.on_training_epoch_end(epoch_idx)
-            self.progress.epochs_trained += 1
+    def _train_batches(self, stop: int) -> None:
+        """Train batches up to ``stop``: the per-batch path, so everything that does not change
+        between two boundaries is looked up once, here, not once per batch."""
+        ctx, setup, trial, epoch_len, progress = (
+            self.context,
+            self.setup,
+            self.trial,
+            self.epoch_len,
+            self.progress,
+        )
+        batches, record, batch_metrics = self._batches, self._chunk.append, _metrics.batch_metrics
+        move = setup.to_device if setup.auto_to_device else None
+        # Automatic AMP updates the scaler here; with wrap_scaler alone, train_batch does.
+        scaler = setup.scaler if setup.auto_amp else None
+        schedulers, agg = setup.lr_schedulers, setup.aggregation_frequency
+        epoch_hooks = [
+            cb for cb in self.callbacks.values() if _overrides(cb, "on_training_epoch_start")
+        ]
+        epoch_end_hooks = [
+            cb for cb in self.callbacks.values() if _overrides(cb, "on_training_epoch_end")
+        ]
+        for idx in range(progress.batches_trained, stop):
+            batch = next(batches)
+            epoch_idx, in_epoch = divmod(idx, epoch_len)
+            ctx._set_progress(idx, epoch_len)
+            if in_epoch == 0:
+                for cb in epoch_hooks:
+                    cb.on_training_epoch_start(epoch_idx)
+            if move is not None:
+                batch = move(batch)
+            if setup.auto_amp:
+                with ctx.autocast():
+                    out = trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
+            else:
+                out = trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=idx)
+            if setup.profiler is not None:
+                setup.profiler.step()
+            if (schedulers or scaler is not None) and ctx._should_communicate_and_update():
+                if scaler is not None:
+                    scaler.update()
+                for sched in schedulers:
+                    for _ in range(sched._auto_steps(idx, agg, epoch_len)):
+                        sched.step()
+            record(batch_metrics(out))
+            progress.batches_trained = idx + 1
+            if in_epoch == epoch_len - 1:
+                for cb in epoch_end_hooks:
+                    cb.on_training_epoch_end(epoch_idx)
+                progress.epochs_trained += 1
 
     def _report_training(self) -> None:
         chunk, self._chunk = self._chunk, []
@@ -376,13 +395,18 @@ class Controller:
 
 def _warn_deprecated_hooks(callbacks: dict[str, PyTorchCallback]) -> None:
     for name, cb in callbacks.items():
-        if type(cb).on_checkpoint_end is not PyTorchCallback.on_checkpoint_end:
+        if _overrides(cb, "on_checkpoint_end"):
             warnings.warn(
                 f"callback {name!r} overrides on_checkpoint_end, which is deprecated: "
                 "override on_checkpoint_write_end instead",
                 FutureWarning,
                 stacklevel=3,
             )
+
+
+def _overrides(callback: PyTorchCallback, hook: str) -> bool:
+    """Whether ``callback``'s ``hook`` does anything (is not PyTorchCallback's no-op)."""
+    return getattr(getattr(callback, hook), "__func__", None) is not getattr(PyTorchCallback, hook)
 
 
 def _forever(loader: Any) -> Iterator[Any]:

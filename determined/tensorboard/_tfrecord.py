@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -52,6 +53,13 @@ def _by_position(length: int) -> tuple[np.ndarray, int]:
     return table, int(register[0]) ^ 0xFFFFFFFF
 
 
+def _crc_rows(rows: np.ndarray) -> np.ndarray:
+    """The CRC-32C of each row of a ``(records, length)`` uint8 array, as uint32."""
+    length = rows.shape[1]
+    table, constant = _by_position(length)
+    return np.bitwise_xor.reduce(table[np.arange(length), rows], axis=1) ^ np.uint32(constant)
+
+
 def crc32c_many(items: list[bytes]) -> list[int]:
     """The CRC-32C of each of ``items``."""
     out = [0] * len(items)
@@ -60,13 +68,9 @@ def crc32c_many(items: list[bytes]) -> list[int]:
         by_length[len(item)].append(i)
     for length, idx in by_length.items():
         if length == 0:
-            for k in idx:
-                out[k] = 0
-            continue
-        table, constant = _by_position(length)
+            continue  # the CRC of nothing is 0
         rows = np.frombuffer(b"".join([items[i] for i in idx]), dtype=np.uint8)
-        rows = rows.reshape(len(idx), length)
-        crcs = np.bitwise_xor.reduce(table[np.arange(length), rows], axis=1) ^ constant
+        crcs = _crc_rows(rows.reshape(len(idx), length))
         for k, value in zip(idx, crcs.tolist(), strict=True):
             out[k] = value
     return out
@@ -75,6 +79,11 @@ def crc32c_many(items: list[bytes]) -> list[int]:
 def mask(crc: int) -> int:
     """TFRecord's masked CRC: rotate right by 15 and add a constant."""
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _mask_array(crcs: np.ndarray) -> np.ndarray:
+    """:func:`mask` of each uint32 in ``crcs`` (uint32 arithmetic wraps, as the & does)."""
+    return ((crcs >> np.uint32(15)) | (crcs << np.uint32(17))) + np.uint32(0xA282EAD8)
 
 
 _header_cache: dict[int, bytes] = {}
@@ -156,3 +165,65 @@ def file_version_event(wall_time: float) -> bytes:
     record. Encoded directly, so writing needs no tensorboard import (~0.2 s)."""
     version = b"brain.Event:2"
     return b"\x09" + struct.pack("<d", wall_time) + b"\x1a" + _varint(len(version)) + version
+
+
+def _varint_length(n: int) -> int:
+    return max(1, (n.bit_length() + 6) // 7)
+
+
+def scalar_series(
+    tag: str, values: Sequence[int | float | np.number], steps: Sequence[int], wall_time: float
+) -> bytes:
+    """``frame([scalar_event(tag, v, s, wall_time) for v, s in zip(values, steps)])``, built
+    as arrays: one report's per-batch metrics of one tag cost well under a microsecond each,
+    instead of a few (event, CRC and framing in Python for every batch)."""
+    if len(values) != len(steps):
+        raise ValueError(f"{len(values)} values but {len(steps)} steps")
+    if not steps:
+        return b""
+    step_array = np.asarray(steps, dtype=np.int64)
+    if int(step_array.min()) < 0:  # ten-byte varints: rare enough for the one-by-one path
+        return frame(
+            [
+                scalar_event(tag, float(v), int(s), wall_time)
+                for v, s in zip(values, steps, strict=True)
+            ]
+        )
+    with np.errstate(over="ignore"):  # beyond float32's range gives an infinity, as _float32
+        floats = np.asarray(values, dtype=np.float64).astype("<f4")
+    prefix = np.frombuffer(_wall_time.pack(0x09, wall_time) + b"\x10", dtype=np.uint8)
+    summary = np.frombuffer(_summary_prefix(tag), dtype=np.uint8)
+    # Records differ in length only by the step's varint: encode each varint length together.
+    low, high = _varint_length(int(step_array.min())), _varint_length(int(step_array.max()))
+    if low == high:
+        lengths = np.full(len(step_array), low)
+    else:  # bytes of each varint: one more for every 7 bits past the first 7
+        lengths = 1 + np.sum([step_array >> (7 * i) > 0 for i in range(1, 10)], axis=0)
+    framed: list[tuple[np.ndarray, np.ndarray]] = []
+    for width in range(low, high + 1):
+        idx = np.flatnonzero(lengths == width)
+        if not len(idx):
+            continue
+        n, length = len(idx), len(prefix) + width + len(summary) + 4
+        rows = np.empty((n, length), dtype=np.uint8)
+        rows[:, : len(prefix)] = prefix
+        group_steps = step_array[idx]
+        for i in range(width):
+            byte = (group_steps >> (7 * i)) & 0x7F
+            rows[:, len(prefix) + i] = byte | 0x80 if i < width - 1 else byte
+        rows[:, len(prefix) + width : length - 4] = summary
+        rows[:, length - 4 :] = floats[idx].view(np.uint8).reshape(n, 4)
+        out = np.empty((n, 12 + length + 4), dtype=np.uint8)
+        out[:, :12] = np.frombuffer(_header(length), dtype=np.uint8)
+        out[:, 12 : 12 + length] = rows
+        out[:, 12 + length :] = (
+            _mask_array(_crc_rows(rows)).astype("<u4").view(np.uint8).reshape(n, 4)
+        )
+        framed.append((idx, out))
+    if len(framed) == 1:
+        return framed[0][1].tobytes()
+    parts: list[bytes] = [b""] * len(step_array)  # back into the order of ``steps``
+    for idx, out in framed:
+        for i, row in zip(idx.tolist(), out, strict=True):
+            parts[i] = row.tobytes()
+    return b"".join(parts)

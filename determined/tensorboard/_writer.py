@@ -14,6 +14,7 @@ import os
 import pathlib
 import socket
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,14 @@ class MetricWriter(abc.ABC):
     def add_scalar(self, name: str, value: int | float | np.number, step: int) -> None:
         """Record ``value`` for tag ``name`` at ``step``."""
 
+    def add_scalars(
+        self, name: str, values: Sequence[int | float | np.number], steps: Sequence[int]
+    ) -> None:
+        """Record ``values[i]`` for tag ``name`` at ``steps[i]`` (one report's per-batch
+        metrics). The default calls ``add_scalar`` for each; override it to batch the work."""
+        for value, step in zip(values, steps, strict=True):
+            self.add_scalar(name, value, step)
+
     @abc.abstractmethod
     def reset(self) -> None:
         """Finish the current file; the next scalar starts a new one."""
@@ -76,7 +85,8 @@ class EventWriter(MetricWriter):
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.log_dir = pathlib.Path(log_dir)
         self._file: Any = None  # opened lazily, with its file_version event
-        self._pending: list[bytes] = []
+        self._pending: list[bytes] = []  # events not yet framed
+        self._framed: list[bytes] = []  # framed records, written before ``_pending``
 
     def _open(self) -> Any:
         if self._file is None:
@@ -92,11 +102,23 @@ class EventWriter(MetricWriter):
             self._open()
         self._pending.append(_tfrecord.scalar_event(name, float(value), step, time.time()))
 
+    def add_scalars(
+        self, name: str, values: Sequence[int | float | np.number], steps: Sequence[int]
+    ) -> None:
+        if self._file is None:
+            self._open()
+        if self._pending:  # keep the file in the order scalars were added
+            self._framed.append(_tfrecord.frame(self._pending))
+            self._pending = []
+        self._framed.append(_tfrecord.scalar_series(name, values, steps, time.time()))
+
     def flush(self) -> None:
-        if self._file is not None and self._pending:
-            self._file.write(_tfrecord.frame(self._pending))
+        if self._file is not None and (self._pending or self._framed):
+            if self._pending:
+                self._framed.append(_tfrecord.frame(self._pending))
+            self._file.write(b"".join(self._framed))
             self._file.flush()
-        self._pending = []
+        self._pending, self._framed = [], []
 
     def reset(self) -> None:
         if self._file is not None:
@@ -134,11 +156,18 @@ class BatchMetricWriter:
         self._maybe_reset()
         in_batches: set[str] = set()
         if batch_metrics:
+            # One series per metric: the writer encodes a whole report's batches at once.
+            series: dict[str, tuple[list[Any], list[int]]] = {}
             first_step = steps_completed - len(batch_metrics)
             for i, batch in enumerate(batch_metrics):
                 for name, value in batch.items():
-                    self._write(name, value, first_step + i)
+                    if is_numerical_scalar(value):
+                        values, steps = series.setdefault(name, ([], []))
+                        values.append(value)
+                        steps.append(first_step + i)
                     in_batches.add(name)
+            for name, (values, steps) in series.items():
+                self.writer.add_scalars(TAG_PREFIX + name, values, steps)
         for name, value in metrics.items():
             if name not in in_batches:
                 self._write(name, value, steps_completed)

@@ -76,3 +76,37 @@ def test_file_version_event_parses_as_the_protobuf_event() -> None:
 
     parsed = event_pb2.Event.FromString(_tfrecord.file_version_event(1234.5))
     assert parsed == event_pb2.Event(wall_time=1234.5, file_version="brain.Event:2")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    tag=st.text(max_size=40),
+    points=st.lists(
+        st.tuples(
+            st.floats(allow_nan=False) | st.integers(-(2**40), 2**40) | st.booleans(),
+            st.integers(min_value=-5, max_value=2**63 - 1)
+            | st.integers(min_value=0, max_value=2**15),
+        ),
+        max_size=40,
+    ),
+    wall_time=st.floats(min_value=0, max_value=4e9),
+)
+def test_scalar_series_is_the_framed_events_one_by_one(
+    tag: str, points: list[tuple[float, int]], wall_time: float
+) -> None:
+    """The array encoding of a report's per-batch metrics is byte for byte the events encoded
+    and framed one at a time: mixed varint widths, negative steps, values beyond float32."""
+    values, steps = [v for v, _ in points], [s for _, s in points]
+    one_by_one = [_tfrecord.scalar_event(tag, float(v), s, wall_time) for v, s in points]
+    assert _tfrecord.scalar_series(tag, values, steps, wall_time) == _tfrecord.frame(one_by_one)
+
+
+def test_scalar_series_of_consecutive_steps_across_varint_widths() -> None:
+    steps = list(range(100, 16_500))  # 1-, 2- and 3-byte step varints, in order
+    values = [s / 7 for s in steps]
+    one_by_one = [
+        _tfrecord.scalar_event("Determined/loss", v, s, 5.0) for v, s in zip(values, steps)
+    ]
+    assert _tfrecord.scalar_series("Determined/loss", values, steps, 5.0) == _tfrecord.frame(
+        one_by_one
+    )
