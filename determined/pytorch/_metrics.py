@@ -36,6 +36,25 @@ def _to_number(value: Any) -> Any:
     return value
 
 
+def _stacked_scalars(values: list[Any]) -> list[Any] | None:
+    """One-element tensors as numbers with one stack and one copy for the whole chunk (the
+    common case: a loss per batch); None if any value is something else."""
+    for v in values:
+        if type(v) is not torch.Tensor:
+            return None
+    try:
+        stacked = torch.stack(values)  # one shape check for all, where v.dim() costs one each
+    except RuntimeError:  # shapes or devices differ
+        return None
+    if stacked.dim() != 1:
+        if stacked.numel() != len(values):
+            return None
+        stacked = stacked.reshape(len(values))  # (n, 1), (n, 1, 1)...: one element each
+    if stacked.is_floating_point():
+        stacked = stacked.float()
+    return stacked.cpu().tolist()
+
+
 def to_numbers(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Move one chunk's metrics to the host in one go (the reporting boundary's only sync)."""
     if not batches:
@@ -47,17 +66,12 @@ def to_numbers(batches: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 f"train_batch returned keys {sorted(b)} at batch {i} of the chunk but "
                 f"{sorted(keys)} before; every batch must return the same metrics"
             )
-    stacked: dict[str, Any] = {}
+    columns = []
     for k in keys:
         values = [b[k] for b in batches]
-        if all(type(v) is torch.Tensor and v.dim() == 0 for v in values):
-            # The common case (a loss per batch): one stack and one copy for the whole chunk.
-            stacked[k] = torch.stack(values).float().cpu().tolist()
-        elif all(isinstance(v, torch.Tensor) and v.numel() == 1 for v in values):
-            stacked[k] = torch.stack([v.reshape(()).float() for v in values]).cpu().tolist()
-        else:
-            stacked[k] = [_to_number(v) for v in values]
-    return [{k: stacked[k][i] for k in keys} for i in range(len(batches))]
+        numbers = _stacked_scalars(values)
+        columns.append(numbers if numbers is not None else [_to_number(v) for v in values])
+    return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def _mean(values: list[Any]) -> Any:

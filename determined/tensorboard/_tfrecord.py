@@ -172,26 +172,31 @@ def _varint_length(n: int) -> int:
 
 
 def scalar_series(
-    tag: str, values: Sequence[int | float | np.number], steps: Sequence[int], wall_time: float
+    tag: str,
+    values: Sequence[int | float | np.number],
+    steps: Sequence[int],
+    wall_time: float | Sequence[float],
 ) -> bytes:
-    """``frame([scalar_event(tag, v, s, wall_time) for v, s in zip(values, steps)])``, built
-    as arrays: one report's per-batch metrics of one tag cost well under a microsecond each,
-    instead of a few (event, CRC and framing in Python for every batch)."""
-    if len(values) != len(steps):
-        raise ValueError(f"{len(values)} values but {len(steps)} steps")
+    """``frame([scalar_event(tag, v, s, w) for v, s, w in zip(values, steps, wall times)])``
+    (``wall_time``: one for all, or one per value), built as arrays: a second of per-batch
+    metrics of one tag costs well under a microsecond a value, where encoding, CRC and framing
+    in Python cost a few."""
+    walls = np.broadcast_to(np.asarray(wall_time, dtype="<f8"), (len(values),))
+    if len(values) != len(steps) or len(walls) != len(steps):
+        raise ValueError(f"{len(values)} values, {len(steps)} steps and {len(walls)} wall times")
     if not steps:
         return b""
     step_array = np.asarray(steps, dtype=np.int64)
     if int(step_array.min()) < 0:  # ten-byte varints: rare enough for the one-by-one path
         return frame(
             [
-                scalar_event(tag, float(v), int(s), wall_time)
-                for v, s in zip(values, steps, strict=True)
+                scalar_event(tag, float(v), int(s), float(w))
+                for v, s, w in zip(values, steps, walls.tolist(), strict=True)
             ]
         )
     with np.errstate(over="ignore"):  # beyond float32's range gives an infinity, as _float32
         floats = np.asarray(values, dtype=np.float64).astype("<f4")
-    prefix = np.frombuffer(_wall_time.pack(0x09, wall_time) + b"\x10", dtype=np.uint8)
+    prefix = 10  # Event.wall_time = 1 (tag byte, double), then Event.step = 2's tag byte
     summary = np.frombuffer(_summary_prefix(tag), dtype=np.uint8)
     # Records differ in length only by the step's varint: encode each varint length together.
     low, high = _varint_length(int(step_array.min())), _varint_length(int(step_array.max()))
@@ -204,14 +209,16 @@ def scalar_series(
         idx = np.flatnonzero(lengths == width)
         if not len(idx):
             continue
-        n, length = len(idx), len(prefix) + width + len(summary) + 4
+        n, length = len(idx), prefix + width + len(summary) + 4
         rows = np.empty((n, length), dtype=np.uint8)
-        rows[:, : len(prefix)] = prefix
+        rows[:, 0] = 0x09
+        rows[:, 1:9] = np.ascontiguousarray(walls[idx]).view(np.uint8).reshape(n, 8)
+        rows[:, 9] = 0x10
         group_steps = step_array[idx]
         for i in range(width):
             byte = (group_steps >> (7 * i)) & 0x7F
-            rows[:, len(prefix) + i] = byte | 0x80 if i < width - 1 else byte
-        rows[:, len(prefix) + width : length - 4] = summary
+            rows[:, prefix + i] = byte | 0x80 if i < width - 1 else byte
+        rows[:, prefix + width : length - 4] = summary
         rows[:, length - 4 :] = floats[idx].view(np.uint8).reshape(n, 4)
         out = np.empty((n, 12 + length + 4), dtype=np.uint8)
         out[:, :12] = np.frombuffer(_header(length), dtype=np.uint8)

@@ -51,10 +51,15 @@ class MetricWriter(abc.ABC):
         """Record ``value`` for tag ``name`` at ``step``."""
 
     def add_scalars(
-        self, name: str, values: Sequence[int | float | np.number], steps: Sequence[int]
+        self,
+        name: str,
+        values: Sequence[int | float | np.number],
+        steps: Sequence[int],
+        wall_times: Sequence[float] | None = None,
     ) -> None:
-        """Record ``values[i]`` for tag ``name`` at ``steps[i]`` (one report's per-batch
-        metrics). The default calls ``add_scalar`` for each; override it to batch the work."""
+        """Record ``values[i]`` for tag ``name`` at ``steps[i]``, reported at ``wall_times[i]``
+        (now when None). The default calls ``add_scalar`` for each, dropping the wall times;
+        override it to batch the work."""
         for value, step in zip(values, steps, strict=True):
             self.add_scalar(name, value, step)
 
@@ -103,14 +108,19 @@ class EventWriter(MetricWriter):
         self._pending.append(_tfrecord.scalar_event(name, float(value), step, time.time()))
 
     def add_scalars(
-        self, name: str, values: Sequence[int | float | np.number], steps: Sequence[int]
+        self,
+        name: str,
+        values: Sequence[int | float | np.number],
+        steps: Sequence[int],
+        wall_times: Sequence[float] | None = None,
     ) -> None:
         if self._file is None:
             self._open()
         if self._pending:  # keep the file in the order scalars were added
             self._framed.append(_tfrecord.frame(self._pending))
             self._pending = []
-        self._framed.append(_tfrecord.scalar_series(name, values, steps, time.time()))
+        walls = time.time() if wall_times is None else wall_times
+        self._framed.append(_tfrecord.scalar_series(name, values, steps, walls))
 
     def flush(self) -> None:
         if self._file is not None and (self._pending or self._framed):
@@ -132,15 +142,26 @@ class BatchMetricWriter:
 
     Tags are ``Determined/<name>`` for training and ``Determined/val_<name>`` for validation
     (``Determined/<name>`` when the name already starts with ``val``). Only numerical scalars
-    (:func:`is_numerical_scalar`) are written; anything else is skipped silently. Each report
-    is flushed, so the files are complete when the call returns.
+    (:func:`is_numerical_scalar`) are written; anything else is skipped silently.
+
+    Training reports are written at most once per ``write_interval`` seconds: the first at once,
+    later ones by the first report a ``write_interval`` after the last write, by any validation
+    report, and by :meth:`flush` and :meth:`close`. Each value keeps the wall time of its report.
+    Encoding and writing every report on its own costs a small model a few microseconds a batch;
+    Determined 0.37 likewise keeps up to a second of events in memory before its files rotate.
 
     Called by ``TrainContext`` on the chief in ``TensorboardMode.AUTO``; not thread-safe.
     """
 
-    def __init__(self, writer: MetricWriter) -> None:
+    MAX_BUFFERED = 100_000  # values; a report that brings the buffer past this writes at once
+
+    def __init__(self, writer: MetricWriter, write_interval: float = 1.0) -> None:
         self.writer = writer
+        self.write_interval = write_interval
         self._last_flush: float | None = None
+        # tag -> (values, steps, wall times), in the order they were reported
+        self._buffer: dict[str, tuple[list[Any], list[int], list[float]]] = {}
+        self._buffered = 0
 
     def on_train_step_end(
         self,
@@ -148,50 +169,58 @@ class BatchMetricWriter:
         metrics: dict[str, Any],
         batch_metrics: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Write one training report.
+        """Add one training report.
 
         ``batch_metrics[i]`` goes at step ``steps_completed - len(batch_metrics) + i``; each
         averaged metric whose name no batch carried goes at ``steps_completed``.
         """
-        self._maybe_reset()
+        now = time.time()
         in_batches: set[str] = set()
         if batch_metrics:
-            # One series per metric: the writer encodes a whole report's batches at once.
-            series: dict[str, tuple[list[Any], list[int]]] = {}
             first_step = steps_completed - len(batch_metrics)
             for i, batch in enumerate(batch_metrics):
                 for name, value in batch.items():
                     if is_numerical_scalar(value):
-                        values, steps = series.setdefault(name, ([], []))
-                        values.append(value)
-                        steps.append(first_step + i)
+                        self._add(TAG_PREFIX + name, value, first_step + i, now)
                     in_batches.add(name)
-            for name, (values, steps) in series.items():
-                self.writer.add_scalars(TAG_PREFIX + name, values, steps)
         for name, value in metrics.items():
-            if name not in in_batches:
-                self._write(name, value, steps_completed)
-        self.flush()
+            if name not in in_batches and is_numerical_scalar(value):
+                self._add(TAG_PREFIX + name, value, steps_completed, now)
+        last = self._last_flush
+        if last is None or now - last >= self.write_interval or self._buffered >= self.MAX_BUFFERED:
+            self.flush()
 
     def on_validation_step_end(self, steps_completed: int, metrics: dict[str, Any]) -> None:
-        """Write one validation report at ``steps_completed``."""
-        self._maybe_reset()
+        """Write one validation report at ``steps_completed``, with any buffered training."""
+        now = time.time()
         for name, value in metrics.items():
-            self._write(validation_tag_name(name), value, steps_completed)
+            if is_numerical_scalar(value):
+                self._add(TAG_PREFIX + validation_tag_name(name), value, steps_completed, now)
         self.flush()
 
     def flush(self) -> None:
-        """Make every written value readable in the files."""
+        """Write every buffered value and make it readable in the files."""
+        self._maybe_reset()
+        buffer, self._buffer, self._buffered = self._buffer, {}, 0
+        for tag, (values, steps, wall_times) in buffer.items():
+            self.writer.add_scalars(tag, values, steps, wall_times)
         self.writer.flush()
         self._last_flush = time.time()
 
     def close(self) -> None:
-        """Flush and close the current file. Writing again afterwards starts a new file."""
+        """Write what is buffered and close the current file. Writing again afterwards starts a
+        new file."""
+        self.flush()
         self.writer.close()
 
-    def _write(self, name: str, value: Any, step: int) -> None:
-        if is_numerical_scalar(value):
-            self.writer.add_scalar(TAG_PREFIX + name, value, step)
+    def _add(self, tag: str, value: Any, step: int, wall_time: float) -> None:
+        series = self._buffer.get(tag)
+        if series is None:
+            series = self._buffer[tag] = ([], [], [])
+        series[0].append(value)
+        series[1].append(step)
+        series[2].append(wall_time)
+        self._buffered += 1
 
     def _maybe_reset(self) -> None:
         # A new file per wall-clock second (as the reference): a sync re-uploads whole changed

@@ -124,3 +124,62 @@ def test_pinned_batches_move_to_cuda() -> None:
         moved = to_device({"x": x, "y": [y]}, torch.device("cuda"), non_blocking=True)
         assert moved["x"].is_cuda and moved["y"][0].is_cuda
         assert torch.equal(moved["x"].cpu(), x)
+
+
+def _same_leaves(a: Any, b: Any) -> bool:
+    """Equal structure, and tensors equal in value, dtype and device."""
+    if isinstance(a, torch.Tensor):
+        return (
+            isinstance(b, torch.Tensor)
+            and a.device == b.device
+            and a.dtype == b.dtype
+            and torch.equal(a.cpu(), b.cpu())
+        )
+    if isinstance(a, dict):
+        return (
+            type(a) is type(b) and a.keys() == b.keys() and all(_same_leaves(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, (list, tuple)):
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(_same_leaves(x, y) for x, y in zip(a, b, strict=True))
+        )
+    return a is b
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: [torch.ones(2, 3), torch.arange(2)],
+        lambda: (torch.ones(2), torch.zeros(1, dtype=torch.int64)),
+        lambda: {"x": torch.ones(2), "y": torch.arange(3)},
+        lambda: torch.ones(4),
+        lambda: [torch.ones(2), np.arange(3)],  # numpy inside: converted
+        lambda: {"x": np.ones(2, dtype=np.float32), "ids": "abc"},
+        lambda: Pair(torch.ones(1), np.zeros(2)),
+        lambda: [[torch.ones(1)], torch.zeros(1)],
+        lambda: [],
+    ],
+)
+def test_the_loops_cpu_mover_gives_what_to_device_gives(make: Any) -> None:
+    """The training loop's mover skips Tensor.to for CPU tensors in plain containers, but
+    its result is to_device's: same structure, types, values and devices."""
+    from determined.pytorch import _to_device
+
+    mover = _to_device.batch_mover(torch.device("cpu"), set())
+    assert _same_leaves(mover(make()), to_device(make(), "cpu"))
+
+
+def test_the_loops_cpu_mover_hands_cpu_batches_back_untouched() -> None:
+    from determined.pytorch import _to_device
+
+    batch = [torch.ones(2), torch.arange(2)]
+    assert _to_device.batch_mover(torch.device("cpu"), set())(batch) is batch
+
+
+def test_the_loops_mover_to_another_device_moves_every_tensor() -> None:
+    from determined.pytorch import _to_device
+
+    out = _to_device.batch_mover(META, set())([torch.ones(2), {"y": torch.arange(2)}])
+    assert out[0].device == META and out[1]["y"].device == META

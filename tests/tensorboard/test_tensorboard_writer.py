@@ -111,10 +111,58 @@ def test_nan_and_inf_are_written(tmp_path: pathlib.Path) -> None:
     assert got["Determined/b"] == [(1, math.inf)]
 
 
-def test_each_report_is_flushed_before_returning(tmp_path: pathlib.Path) -> None:
+def test_the_first_report_is_written_at_once(tmp_path: pathlib.Path) -> None:
     w = tensorboard.get_metric_writer(tmp_path)
     w.on_train_step_end(1, {"loss": 1.0})
     assert read_scalars(tmp_path) == {"Determined/loss": [(1, 1.0)]}  # not closed yet
+    w.close()
+
+
+def test_training_reports_within_the_interval_wait_for_flush_validation_or_close(
+    tmp_path: pathlib.Path,
+) -> None:
+    w = tensorboard.BatchMetricWriter(tensorboard.EventWriter(tmp_path), write_interval=3600)
+    w.on_train_step_end(1, {"loss": 1.0})
+    w.on_train_step_end(2, {"loss": 2.0}, [{"loss": 2.0}])
+    assert read_scalars(tmp_path) == {"Determined/loss": [(1, 1.0)]}  # the second is buffered
+    w.flush()
+    assert read_scalars(tmp_path) == {"Determined/loss": [(1, 1.0), (1, 2.0)]}
+    w.on_train_step_end(3, {"loss": 3.0})
+    w.on_validation_step_end(3, {"loss": 0.5})  # validation writes both
+    assert read_scalars(tmp_path) == {
+        "Determined/loss": [(1, 1.0), (1, 2.0), (3, 3.0)],
+        "Determined/val_loss": [(3, 0.5)],
+    }
+    w.on_train_step_end(4, {"loss": 4.0})
+    w.close()
+    assert read_scalars(tmp_path)["Determined/loss"][-1] == (4, 4.0)
+
+
+def test_a_report_after_the_interval_writes_the_buffer_with_each_reports_wall_time(
+    tmp_path: pathlib.Path,
+) -> None:
+    w = tensorboard.BatchMetricWriter(tensorboard.EventWriter(tmp_path), write_interval=0.3)
+    w.on_train_step_end(1, {"loss": 1.0})
+    t2 = time.time()
+    w.on_train_step_end(2, {"loss": 2.0})
+    time.sleep(0.35)
+    t3 = time.time()
+    w.on_train_step_end(3, {"loss": 3.0})  # a write_interval after the first write
+    acc = event_accumulator.EventAccumulator(str(tmp_path), purge_orphaned_data=False)
+    acc.Reload()
+    events = {e.step: e.wall_time for e in acc.Scalars("Determined/loss")}
+    assert sorted(events) == [1, 2, 3]
+    assert events[2] == pytest.approx(t2, abs=0.05)  # its report's time, not the write's
+    assert events[3] == pytest.approx(t3, abs=0.05)
+    w.close()
+
+
+def test_a_full_buffer_is_written_at_once(tmp_path: pathlib.Path) -> None:
+    w = tensorboard.BatchMetricWriter(tensorboard.EventWriter(tmp_path), write_interval=3600)
+    w.MAX_BUFFERED = 10
+    w.on_train_step_end(1, {"loss": 1.0})
+    w.on_train_step_end(11, {}, [{"loss": float(i)} for i in range(10)])
+    assert len(read_scalars(tmp_path)["Determined/loss"]) == 11
     w.close()
 
 

@@ -90,22 +90,30 @@ def test_file_version_event_parses_as_the_protobuf_event() -> None:
         max_size=40,
     ),
     wall_time=st.floats(min_value=0, max_value=4e9),
+    per_value_walls=st.booleans(),
 )
 def test_scalar_series_is_the_framed_events_one_by_one(
-    tag: str, points: list[tuple[float, int]], wall_time: float
+    tag: str, points: list[tuple[float, int]], wall_time: float, per_value_walls: bool
 ) -> None:
     """The array encoding of a report's per-batch metrics is byte for byte the events encoded
-    and framed one at a time: mixed varint widths, negative steps, values beyond float32."""
+    and framed one at a time: mixed varint widths, negative steps, values beyond float32, one
+    wall time for all or one each."""
     values, steps = [v for v, _ in points], [s for _, s in points]
-    one_by_one = [_tfrecord.scalar_event(tag, float(v), s, wall_time) for v, s in points]
-    assert _tfrecord.scalar_series(tag, values, steps, wall_time) == _tfrecord.frame(one_by_one)
+    walls = [wall_time + i / 3 for i in range(len(points))] if per_value_walls else None
+    one_by_one = [
+        _tfrecord.scalar_event(tag, float(v), s, walls[i] if walls else wall_time)
+        for i, (v, s) in enumerate(points)
+    ]
+    got = _tfrecord.scalar_series(tag, values, steps, walls if walls is not None else wall_time)
+    assert got == _tfrecord.frame(one_by_one)
 
 
 def test_scalar_series_of_consecutive_steps_across_varint_widths() -> None:
     steps = list(range(100, 16_500))  # 1-, 2- and 3-byte step varints, in order
     values = [s / 7 for s in steps]
     one_by_one = [
-        _tfrecord.scalar_event("Determined/loss", v, s, 5.0) for v, s in zip(values, steps)
+        _tfrecord.scalar_event("Determined/loss", v, s, 5.0)
+        for v, s in zip(values, steps, strict=True)
     ]
     assert _tfrecord.scalar_series("Determined/loss", values, steps, 5.0) == _tfrecord.frame(
         one_by_one
