@@ -82,7 +82,7 @@ def _cnn_model() -> nn.Module:
 
 WORKLOADS = {
     "mlp": Workload("mlp", 32, 8192, 500, 3500, 1.05, _mlp_data, _mlp_model),
-    "cnn": Workload("cnn", 128, 1024, 10, 50, 1.02, _cnn_data, _cnn_model),
+    "cnn": Workload("cnn", 128, 1024, 10, 90, 1.02, _cnn_data, _cnn_model),
 }
 
 
