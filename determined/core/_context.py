@@ -42,6 +42,7 @@ from determined.core._profiler import DummyProfilerContext, ProfilerContext
 from determined.core._searcher import (
     DummySearcherContext,
     SearcherContext,
+    _has_searcher_length,
     _MasterOps,
     _parse_searcher_units,
 )
@@ -341,6 +342,7 @@ def _cluster_init(
             _MasterOps(session, trial.trial_id, info.allocation_id),
             dist,
             _parse_searcher_units(config),
+            has_length=_has_searcher_length(config),
         ),
         profiler=ProfilerContext(info.agent_id, report_profile, dist),
         experimental=ExperimentalCoreContext(session, trial.trial_id),

@@ -50,6 +50,14 @@ def _parse_searcher_units(experiment_config: dict[str, Any]) -> Unit | None:
     return None
 
 
+def _has_searcher_length(experiment_config: dict[str, Any]) -> bool:
+    """Whether the search hands out operations: ``searcher.max_length``, or the 0.38 pair
+    ``time_metric`` + ``max_time`` (operations of ``max_time``). Without either (0.38 style)
+    the trial decides its own length."""
+    searcher = experiment_config.get("searcher") or {}
+    return searcher.get("max_length") is not None or searcher.get("max_time") is not None
+
+
 class _OpSource(Protocol):
     """Where operations come from and where their reports go (chief only)."""
 
@@ -170,10 +178,18 @@ class SearcherContext:
             op.report_completed(validate()["loss"])
     """
 
-    def __init__(self, source: _OpSource, dist: _Broadcaster, units: Unit | None = None) -> None:
+    def __init__(
+        self,
+        source: _OpSource,
+        dist: _Broadcaster,
+        units: Unit | None = None,
+        *,
+        has_length: bool = True,
+    ) -> None:
         self._source = source
         self._dist = dist
         self._units = units
+        self._has_length = has_length
 
     def operations(
         self,
@@ -185,8 +201,19 @@ class SearcherContext:
         In ``WorkersAskChief`` mode every rank must iterate in step (each step is a broadcast).
         The chief must call ``op.report_completed()`` before asking for the next operation, or
         RuntimeError is raised. With ``auto_ack`` the chief tells the master it is out of work.
+
+        Raises ValueError when the experiment config has no ``searcher.max_length`` (0.38
+        style, as Determined 0.38 does): the trial then decides its own length.
         """
         searcher_mode = SearcherMode(searcher_mode)
+        if not self._has_length:
+            # Acknowledging "out of work" here would make the master run the trial again.
+            raise ValueError(
+                "this experiment's config has no searcher.max_length, so the search hands out "
+                "no operations: train for the length you choose and report "
+                "core_context.train.report_progress(fraction_done), or set "
+                "searcher.max_length to train by operations"
+            )
         if self._dist.get_rank() == 0:
             yield from self._chief_operations(searcher_mode, auto_ack)
             return

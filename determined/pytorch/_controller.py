@@ -1,6 +1,7 @@
 """The training loop: one controller, read top to bottom.
 
-    for each searcher operation (absolute length; locally one, of max_length):
+    for each searcher operation (absolute length; one of max_length when the trial decides
+    its own length: locally, and on a cluster in 0.38 style):
         train batches until a boundary fires (op length, validation, checkpoint, reporting)
         report training metrics                       <- every boundary
         handle the fired boundaries in order; after each, stop if preempted or asked to
@@ -48,7 +49,9 @@ class LoopSettings:
 
     periods: Periods
     checkpoint_policy: str = "best"  # "best" | "all" | "none"
-    max_length: TrainUnit | None = None  # local: the one operation's length
+    max_length: TrainUnit | None = None  # the trial's own length: no searcher operations
+    on_cluster: bool = False  # the master keeps the experiment's best; progress goes there
+    length_metrics: bool = False  # 0.38 style: metrics gain "batches" and "epochs" keys
     searcher_unit: core.Unit | None = None  # on-cluster: the unit of op.length
     global_batch_size: int | None = None
     searcher_metric: str | None = None
@@ -196,9 +199,12 @@ class Controller:
         while not length_reached(length, self.progress.batches_trained, self.epoch_len):
             fired = self._train_chunk(length)
             self._report_training()
+            progress_due = True  # once, when TRAIN and REPORT fire together
             for boundary in fired:
                 if boundary in (Boundary.TRAIN, Boundary.REPORT):
-                    self._report_progress(length, op)
+                    if progress_due:
+                        self._report_progress(length, op)
+                    progress_due = False
                 elif boundary == Boundary.VALIDATE:
                     self._validate_if_needed(length, op)
                 elif boundary == Boundary.CHECKPOINT:
@@ -282,13 +288,22 @@ class Controller:
         extra = self.validator.run_reducers(training=True)
         avg, per_batch = ({**reduced[0], **extra}, reduced[1]) if reduced else ({}, [])
         if self.chief:
+            avg = self._with_length_metrics(avg)
             self.core.train.report_training_metrics(self.progress.batches_trained, avg, per_batch)
         avg, per_batch = self.dist.broadcast((avg, per_batch) if self.chief else None)
         for cb in self.callbacks.values():
             cb.on_training_workload_end(avg, per_batch)
 
     def _report_progress(self, length: TrainUnit, op: core.SearcherOperation | None) -> None:
-        if op is None or not self.chief or self._done(op):
+        if not self.chief:
+            return
+        if op is None:  # the trial's own length: the fraction of it done
+            if self.s.on_cluster:
+                assert isinstance(length.value, int)  # fit() checked it
+                total = length.value * (self.epoch_len if isinstance(length, Epoch) else 1)
+                self.core.train.report_progress(min(1.0, self.progress.batches_trained / total))
+            return
+        if self._done(op):
             return
         batches = self.progress.batches_trained
         if self.s.searcher_unit == core.Unit.EPOCHS:
@@ -297,6 +312,13 @@ class Controller:
             op.report_progress(float(batches * self.s.global_batch_size))
         else:
             op.report_progress(float(batches))
+
+    def _with_length_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        # A 0.38-style search may rank trials by these (searcher.time_metric: batches).
+        if not self.s.length_metrics:
+            return metrics
+        done = {"batches": self.progress.batches_trained, "epochs": self.progress.epochs_trained}
+        return {**done, **metrics}
 
     def _stop_requested(self) -> bool:
         preempt = self.core.preempt.should_preempt()
@@ -324,6 +346,7 @@ class Controller:
         self, metrics: dict[str, Any], length: TrainUnit | None, op: Any
     ) -> bool:
         best_before = self._best_before()
+        metrics = self._with_length_metrics(metrics)
         self.core.train.report_validation_metrics(self.progress.batches_trained, metrics)
         metric = self._searcher_metric(metrics, required=op is not None)
         done = length is not None and length_reached(
@@ -339,7 +362,7 @@ class Controller:
         better = best_before is None or (
             metric < best_before if self.s.smaller_is_better else metric > best_before
         )
-        if better and self.s.max_length is not None:
+        if better and not self.s.on_cluster:
             self._best = metric  # locally, the loop keeps the experiment's best itself
         return better
 
@@ -347,7 +370,7 @@ class Controller:
         return op is self._last_completed  # ops complete in order, one at a time
 
     def _best_before(self) -> float | None:
-        if self.s.max_length is not None:
+        if not self.s.on_cluster:
             return self._best
         return self.core.train.get_experiment_best_validation()
 

@@ -100,9 +100,9 @@ def init(
         )
 
 
-def _check_length(max_length: Any) -> TrainUnit:
+def _check_length(max_length: Any, where: str = "in a local run") -> TrainUnit:
     if max_length is None:
-        raise ValueError("fit(max_length=...) is required in a local run, e.g. Batch(1000)")
+        raise ValueError(f"fit(max_length=...) is required {where}, e.g. Batch(1000)")
     if not isinstance(max_length, Batch | Epoch) or not isinstance(max_length.value, int):
         raise TypeError(f"max_length must be Batch(n) or Epoch(n) with an int n: {max_length!r}")
     return max_length
@@ -172,8 +172,10 @@ class Trainer:
     ) -> ExitReason:
         """Train: see docs/pytorch.md for when it validates, checkpoints and reports.
 
-        Locally ``max_length`` is required; on a cluster the searcher's operations decide the
-        length (``max_length`` is ignored with a warning) and ``test_mode`` is refused.
+        Locally ``max_length`` is required. On a cluster ``test_mode`` is refused, and the
+        searcher's operations decide the length when the experiment config sets
+        ``searcher.max_length`` (``max_length`` is then ignored with a warning, as in
+        Determined 0.37); without it (0.38 style) ``max_length`` is required and decides.
         Returns why the loop ended (all work done, or stopped by preemption or a request).
         """
         return self._fit(
@@ -275,23 +277,46 @@ class Trainer:
         assert self._info is not None
         if test_mode:
             raise ValueError("test_mode is only for local runs; run it without a master")
-        if max_length is not None:
-            warnings.warn(
-                "max_length is ignored on a cluster: the searcher decides the length",
-                stacklevel=3,
-            )
         if self._info.latest_checkpoint is not None and latest_checkpoint is None:
             logger.warning(
                 "the cluster has a latest checkpoint for this trial: pass "
                 "latest_checkpoint=det.get_cluster_info().latest_checkpoint to resume from it"
             )
         hparams = self._context._hparams or {}
-        return LoopSettings(
-            searcher_unit=self._context._core.searcher.get_configured_units(),
-            global_batch_size=hparams.get("global_batch_size"),
-            trial_id=self._info.trial.trial_id,
-            data_seed=self._info.trial.trial_seed,
+        common = {
+            "global_batch_size": hparams.get("global_batch_size"),
+            "trial_id": self._info.trial.trial_id,
+            "data_seed": self._info.trial.trial_seed,
+            "on_cluster": True,
             **self._common(periods, policy),
+        }
+        searcher = self._config().get("searcher") or {}
+        if searcher.get("max_length") is None:
+            # Determined 0.38: the trial decides its own length and reports the fraction done.
+            length = _check_length(
+                max_length,
+                "on a cluster when the experiment config has no searcher.max_length (0.38 style)",
+            )
+            _warn_if_unlike_max_time(length, searcher)
+            return LoopSettings(max_length=length, length_metrics=True, **common)
+        if max_length is not None:
+            warnings.warn(
+                "max_length is ignored on a cluster when the experiment config sets "
+                "searcher.max_length: the searcher decides the length",
+                stacklevel=3,
+            )
+        return LoopSettings(
+            searcher_unit=self._context._core.searcher.get_configured_units(), **common
+        )
+
+
+def _warn_if_unlike_max_time(length: TrainUnit, searcher: dict[str, Any]) -> None:
+    metric, max_time = searcher.get("time_metric"), searcher.get("max_time")
+    unit = {"batches": Batch, "epochs": Epoch}.get(str(metric))
+    if unit is not None and max_time is not None and length != unit(max_time):
+        logger.warning(
+            f"fit(max_length={length!r}) differs from searcher.time_metric {metric!r} with "
+            f"max_time {max_time}: the search ranks trials up to max_time"
         )
 
 

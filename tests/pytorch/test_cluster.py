@@ -177,3 +177,113 @@ def test_run_trial_takes_every_fit_argument_from_the_config(
     assert [c["metadata"]["steps_completed"] for c in checkpoints] == [5, 10]
     path = cluster.storage / checkpoints[-1]["uuid"] / "load_data.json"
     assert "is_trainer" not in json.loads(path.read_text())
+
+
+def _no_length_config(
+    monkeypatch: pytest.MonkeyPatch, cluster: Cluster, **searcher: Any
+) -> dict[str, Any]:
+    """An experiment config without searcher.max_length (Determined 0.38 style)."""
+    import json
+
+    from _cluster import config
+
+    conf = config(cluster.storage)
+    del conf["searcher"]["max_length"]
+    conf["searcher"].update(searcher)
+    monkeypatch.setenv("DET_EXPERIMENT_CONFIG", json.dumps(conf))
+    return conf
+
+
+def test_without_searcher_max_length_fit_max_length_decides(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§17 (0.38, item 78): no searcher.max_length -> fit's max_length is the length; no
+    searcher operation is asked for or completed; progress is the raw fraction done at each
+    report; training and validation metrics gain batches and epochs keys."""
+    _no_length_config(monkeypatch, cluster)
+    trial = _fit(max_length=Batch(15), reporting_period=Batch(5), checkpoint_policy="none")
+    assert trial.reason == det_torch.ExitReason.COMPLETED
+    assert [i for _, i in trial.events] == list(range(15))
+    assert cluster.master.find("GET", r"/searcher/operation") == []
+    assert cluster.bodies("POST", r"/searcher/completed_operation") == []
+    progress = cluster.bodies("POST", r"/trials/3/progress")
+    assert progress == [
+        {"progress": pytest.approx(f), "is_raw": True} for f in (5 / 15, 10 / 15, 1.0)
+    ]
+    metrics = cluster.bodies("POST", r"/trials/3/metrics")
+    keyed = [(m["group"], m["metrics"]["metrics"]["avgMetrics"]) for m in metrics]
+    assert [(g, a["batches"], a["epochs"]) for g, a in keyed] == [
+        ("training", 5, 0),
+        ("training", 10, 1),  # 10 batches per epoch
+        ("training", 15, 1),
+        ("validation", 15, 1),
+    ]
+    assert len(cluster.bodies("POST", r"/api/v1/checkpoints")) == 1
+
+
+def test_without_searcher_max_length_an_epoch_length_reports_fractions(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_length_config(monkeypatch, cluster)
+    trial = _fit(max_length=det_torch.Epoch(2), reporting_period=Batch(5))
+    assert [i for _, i in trial.events] == list(range(20))
+    progress = [p["progress"] for p in cluster.bodies("POST", r"/trials/3/progress")]
+    assert progress == pytest.approx([0.25, 0.5, 0.75, 1.0])
+
+
+@pytest.mark.parametrize("bad", [None, 10, "Batch(10)"])
+def test_without_searcher_max_length_fit_needs_a_batch_or_epoch_length(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, bad: Any
+) -> None:
+    _no_length_config(monkeypatch, cluster)
+    error = ValueError if bad is None else TypeError
+    with pytest.raises(error, match="max_length"):
+        _fit(max_length=bad)
+
+
+def test_with_searcher_max_length_fit_max_length_is_ignored(cluster: Cluster) -> None:
+    """0.37: the searcher's operations decide; fit's max_length is ignored with a warning."""
+    cluster.ops([4])
+    with pytest.warns(UserWarning, match="max_length is ignored"):
+        trial = _fit(max_length=Batch(15), checkpoint_policy="none")
+    assert [i for _, i in trial.events] == list(range(4))
+    metrics = cluster.bodies("POST", r"/trials/3/metrics")
+    assert all(
+        "batches" not in m["metrics"]["metrics"]["avgMetrics"] for m in metrics
+    )  # 0.37 metrics
+
+
+def test_a_time_metric_search_keeps_its_operations_for_the_core_api(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """0.38 ASHA (time_metric + max_time): Trainer still trains fit's length, warning that it
+    differs from max_time; the Core API still gets operations of max_time."""
+    _no_length_config(monkeypatch, cluster, time_metric="batches", max_time=12)
+    with caplog.at_level("WARNING", logger="determined.pytorch"):
+        trial = _fit(max_length=Batch(6), checkpoint_policy="none")
+    assert [i for _, i in trial.events] == list(range(6))
+    assert "differs from searcher.time_metric" in caplog.text
+    cluster.ops([12])
+    with det.core.init() as core_context:
+        assert [op.length for op in _first_op(core_context)] == [12]
+
+
+def _first_op(core_context: Any) -> list[Any]:
+    ops = []
+    for op in core_context.searcher.operations():
+        ops.append(op)
+        op.report_completed(0.0)
+        break
+    return ops
+
+
+def test_the_core_api_refuses_operations_without_a_searcher_length(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.38: searcher.operations() raises ValueError when the config has no length (and
+    never tells the master it is out of work, which would schedule the trial again)."""
+    _no_length_config(monkeypatch, cluster)
+    with det.core.init() as core_context, pytest.raises(ValueError, match="no searcher.max_length"):
+        next(iter(core_context.searcher.operations()))
+    assert cluster.master.find("GET", r"/searcher/operation") == []
+    assert cluster.master.find("POST", r"/signals/ack_preemption") == []
