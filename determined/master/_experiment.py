@@ -524,6 +524,10 @@ class Experiments:
             seed=op.trial_seed,
             state=state,
             warm_start_checkpoint=op.checkpoint or self._warm_start(ev),
+            # 0.38 style without max_length: no ValidateAfter will come, yet the trial must run;
+            # with op_length None it is served {op: null, completed: true} and ends COMPLETED
+            # when its process exits 0 unpreempted (_decide_exit)
+            has_work=ev.method.trials_decide_length,
         )
         return list(ev.method.on_trial_created(op.request_id))
 

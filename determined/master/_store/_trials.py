@@ -22,8 +22,12 @@ def insert_trial(
     seed: int,
     state: State,
     warm_start_checkpoint: str | None = None,
+    has_work: bool = False,
 ) -> int:
-    """A trial for the search method's ``Create``; its task id is ``<exp>.<request_id>``."""
+    """A trial for the search method's ``Create``; its task id is ``<exp>.<request_id>``.
+
+    It waits for its first operation (``op_complete``) unless ``has_work``: a trial of a
+    search without ``max_length`` gets no operation and is runnable from the start."""
     row = conn.execute(
         trials.insert().values(
             **next_id(conn, trials),
@@ -37,7 +41,7 @@ def insert_trial(
             restarts=0,
             run_id=0,
             op_length=None,
-            op_complete=True,
+            op_complete=not has_work,
             op_closed=False,
             searcher_units=0.0,
             runner_state="",

@@ -78,6 +78,9 @@ class MethodCore:
     needs_numeric_metric = False
     #: every validation of a trial is an event (0.38 ``time_metric``), not just op completions
     every_validation = False
+    #: 0.38 style without ``searcher.max_length``: trials get no ValidateAfter; each trains as
+    #: long as it decides and its exit 0 (without a preemption) ends it
+    trials_decide_length = False
 
     def initial(self, ctx: Context) -> list[Operation]:
         raise NotImplementedError

@@ -64,6 +64,16 @@ def max_length_units(cfg: Mapping[str, Any], *, minimum: int = 0) -> int:
     return _int(cfg, "max_length", minimum=minimum)
 
 
+def optional_max_length(cfg: Mapping[str, Any]) -> int | None:
+    """:func:`max_length_units`, or None when the config sets none of ``max_length``,
+    ``time_metric`` and ``max_time``: 0.38 style, each trial decides its own length
+    (``Trainer.fit(max_length=...)``) and ends by exiting 0. Only single, random and grid
+    accept that; the ASHA family needs a length to place its rungs."""
+    if all(cfg.get(k) is None for k in ("max_length", "time_metric", "max_time")):
+        return None
+    return max_length_units(cfg)
+
+
 def _common(cfg: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(cfg.get("metric"), str):
         raise InvalidSearcherConfig(
@@ -134,11 +144,11 @@ def make_search_method(
         )
     if name == "single":
         _common(cfg)
-        return SingleSearch(max_length=max_length_units(cfg), hparams=hyperparameters, seed=seed)
+        return SingleSearch(max_length=optional_max_length(cfg), hparams=hyperparameters, seed=seed)
     if name == "random":
         _common(cfg)
         return RandomSearch(
-            max_length=max_length_units(cfg),
+            max_length=optional_max_length(cfg),
             max_trials=_int(cfg, "max_trials", minimum=1),
             max_concurrent_trials=_int(cfg, "max_concurrent_trials", default=16),
             hparams=hyperparameters,
@@ -152,7 +162,7 @@ def make_search_method(
                 "remove it (use `count` on each hyperparameter to size the grid)"
             )
         return GridSearch(
-            max_length=max_length_units(cfg),
+            max_length=optional_max_length(cfg),
             max_concurrent_trials=_int(cfg, "max_concurrent_trials", default=16),
             hparams=hyperparameters,
             seed=seed,

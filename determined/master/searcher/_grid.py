@@ -12,8 +12,9 @@ from determined.master.searcher._searcher import SearcherBase
 
 
 class _GridCore(MethodCore):
-    def __init__(self, max_length: int, mct: int, points: list[dict[str, Any]]):
+    def __init__(self, max_length: int | None, mct: int, points: list[dict[str, Any]]) -> None:
         self.max_length = max_length
+        self.trials_decide_length = max_length is None
         self.mct = mct
         self.total = len(points)
         self.remaining = points  # consumed from the end, as in the reference
@@ -21,6 +22,8 @@ class _GridCore(MethodCore):
     def _next_point(self, ctx: Context) -> list[Operation]:
         create = ctx.create(self.remaining.pop())
         rid = create.request_id
+        if self.max_length is None:
+            return [create, Close(rid)]  # the trial trains as long as it decides
         return [create, ValidateAfter(rid, self.max_length), Close(rid)]
 
     def initial(self, ctx: Context) -> list[Operation]:
@@ -31,9 +34,13 @@ class _GridCore(MethodCore):
         return self._next_point(ctx) if self.remaining else []
 
     def rung_lengths(self) -> list[list[int]]:
-        return [[self.max_length]]
+        return [[]] if self.max_length is None else [[self.max_length]]
 
     def progress(self, trial_progress: dict[str, float], closed: set[str]) -> float:
+        if self.max_length is None:
+            # No unit to count in: a point is done or not (raw progress reports set the
+            # experiment's progress directly).
+            return len(closed) / self.total
         done: float = len(closed) * self.max_length
         done += sum(v for r, v in trial_progress.items() if r not in closed)
         return done / (self.max_length * self.total)
@@ -48,8 +55,9 @@ class _GridCore(MethodCore):
 class GridSearch(SearcherBase):
     """``grid``: every point of the cartesian product of the hyperparameters' grid axes, last
     point first, at most ``max_concurrent_trials`` at a time (0: all). Each trial gets
-    ``ValidateAfter(max_length)`` and ``Close``; a trial with invalid hyperparameters is not
-    replaced (it is one point of the grid).
+    ``ValidateAfter(max_length)`` and ``Close`` (``max_length`` None: only ``Close``, the trial
+    decides its length); a trial with invalid hyperparameters is not replaced (it is one
+    point of the grid).
 
     Raises:
         InvalidSearcherConfig: an int/double/log hyperparameter without ``count``.
@@ -58,7 +66,7 @@ class GridSearch(SearcherBase):
     def __init__(
         self,
         *,
-        max_length: int,
+        max_length: int | None,
         max_concurrent_trials: int = 16,
         hparams: Mapping[str, Any] | None,
         seed: int,

@@ -31,7 +31,9 @@ class PreviewTrial:
 
 @dataclass(frozen=True)
 class Preview:
-    """What a search would do: trials grouped by the lengths they train to, per bracket."""
+    """What a search would do: trials grouped by the lengths they train to, per bracket. A
+    search without ``max_length`` has one bracket with no rungs (``rung_lengths == [[]]``) and
+    its trials validate at no length the searcher chose (``lengths == ()``)."""
 
     searcher: str
     seed: int
@@ -66,6 +68,13 @@ class Preview:
             mine = [t for t in self.trials if t.bracket == b]
             count = sum(t.occurrences for t in mine)
             head = f"Bracket {b + 1}: " if len(self.rung_lengths) > 1 else ""
+            if not lengths:
+                # 0.38 style without searcher.max_length: the master asks for no length
+                lines.append(
+                    f"{head}{count} trial(s); each trains to the length it decides itself "
+                    "(no searcher.max_length; e.g. Trainer.fit(max_length=...))"
+                )
+                continue
             rungs = ", ".join(str(x) for x in lengths)
             lines.append(f"{head}{count} trial(s); rungs at {rungs} {self.unit}")
             for t in sorted(mine, key=lambda t: (len(t.lengths), t.lengths)):

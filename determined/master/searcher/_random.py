@@ -1,4 +1,5 @@
-"""``single`` and ``random`` search: independent trials, each trained to ``max_length``."""
+"""``single`` and ``random`` search: independent trials, each trained to ``max_length`` (or,
+without one, to the length the trial decides itself)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from determined.master.searcher._searcher import SearcherBase
 
 
 class _RandomCore(MethodCore):
-    def __init__(self, max_length: int, max_trials: int, mct: int, replace_invalid: bool):
+    def __init__(
+        self, max_length: int | None, max_trials: int, mct: int, replace_invalid: bool
+    ) -> None:
         self.max_length = max_length
+        self.trials_decide_length = max_length is None
         self.max_trials = max_trials
         self.mct = mct
         self.replace_invalid = replace_invalid
@@ -22,6 +26,8 @@ class _RandomCore(MethodCore):
         create = ctx.create()
         self.created_trials += 1
         rid = create.request_id
+        if self.max_length is None:
+            return [create, Close(rid)]  # the trial trains as long as it decides
         return [create, ValidateAfter(rid, self.max_length), Close(rid)]
 
     def initial(self, ctx: Context) -> list[Operation]:
@@ -38,9 +44,13 @@ class _RandomCore(MethodCore):
         return self._new_trial(ctx) if self.created_trials < self.max_trials else []
 
     def rung_lengths(self) -> list[list[int]]:
-        return [[self.max_length]]
+        return [[]] if self.max_length is None else [[self.max_length]]
 
     def progress(self, trial_progress: dict[str, float], closed: set[str]) -> float:
+        if self.max_length is None:
+            # No unit to count in: a trial is done or not. Its raw progress reports set the
+            # experiment's progress directly (Experiments.report_progress).
+            return sum(1 for r in trial_progress if r in closed) / self.max_trials
         done = sum(self.max_length if r in closed else v for r, v in trial_progress.items())
         return done / (self.max_length * self.max_trials)
 
@@ -54,14 +64,15 @@ class _RandomCore(MethodCore):
 class RandomSearch(SearcherBase):
     """``random``: ``max_trials`` trials with randomly sampled hyperparameters, at most
     ``max_concurrent_trials`` at a time (0: all at once). Each trial gets
-    ``ValidateAfter(max_length)`` and ``Close`` up front; a closed trial makes room for the next.
-    Errored and canceled trials count against ``max_trials``; a trial that reports invalid
+    ``ValidateAfter(max_length)`` and ``Close`` up front (``max_length`` None: only ``Close``,
+    the trial decides its length); a closed trial makes room for the next. Errored and
+    canceled trials count against ``max_trials``; a trial that reports invalid
     hyperparameters is replaced."""
 
     def __init__(
         self,
         *,
-        max_length: int,
+        max_length: int | None,
         max_trials: int,
         max_concurrent_trials: int = 16,
         hparams: Mapping[str, Any] | None,
@@ -72,8 +83,11 @@ class RandomSearch(SearcherBase):
 
 
 class SingleSearch(SearcherBase):
-    """``single``: one trial trained to ``max_length``; invalid hyperparameters end the search."""
+    """``single``: one trial trained to ``max_length`` (None: to the length it decides);
+    invalid hyperparameters end the search."""
 
-    def __init__(self, *, max_length: int, hparams: Mapping[str, Any] | None, seed: int) -> None:
+    def __init__(
+        self, *, max_length: int | None, hparams: Mapping[str, Any] | None, seed: int
+    ) -> None:
         core = _RandomCore(max_length, 1, 1, replace_invalid=False)
         super().__init__(core, hparams, seed, kind="single")

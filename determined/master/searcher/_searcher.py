@@ -73,6 +73,13 @@ class SearcherBase:
         :meth:`on_validation_completed` (``length`` = the time metric's value)."""
         return self._core.every_validation
 
+    @property
+    def trials_decide_length(self) -> bool:
+        """True for 0.38-style single/random/grid without ``max_length``: a new trial gets
+        ``Create`` and ``Close`` but no ``ValidateAfter``, so the master must run it anyway
+        (it has work until its process exits 0 of its own accord)."""
+        return self._core.trials_decide_length
+
     # ----------------------------------------------------------------------------- events
 
     def initial_operations(self) -> list[Operation]:
@@ -172,7 +179,8 @@ class SearcherBase:
 
     @property
     def rung_lengths(self) -> list[list[int]]:
-        """Per bracket, the lengths its rungs train to (random/grid: ``[[max_length]]``)."""
+        """Per bracket, the lengths its rungs train to (random/grid: ``[[max_length]]``, or
+        ``[[]]`` when trials decide their own length)."""
         return self._core.rung_lengths()
 
     def bracket_of(self, request_id: str) -> int:

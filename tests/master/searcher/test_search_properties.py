@@ -64,6 +64,10 @@ CONFIGS = [
         "divisor": 3,
         "max_concurrent_trials": 3,
     },
+    # 0.38 style without max_length: trials decide their own length (no ValidateAfter)
+    {"name": "single"},
+    {"name": "random", "max_trials": 6, "max_concurrent_trials": 2},
+    {"name": "grid", "max_concurrent_trials": 4},
 ]
 
 CASES = st.tuples(
@@ -93,6 +97,8 @@ def _max_trials(cfg: dict) -> int:
 
 def _max_length(cfg: dict) -> int:
     raw = cfg.get("max_time", cfg.get("max_length"))
+    if raw is None:
+        return 0  # no length: the search asks for none, so no trial validates at one
     return raw["batches"] if isinstance(raw, dict) else raw
 
 
@@ -219,12 +225,14 @@ def test_every_create_is_a_new_trial_and_rng_is_json() -> None:
     st.integers(0, 2**32 - 1),
     st.integers(0, 2**16),
     st.sampled_from([0.0, 0.1]),
+    st.sampled_from([5, None]),
 )
 def test_never_more_live_trials_than_max_concurrent(
-    name: str, mct: int, seed: int, order: int, exit_rate: float
+    name: str, mct: int, seed: int, order: int, exit_rate: float, length: int | None
 ) -> None:
-    """Spec §6 item 10: at no point are more than max_concurrent_trials trials alive."""
-    cfg = {"metric": "loss", "name": name, "max_length": 5, "max_concurrent_trials": mct}
+    """Spec §6 item 10: at no point are more than max_concurrent_trials trials alive (also
+    when trials decide their own length)."""
+    cfg = {"metric": "loss", "name": name, "max_length": length, "max_concurrent_trials": mct}
     if name == "random":
         cfg["max_trials"] = 9
     peak = [0]
