@@ -49,7 +49,6 @@ class _Event:
         self.exp = exp
         self.method = method
         self.wake: list[str] = []
-        self.keep_progress = False  # a raw progress report set it; do not recompute
         self.ended = False  # the experiment reached a terminal state in this event
 
     @property
@@ -367,12 +366,15 @@ class Experiments:
     def report_progress(self, trial_id: int, progress: float, *, is_raw: bool) -> None:
         """Units of the current operation (``is_raw`` false) or a raw fraction in [0, 1]."""
         with self._trial_event(trial_id) as (ev, trial):
-            if is_raw:
-                _trials.update_trial(ev.conn, trial_id, progress=progress)
-                _experiments.update_experiment(ev.conn, ev.exp["id"], progress=progress)
-                ev.keep_progress = True
+            if not is_raw:
+                _trials.update_trial(ev.conn, trial_id, searcher_units=progress)
                 return
-            _trials.update_trial(ev.conn, trial_id, searcher_units=progress)
+            # A fraction of the trial's operation, or of the length the trial decides itself
+            # (0.38 style, counted in trials): in the search's units, so the experiment's
+            # progress adds up over all its trials (see _save).
+            length = trial["op_length"]
+            units = progress if length is None else progress * float(length)
+            _trials.update_trial(ev.conn, trial_id, progress=progress, searcher_units=units)
 
     def early_exit(self, trial_id: int, reason: str) -> None:
         """An InvalidHP exit, forwarded to the search (it may replace the trial).
@@ -593,7 +595,7 @@ class Experiments:
         trials = _trials.trials_of(ev.conn, ev.exp["id"])
         units = {t["request_id"]: float(t["searcher_units"]) for t in trials}
         values: dict[str, Any] = {}
-        if not ev.state.is_terminal and not ev.keep_progress:
+        if not ev.state.is_terminal:
             values["progress"] = ev.method.progress(units)
         if values:
             _experiments.update_experiment(ev.conn, ev.exp["id"], **values)

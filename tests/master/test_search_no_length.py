@@ -76,6 +76,10 @@ def test_random_without_length_creates_the_next_trial_when_one_completes(
     run = Run(shared_master, RANDOM)
     trials = run.get(f"/api/v1/experiments/{run.experiment_id}/trials")["trials"]
     assert len(trials) == 1  # max_concurrent_trials 1
+    for fraction in (0.5, 1.0):  # the trial's raw fraction counts for 1 of the 2 trials
+        body = {"progress": fraction, "is_raw": True}
+        assert run.post(f"/api/v1/trials/{run.trial_id}/progress", json=body).ok
+        assert _experiment(run)["progress"] == pytest.approx(fraction / 2)
     assert run.exit(0) == "STATE_COMPLETED"
     assert _experiment(run)["progress"] == pytest.approx(0.5)  # 1 of 2 trials closed
     trials = run.get(f"/api/v1/experiments/{run.experiment_id}/trials")["trials"]

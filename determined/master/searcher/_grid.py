@@ -38,9 +38,9 @@ class _GridCore(MethodCore):
 
     def progress(self, trial_progress: dict[str, float], closed: set[str]) -> float:
         if self.max_length is None:
-            # No unit to count in: a point is done or not (raw progress reports set the
-            # experiment's progress directly).
-            return len(closed) / self.total
+            # Each point counts 1: its raw progress reports give the fraction it has done.
+            points = sum(1.0 if r in closed else min(v, 1.0) for r, v in trial_progress.items())
+            return points / self.total
         done: float = len(closed) * self.max_length
         done += sum(v for r, v in trial_progress.items() if r not in closed)
         return done / (self.max_length * self.total)

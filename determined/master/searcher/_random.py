@@ -48,9 +48,9 @@ class _RandomCore(MethodCore):
 
     def progress(self, trial_progress: dict[str, float], closed: set[str]) -> float:
         if self.max_length is None:
-            # No unit to count in: a trial is done or not. Its raw progress reports set the
-            # experiment's progress directly (Experiments.report_progress).
-            return sum(1 for r in trial_progress if r in closed) / self.max_trials
+            # Each trial counts 1: its raw progress reports give the fraction it has done.
+            done = sum(1.0 if r in closed else min(v, 1.0) for r, v in trial_progress.items())
+            return done / self.max_trials
         done = sum(self.max_length if r in closed else v for r, v in trial_progress.items())
         return done / (self.max_length * self.max_trials)
 
