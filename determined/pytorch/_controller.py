@@ -89,6 +89,7 @@ class Controller:
         self._best: float | None = None
         self._last_completed: core.SearcherOperation | None = None
         self._bar: Any = None
+        self._status: str | None = None
 
     # ---- entry point -----------------------------------------------------------------------
 
@@ -217,8 +218,7 @@ class Controller:
     # ---- training --------------------------------------------------------------------------
 
     def _train_chunk(self, length: TrainUnit) -> list[Boundary]:
-        if self.chief:
-            self.core.train.set_status("training")
+        self._set_status("training")
         for m in self.setup.models:
             m.train()
         self.validator.reset_reducers(training=True)
@@ -320,6 +320,13 @@ class Controller:
         done = {"batches": self.progress.batches_trained, "epochs": self.progress.epochs_trained}
         return {**done, **metrics}
 
+    def _set_status(self, status: str) -> None:
+        # Only changes: on a cluster each one is a request to the master, and training resumes
+        # after every reporting boundary.
+        if self.chief and status != self._status:
+            self.core.train.set_status(status)
+            self._status = status
+
     def _stop_requested(self) -> bool:
         preempt = self.core.preempt.should_preempt()
         asked = any(self.dist.allgather(self.context.get_stop_requested()))
@@ -334,6 +341,7 @@ class Controller:
 
     def _validate(self, length: TrainUnit | None, op: core.SearcherOperation | None) -> bool:
         """Validate, report, maybe complete ``op``; returns the policy's checkpoint decision."""
+        self._set_status("validating")
         with _state.rng_preserved():
             metrics = self.validator.validate()
         self.progress.last_val = self.progress.batches_trained
@@ -393,8 +401,7 @@ class Controller:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        if self.chief:
-            self.core.train.set_status("checkpointing")
+        self._set_status("checkpointing")
         self.progress.last_ckpt = self.progress.batches_trained
         metadata = {
             "steps_completed": self.progress.batches_trained,

@@ -71,8 +71,6 @@ class Validator:
     def validate(self) -> dict[str, Any]:
         """A collective: every rank validates; returns the metrics on the chief (and on every
         rank when a callback overrides ``on_validation_end``), ``{}`` elsewhere."""
-        if self.chief:
-            self.setup.core.train.set_status("validating")
         self.reset_reducers(training=False)
         for m in self.setup.models:
             m.eval()

@@ -178,14 +178,21 @@ class BatchMetricWriter:
         in_batches: set[str] = set()
         if batch_metrics:
             first_step = steps_completed - len(batch_metrics)
-            for i, batch in enumerate(batch_metrics):
+            series: dict[str, tuple[list[Any], list[int]]] = {}
+            for i, batch in enumerate(batch_metrics):  # every batch: kept lean
+                in_batches.update(batch)
                 for name, value in batch.items():
-                    if is_numerical_scalar(value):
-                        self._add(TAG_PREFIX + name, value, first_step + i, now)
-                    in_batches.add(name)
+                    if type(value) is float or is_numerical_scalar(value):
+                        values_steps = series.get(name)
+                        if values_steps is None:
+                            values_steps = series[name] = ([], [])
+                        values_steps[0].append(value)
+                        values_steps[1].append(first_step + i)
+            for name, (values, steps) in series.items():
+                self._add(TAG_PREFIX + name, values, steps, now)
         for name, value in metrics.items():
             if name not in in_batches and is_numerical_scalar(value):
-                self._add(TAG_PREFIX + name, value, steps_completed, now)
+                self._add(TAG_PREFIX + name, [value], [steps_completed], now)
         last = self._last_flush
         if last is None or now - last >= self.write_interval or self._buffered >= self.MAX_BUFFERED:
             self.flush()
@@ -195,7 +202,8 @@ class BatchMetricWriter:
         now = time.time()
         for name, value in metrics.items():
             if is_numerical_scalar(value):
-                self._add(TAG_PREFIX + validation_tag_name(name), value, steps_completed, now)
+                tag = TAG_PREFIX + validation_tag_name(name)
+                self._add(tag, [value], [steps_completed], now)
         self.flush()
 
     def flush(self) -> None:
@@ -213,14 +221,14 @@ class BatchMetricWriter:
         self.flush()
         self.writer.close()
 
-    def _add(self, tag: str, value: Any, step: int, wall_time: float) -> None:
+    def _add(self, tag: str, values: list[Any], steps: list[int], wall_time: float) -> None:
         series = self._buffer.get(tag)
         if series is None:
             series = self._buffer[tag] = ([], [], [])
-        series[0].append(value)
-        series[1].append(step)
-        series[2].append(wall_time)
-        self._buffered += 1
+        series[0].extend(values)
+        series[1].extend(steps)
+        series[2].extend([wall_time] * len(values))
+        self._buffered += len(values)
 
     def _maybe_reset(self) -> None:
         # A new file per wall-clock second (as the reference): a sync re-uploads whole changed

@@ -287,3 +287,12 @@ def test_the_core_api_refuses_operations_without_a_searcher_length(
         next(iter(core_context.searcher.operations()))
     assert cluster.master.find("GET", r"/searcher/operation") == []
     assert cluster.master.find("POST", r"/signals/ack_preemption") == []
+
+
+def test_status_is_posted_only_when_it_changes(cluster: Cluster) -> None:
+    """Each status post is a request to the master: a report every 2 batches does not repeat
+    "training"; the statuses follow what the loop does."""
+    cluster.ops([8])
+    _fit(reporting_period=Batch(2), validation_period=Batch(4), checkpoint_policy="all")
+    states = [b["state"] for b in cluster.bodies("POST", r"/trials/3/runner/metadata")]
+    assert states == ["training", "validating", "checkpointing"] * 2
