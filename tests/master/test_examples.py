@@ -5,23 +5,16 @@ the initial (step 0) validation to the last (issue 3, scope item 9)."""
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
-from master_kit import MasterProcess
 from trial_kit import Cluster
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    m = MasterProcess(tmp_path / "master", cpu_slots=2)
-    m.start()
-    yield Cluster(m)
-    m.stop()
+CLUSTER_CPU_SLOTS = 2  # the conftest cluster fixture's master
 
 
 def _run_example(cluster: Cluster, example: str, config_file: str) -> tuple[dict, list[dict]]:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import pathlib
 import time
-from collections.abc import Iterator
 
-import pytest
-from master_kit import MasterProcess
 from trial_kit import GC_PY, Cluster, config
 
 from determined.master._gc import Candidate, select_deletions
@@ -46,14 +43,6 @@ def test_policy_zero_keeps_nothing_and_unvalidated_are_never_best() -> None:
     }
     doomed = select_deletions(cands, experiment_best=5, trial_best=5, trial_latest=0)
     assert doomed == {"t1s1", "t1s2"}
-
-
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    m = MasterProcess(tmp_path / "master", cpu_slots=1)
-    m.start()
-    yield Cluster(m)
-    m.stop()
 
 
 def test_gc_at_experiment_end(cluster: Cluster, tmp_path: pathlib.Path) -> None:

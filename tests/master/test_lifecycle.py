@@ -7,21 +7,11 @@ import os
 import pathlib
 import signal
 import time
-from collections.abc import Iterator
 
-import pytest
 from master_kit import MasterProcess
 from trial_kit import Cluster, alive, config, env_of, sleepers, wait_dead, wait_file
 
 from determined.master._store import _metrics, make_engine, sqlite_url
-
-
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    m = MasterProcess(tmp_path / "master", cpu_slots=1)
-    m.start()
-    yield Cluster(m)
-    m.stop()
 
 
 def _checkpoints(cluster: Cluster, trial_id: int) -> list[dict]:

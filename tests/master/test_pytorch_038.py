@@ -3,11 +3,7 @@
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Iterator
-
 import pytest
-from master_kit import MasterProcess
 from test_pytorch_trials import MODEL_DEF, SLOW_MODEL_DEF
 from trial_kit import Cluster
 
@@ -46,14 +42,6 @@ def _config(searcher: dict, **hparams: object) -> dict:
             **hparams,
         },
     }
-
-
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    m = MasterProcess(tmp_path / "master", cpu_slots=1)
-    m.start()
-    yield Cluster(m)
-    m.stop()
 
 
 def test_a_single_search_without_max_length_trains_fits_length(cluster: Cluster) -> None:

@@ -4,7 +4,6 @@ and on two (gloo): exec.launch -> torch_distributed -> harness, end to end (issu
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterator
 
 import pytest
 from master_kit import MasterProcess
@@ -68,12 +67,7 @@ def _config(slots: int) -> dict:
     }
 
 
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    m = MasterProcess(tmp_path / "master", cpu_slots=2)
-    m.start()
-    yield Cluster(m)
-    m.stop()
+CLUSTER_CPU_SLOTS = 2  # the conftest cluster fixture's master
 
 
 @pytest.mark.parametrize("slots", [1, 2])

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import pathlib
 import time
-from collections.abc import Iterator
 
-import pytest
 from master_kit import MasterProcess
 from trial_kit import (
     TRAIN_PY,
@@ -22,14 +20,6 @@ from trial_kit import (
 )
 
 from determined.master._store import _time
-
-
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    m = MasterProcess(tmp_path / "master", cpu_slots=1)
-    m.start()
-    yield Cluster(m)
-    m.stop()
 
 
 def test_experiment_runs_to_completion(cluster: Cluster, tmp_path: pathlib.Path) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import pathlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -141,14 +140,6 @@ def _snapshot(master: MasterProcess, exp_id: int) -> dict[str, Any]:
             return _experiments.load_snapshot(conn, exp_id) or {}
     finally:
         engine.dispose()
-
-
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    m = MasterProcess(tmp_path / "master", cpu_slots=1)
-    m.start()
-    yield Cluster(m)
-    m.stop()
 
 
 def test_promotion_asha_on_one_slot_resumes_waiting_trials(

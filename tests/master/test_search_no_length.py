@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import pathlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -180,14 +179,6 @@ with core.init() as ctx:
     save(ctx, steps)
     log("end", steps=steps)
 """
-
-
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    m = MasterProcess(tmp_path / "master", cpu_slots=1)
-    m.start()
-    yield Cluster(m)
-    m.stop()
 
 
 def _config(out: pathlib.Path, searcher: dict[str, Any], **hparams: Any) -> dict[str, Any]:
