@@ -16,12 +16,19 @@ drops it. Printed:
 * the **metric run**: reports accepted per second (sent / wall time of the schedule), the
   latency p50 / p99 / max of one post (send to answer), how far behind schedule the trials
   fell, and the ratios of rate and latency to the baseline;
+* the master's **CPU per request** of each phase (user + system time of the master process,
+  from ``/proc``, over the requests answered): what a request costs, less sensitive to the
+  other jobs on the machine than the rate;
 * **nothing lost**: every post answered 200, and for each trial the rows the master committed
   (read from its database after the run) and ``summaryMetrics.avg_metrics.loss.count`` (read
   through the API) equal the reports sent.
 
     .venv/bin/python benchmarks/master_metrics.py                        # 200 x 10 Hz x 60 s
     .venv/bin/python benchmarks/master_metrics.py --trials 20 --seconds 5
+    .venv/bin/python benchmarks/master_metrics.py --trials 50 --seconds 10 --profile /tmp/m.prof
+
+``--profile PATH`` runs the master under cProfile (every thread, CPU time per thread) and writes
+the merged stats to PATH when it exits; the figures are then slower than without it.
 """
 
 from __future__ import annotations
@@ -59,10 +66,42 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_master(data_dir: pathlib.Path) -> tuple[subprocess.Popen[bytes], str]:
+# The master under cProfile: one profiler per thread (the event loop's and every worker's),
+# timed by that thread's CPU clock, merged into one stats file when the master exits.
+_PROFILED_MASTER = """
+import cProfile, pstats, runpy, signal, sys, threading, time
+out, sys.argv = sys.argv[1], ["determined.master", *sys.argv[2:]]
+# uvicorn re-raises SIGTERM after its shutdown, with the handler it found: make that an exit.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+profiles = []
+def start(*_):
+    sys.setprofile(None)
+    p = cProfile.Profile(time.thread_time)
+    profiles.append(p)
+    p.enable()
+threading.setprofile(start)
+start()
+try:
+    runpy.run_module("determined.master", run_name="__main__")
+except SystemExit:
+    pass
+finally:
+    stats = pstats.Stats(profiles[0])
+    for p in profiles[1:]:
+        stats.add(p)
+    stats.dump_stats(out)
+"""
+
+
+def start_master(
+    data_dir: pathlib.Path, profile: str | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "determined.master", "--port", str(port)]
+    cmd = [sys.executable, "-m", "determined.master"]
+    if profile:
+        cmd = [sys.executable, "-c", _PROFILED_MASTER, profile]
+    cmd += ["--port", str(port)]
     cmd += ["--data-dir", str(data_dir), "--dev-endpoints", "--resource-manager", "none"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env["PYTHONPATH"] = str(REPO)
@@ -219,6 +258,20 @@ def drive(
     }
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process ``pid`` has used so far (Linux)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def drive_measured(pid: int, *args: Any) -> dict[str, Any]:
+    """``drive``, plus ``cpu``: the master's CPU seconds per request answered 200."""
+    before = cpu_seconds(pid)
+    result = drive(*args)
+    result["cpu"] = (cpu_seconds(pid) - before) / max(1, result["statuses"].get(200, 0))
+    return result
+
+
 # ----------------------------------------------------------------------------- checks
 
 
@@ -245,7 +298,7 @@ def _line(name: str, r: dict[str, Any]) -> str:
         f"{name:<10} sent {r['sent']:>7}  ok/s {r['rate']:>8.1f}  "
         f"p50 {r['p50'] * 1e3:7.2f} ms  p99 {r['p99'] * 1e3:8.2f} ms  "
         f"max {r['max'] * 1e3:8.1f} ms  behind schedule {r['behind']:6.2f} s  "
-        f"statuses {r['statuses']}"
+        f"master CPU {r['cpu'] * 1e3:.2f} ms/request  statuses {r['statuses']}"
     )
 
 
@@ -257,10 +310,11 @@ def main() -> int:
     p.add_argument("--baseline-seconds", type=float, default=10.0)
     p.add_argument("--procs", type=int, default=2, help="client processes")
     p.add_argument("--keep", action="store_true", help="keep the master's data dir")
+    p.add_argument("--profile", metavar="PATH", help="cProfile the master into PATH (pstats)")
     args = p.parse_args()
 
     data_dir = pathlib.Path(tempfile.mkdtemp(prefix="master-metrics-"))
-    proc, url = start_master(data_dir)
+    proc, url = start_master(data_dir, args.profile)
     try:
         port = int(url.rsplit(":", 1)[1])
         admin, trials = make_trials(url, args.trials)
@@ -269,9 +323,11 @@ def main() -> int:
             f"{args.trials} trials x {args.hz:g} Hz x {args.seconds:g} s (target {target:.0f}/s), "
             f"{args.procs} client processes, {os.cpu_count()} cores, master on SQLite {data_dir}"
         )
-        base = drive(port, trials, "info", args.hz, args.baseline_seconds, args.procs)
+        base = drive_measured(
+            proc.pid, port, trials, "info", args.hz, args.baseline_seconds, args.procs
+        )
         print(_line("GET /info", base))
-        run = drive(port, trials, "metrics", args.hz, args.seconds, args.procs)
+        run = drive_measured(proc.pid, port, trials, "metrics", args.hz, args.seconds, args.procs)
         print(_line("metrics", run))
         print(
             f"ratio metrics/baseline: rate {run['rate'] / base['rate']:.3f}x, "

@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined.master._states import State
-from determined.master._store import _time
+from determined.master._store import _time, _token_cache
 from determined.master._store._engine import inserted_id
 from determined.master._store._schema import (
     allocations,
@@ -134,6 +134,8 @@ def delete_experiment(conn: sa.Connection, experiment_id: int) -> None:
     task_ids = sa.select(trials.c.task_id).where(trials.c.experiment_id == experiment_id)
     alloc_ids = sa.select(allocations.c.id).where(allocations.c.trial_id.in_(trial_ids))
     conn.execute(tokens.delete().where(tokens.c.allocation_id.in_(alloc_ids)))
+    # Rare, and its trials and allocations go too: drop every cached token.
+    _token_cache.forget_after_commit(conn, everything=True)
     conn.execute(task_logs.delete().where(task_logs.c.task_id.in_(task_ids)))
     for table in (allocations, metrics, checkpoints):
         conn.execute(table.delete().where(table.c.trial_id.in_(trial_ids)))

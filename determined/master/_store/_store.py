@@ -6,11 +6,11 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from determined.master._store import _engine, _users
+from determined.master._store import _engine, _token_cache, _users
 from determined.master._store._group_commit import GroupCommit
 from determined.master._store._schema import cluster_info
 
@@ -28,6 +28,9 @@ class Store:
     writer; serializing here keeps SQLite from answering "database is locked"). Reads use
     :meth:`read` and never wait for writes (WAL).
 
+    ``tokens`` caches live tokens for the master's auth (see ``_token_cache``): :meth:`tx` drops
+    the ones its transaction revoked or deleted once it has ended.
+
     Raises:
         ValueError: the URL cannot be used.
         sqlalchemy.exc.OperationalError: the database cannot be reached.
@@ -38,6 +41,7 @@ class Store:
         self.engine = _engine.make_engine(url)
         self._write_lock = threading.RLock()
         self._group = GroupCommit(self.tx)
+        self.tokens: _token_cache.TokenCache[Any] = _token_cache.TokenCache()
         _engine.migrate(self.engine)
         with self.tx() as conn:
             self.cluster_id = self._ensure_cluster_id(conn)
@@ -46,8 +50,18 @@ class Store:
     @contextlib.contextmanager
     def tx(self) -> Iterator[sa.Connection]:
         """A write transaction: committed when the block ends, rolled back if it raises."""
-        with self._write_lock, self.engine.begin() as conn:
-            yield conn
+        pending = _token_cache.Pending()
+        try:
+            with self._write_lock, self.engine.begin() as conn:
+                conn.info[_token_cache.PENDING] = pending
+                try:
+                    yield conn
+                finally:
+                    del conn.info[_token_cache.PENDING]
+        finally:
+            # After the commit: a token read before it cannot be cached after this (see
+            # _token_cache). After a rollback too: dropping a live token only costs a read.
+            self.tokens.forget(pending)
 
     def write(self, fn: Callable[[sa.Connection], T]) -> T:
         """``fn(conn)`` committed, sharing its commit with concurrent ``write`` calls (group

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from determined.master._store import _time
+from determined.master._store import _time, _token_cache
 from determined.master._store._engine import inserted_id
 from determined.master._store._schema import tokens, users
 
@@ -60,7 +60,7 @@ def _check(stored: str | None, hashed: str) -> bool:
     return hmac.compare_digest(got, want)
 
 
-def _digest(token: str) -> str:
+def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -114,7 +114,7 @@ def issue_token(
     token = secrets.token_urlsafe(32)
     conn.execute(
         tokens.insert().values(
-            digest=_digest(token),
+            digest=token_digest(token),
             kind=kind,
             user_id=user_id,
             allocation_id=allocation_id,
@@ -136,7 +136,7 @@ _LOOKUP_TOKEN = (
 
 def lookup_token(conn: sa.Connection, token: str) -> TokenInfo | None:
     """The owner of a live token, or None (unknown, revoked, or its user deactivated)."""
-    row = conn.execute(_LOOKUP_TOKEN, {"digest": _digest(token)}).mappings().first()
+    row = conn.execute(_LOOKUP_TOKEN, {"digest": token_digest(token)}).mappings().first()
     if row is None or not row["active"]:
         return None
     return TokenInfo(
@@ -149,7 +149,9 @@ def lookup_token(conn: sa.Connection, token: str) -> TokenInfo | None:
 
 
 def revoke_token(conn: sa.Connection, token: str) -> None:
-    conn.execute(tokens.update().where(tokens.c.digest == _digest(token)).values(revoked=True))
+    digest = token_digest(token)
+    conn.execute(tokens.update().where(tokens.c.digest == digest).values(revoked=True))
+    _token_cache.forget_after_commit(conn, digests=[digest])
 
 
 def revoke_allocation_tokens(conn: sa.Connection, allocation_id: str) -> None:
@@ -157,6 +159,7 @@ def revoke_allocation_tokens(conn: sa.Connection, allocation_id: str) -> None:
     conn.execute(
         tokens.update().where(tokens.c.allocation_id == allocation_id).values(revoked=True)
     )
+    _token_cache.forget_after_commit(conn, allocation_ids=[allocation_id])
 
 
 def user_json(row: dict[str, Any]) -> dict[str, Any]:
