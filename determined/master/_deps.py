@@ -1,4 +1,8 @@
-"""FastAPI dependencies shared by the routers: the store, the experiments, the signals."""
+"""FastAPI dependencies shared by the routers: the store, the experiments, the signals.
+
+``async`` because FastAPI runs a plain ``def`` dependency in the thread pool: a hop per
+dependency per request, for reading an attribute.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +15,15 @@ from determined.master._signals import Signals
 from determined.master._store import Store
 
 
-def _store(request: Request) -> Store:
+async def _store(request: Request) -> Store:
     return request.app.state.store
 
 
-def _experiments(request: Request) -> Experiments:
+async def _experiments(request: Request) -> Experiments:
     return request.app.state.experiments
 
 
-def _signals(request: Request) -> Signals:
+async def _signals(request: Request) -> Signals:
     return request.app.state.signals
 
 
