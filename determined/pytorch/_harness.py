@@ -49,4 +49,6 @@ def run_trial(trial_class: type[PyTorchTrial], info: det.ClusterInfo | None = No
     ) as context:
         trial = trial_class(context)
         kwargs = fit_arguments(config, hparams, info.latest_checkpoint)
-        return Trainer(trial, context)._fit(**kwargs, _is_trainer=False)
+        trainer = Trainer(trial, context)
+        trainer._is_trainer = False
+        return trainer.fit(**kwargs)

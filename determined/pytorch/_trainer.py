@@ -157,6 +157,7 @@ class Trainer:
         self._trial = trial
         self._context = context
         self._info = _on_cluster()
+        self._is_trainer = True  # False when the harness runs the trial (load_data.json)
 
     def fit(
         self,
@@ -178,32 +179,6 @@ class Trainer:
         Determined 0.37); without it (0.38 style) ``max_length`` is required and decides.
         Returns why the loop ended (all work done, or stopped by preemption or a request).
         """
-        return self._fit(
-            checkpoint_period=checkpoint_period,
-            validation_period=validation_period,
-            max_length=max_length,
-            reporting_period=reporting_period,
-            checkpoint_policy=checkpoint_policy,
-            latest_checkpoint=latest_checkpoint,
-            step_zero_validation=step_zero_validation,
-            test_mode=test_mode,
-            profiling_enabled=profiling_enabled,
-        )
-
-    def _fit(
-        self,
-        *,
-        checkpoint_period: TrainUnit | None = None,
-        validation_period: TrainUnit | None = None,
-        max_length: TrainUnit | None = None,
-        reporting_period: TrainUnit = Batch(100),
-        checkpoint_policy: str = "best",
-        latest_checkpoint: str | None = None,
-        step_zero_validation: bool = False,
-        test_mode: bool = False,
-        profiling_enabled: bool = False,
-        _is_trainer: bool = True,  # False when the harness runs the trial (load_data.json)
-    ) -> ExitReason:
         if checkpoint_policy not in ("best", "all", "none"):
             raise ValueError(f"checkpoint_policy must be best, all or none: {checkpoint_policy!r}")
         periods = Periods(
@@ -229,7 +204,7 @@ class Trainer:
             step_zero_validation=step_zero_validation,
             latest_checkpoint=latest_checkpoint,
             profiling_enabled=profiling_enabled,
-            load_data=_load_data(self._trial, self._context, _is_trainer),
+            load_data=_load_data(self._trial, self._context, self._is_trainer),
             code_dir=code_dir,
             code_subdir=code_subdir,
         )
