@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from fastapi import APIRouter, Body, Query
+from starlette.concurrency import run_in_threadpool
 
 from determined.common.api._session import json_safe
 from determined.master import _config
@@ -92,26 +93,28 @@ def _report(
         exps.validation_reported(trial_id, m.steps_completed, json_safe(m.metrics.avg_metrics))
 
 
+# The report endpoints are async with one explicit hop for the blocking write: as plain defs
+# FastAPI would also validate their {} answers in the thread pool, a second hop per report.
 @router.post("/trials/{trial_id}/metrics")
-def report_metrics(
+async def report_metrics(
     trial_id: int, body: ReportMetrics, caller: Caller, store: StoreDep, exps: ExperimentsDep
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
-    _report(store, trial_id, body.group, body.metrics, exps)
+    await run_in_threadpool(_report, store, trial_id, body.group, body.metrics, exps)
     return {}
 
 
 @router.post("/trials/{trial_id}/training_metrics")
-def report_training_metrics(
+async def report_training_metrics(
     trial_id: int, body: ReportTrainingMetrics, caller: Caller, store: StoreDep
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
-    _report(store, trial_id, "training", body.training_metrics)
+    await run_in_threadpool(_report, store, trial_id, "training", body.training_metrics)
     return {}
 
 
 @router.post("/trials/{trial_id}/validation_metrics")
-def report_validation_metrics(
+async def report_validation_metrics(
     trial_id: int,
     body: ReportValidationMetrics,
     caller: Caller,
@@ -119,7 +122,7 @@ def report_validation_metrics(
     exps: ExperimentsDep,
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
-    _report(store, trial_id, "validation", body.validation_metrics, exps)
+    await run_in_threadpool(_report, store, trial_id, "validation", body.validation_metrics, exps)
     return {}
 
 
