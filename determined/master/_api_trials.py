@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Body, Query
@@ -56,9 +57,8 @@ def runner_metadata(
     return {}
 
 
-def _report(
-    store: Store, trial_id: int, group: str, m: TrialMetrics, exps: Experiments | None = None
-) -> None:
+def _report_write(trial_id: int, group: str, m: TrialMetrics) -> Callable[[Any], None]:
+    """The write storing one report, once the report is checked (InvalidArgument if not)."""
     if m.trial_id != trial_id:
         raise InvalidArgument(f"metrics for trial {m.trial_id} posted to trial {trial_id}")
     try:
@@ -88,19 +88,26 @@ def _report(
             smaller_is_better=smaller,
         )
 
-    store.write(write)  # group commit: one fsync for all reports arriving together
+    return write
+
+
+async def _report(
+    store: Store, trial_id: int, group: str, m: TrialMetrics, exps: Experiments | None = None
+) -> None:
+    # Group commit: one fsync for all reports arriving together. Awaited on the event loop,
+    # no worker thread waits for it (see _store/_group_commit).
+    await store.write_async(_report_write(trial_id, group, m))
     if exps is not None and group == "validation":
-        exps.validation_reported(trial_id, m.steps_completed, json_safe(m.metrics.avg_metrics))
+        avg = json_safe(m.metrics.avg_metrics)
+        await run_in_threadpool(exps.validation_reported, trial_id, m.steps_completed, avg)
 
 
-# The report endpoints are async with one explicit hop for the blocking write: as plain defs
-# FastAPI would also validate their {} answers in the thread pool, a second hop per report.
 @router.post("/trials/{trial_id}/metrics")
 async def report_metrics(
     trial_id: int, body: ReportMetrics, caller: Caller, store: StoreDep, exps: ExperimentsDep
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
-    await run_in_threadpool(_report, store, trial_id, body.group, body.metrics, exps)
+    await _report(store, trial_id, body.group, body.metrics, exps)
     return {}
 
 
@@ -109,7 +116,7 @@ async def report_training_metrics(
     trial_id: int, body: ReportTrainingMetrics, caller: Caller, store: StoreDep
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
-    await run_in_threadpool(_report, store, trial_id, "training", body.training_metrics)
+    await _report(store, trial_id, "training", body.training_metrics)
     return {}
 
 
@@ -122,7 +129,7 @@ async def report_validation_metrics(
     exps: ExperimentsDep,
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
-    await run_in_threadpool(_report, store, trial_id, "validation", body.validation_metrics, exps)
+    await _report(store, trial_id, "validation", body.validation_metrics, exps)
     return {}
 
 

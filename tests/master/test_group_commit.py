@@ -1,9 +1,13 @@
-"""determined/master/_store/_group_commit.py through ``Store.write`` on a real SQLite file."""
+"""determined/master/_store/_group_commit.py through ``Store.write`` (threads) and
+``Store.write_async`` (tasks on an event loop) on a real SQLite file."""
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 import threading
+import time
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -90,3 +94,79 @@ def test_writes_past_the_batch_limit_still_commit(
     assert _hammer(store, 32, None) == {}  # each writer got its own value back
     assert _count(store, "k") == 32
     store.close()
+
+
+def _insert(i: int, bad: int | None = None) -> Callable[[sa.Connection], int]:
+    def fn(conn: sa.Connection) -> int:
+        conn.execute(cluster_info.insert().values(key=f"k{i}", value=str(i)))
+        if i == bad:
+            raise ValueError(f"write {i} is bad")
+        return i
+
+    return fn
+
+
+def test_async_writes_share_commits_and_a_bad_one_fails_alone(tmp_path: pathlib.Path) -> None:
+    store = Store(sqlite_url(tmp_path))
+    commits = []
+    sa.event.listen(store.engine, "commit", lambda conn: commits.append(1))
+    n = 64
+
+    async def main() -> list[int | BaseException]:
+        writes = [store.write_async(_insert(i, bad=7)) for i in range(n)]
+        return await asyncio.gather(*writes, return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert [r for i, r in enumerate(results) if i != 7] == [i for i in range(n) if i != 7]
+    assert isinstance(results[7], ValueError) and "write 7 is bad" in str(results[7])
+    assert _count(store, "k") == n - 1  # everything but the bad write, each exactly once
+    assert len(commits) < n
+    store.close()
+
+
+def test_threads_and_tasks_write_together(tmp_path: pathlib.Path) -> None:
+    store = Store(sqlite_url(tmp_path))
+
+    async def tasks() -> list[int]:
+        return list(await asyncio.gather(*(store.write_async(_insert(i)) for i in range(100, 150))))
+
+    threads = [threading.Thread(target=lambda i=i: store.write(_insert(i))) for i in range(50)]
+    for t in threads:
+        t.start()
+    assert asyncio.run(tasks()) == list(range(100, 150))
+    for t in threads:
+        t.join(30)
+    assert _count(store, "k") == 100
+    store.close()
+
+
+def test_a_cancelled_writer_does_not_stop_the_others(tmp_path: pathlib.Path) -> None:
+    store = Store(sqlite_url(tmp_path))
+    started = threading.Event()
+
+    def slow(conn: sa.Connection) -> int:
+        started.set()
+        time.sleep(0.2)
+        conn.execute(cluster_info.insert().values(key="k-slow", value="x"))
+        return 0
+
+    async def main() -> int:
+        task = asyncio.ensure_future(store.write_async(slow))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()  # e.g. the client hung up: the write is committed all the same
+        return await store.write_async(_insert(1))
+
+    assert asyncio.run(main()) == 1
+    assert _count(store, "k") == 2
+    store.close()
+
+
+def test_close_stops_the_writer_and_refuses_later_writes(tmp_path: pathlib.Path) -> None:
+    store = Store(sqlite_url(tmp_path))
+    assert store.write(_insert(1)) == 1
+    store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        store.write(_insert(2))
+    assert _count(store, "k") == 1  # the engine still reads after close (it reconnects)
+    store.engine.dispose()

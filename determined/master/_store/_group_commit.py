@@ -1,4 +1,4 @@
-"""Group commit: many threads' small writes share one transaction, so one commit (one fsync
+"""Group commit: many callers' small writes share one transaction, so one commit (one fsync
 under ``synchronous=FULL``) covers every write that arrived while the previous commit ran.
 
 Why: a metric report is a few row writes but its commit is an fsync of the WAL (milliseconds
@@ -6,16 +6,21 @@ on most disks), and the master's writes are serialized; committing each report a
 master at a few hundred reports per second. Batching keeps the contract of ``Store.tx``: a
 caller returns only after its write is committed, and a write that raises changes nothing.
 
-How: the first caller to find no batch running becomes the leader; it takes every pending
-write and runs them one after the other in one transaction, in arrival order (each sees the
-writes before it, as if they had run alone in that order), then commits. If any write raises,
+How: one writer thread (started on the first write) takes every pending write and runs them
+one after the other in one transaction, in arrival order (each sees the writes before it, as if
+they had run alone in that order), then commits and wakes their callers. If any write raises,
 the whole transaction is rolled back and each write of that batch runs again in a transaction
 of its own, so one bad report neither fails nor duplicates the others. Writes must therefore
 touch nothing but ``conn`` (they may run twice; only a committed run counts).
+
+Callers wait in their own thread (:meth:`GroupCommit.run`) or on the event loop
+(:meth:`GroupCommit.run_async`): the HTTP handlers of metric reports await their write without
+holding a worker thread each (a thread-pool hop per report, and a herd of waiting threads).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -30,10 +35,13 @@ MAX_BATCH = 256  # bounds how long one commit keeps the writer lock
 class _Write(Generic[T]):
     def __init__(self, fn: Callable[[sa.Connection], T]) -> None:
         self.fn = fn
-        self.done = False  # the leader is finished with it (waiters may return)
         self.settled = False  # value or error is final
         self.value: Any = None
         self.error: BaseException | None = None
+        # How its caller waits: a thread on ``event``, or a task on ``future`` of ``loop``.
+        self.event: threading.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.future: asyncio.Future[Any] | None = None
 
     def result(self) -> T:
         if self.error is not None:
@@ -41,8 +49,21 @@ class _Write(Generic[T]):
         return self.value
 
 
+def _resolve(writes: list[_Write[Any]]) -> None:
+    """On the writes' event loop: hand each awaiting task its outcome."""
+    for w in writes:
+        assert w.future is not None
+        if w.future.done():  # the task was cancelled; the write happened all the same
+            continue
+        if w.error is not None:
+            w.future.set_exception(w.error)
+        else:
+            w.future.set_result(w.value)
+
+
 class GroupCommit:
-    """Runs ``fn(conn)`` writes from many threads in shared transactions (see module doc).
+    """Runs ``fn(conn)`` writes from many threads and tasks in shared transactions (see module
+    doc).
 
     Args:
         begin: opens one write transaction (``Store.tx``): a context manager yielding a
@@ -53,32 +74,77 @@ class GroupCommit:
         self._begin = begin
         self._cond = threading.Condition()
         self._pending: list[_Write[Any]] = []
-        self._leading = False
+        self._writer: threading.Thread | None = None
+        self._closed = False
 
     def run(self, fn: Callable[[sa.Connection], T]) -> T:
         """Run ``fn`` in a committed transaction; returns its value or raises its error."""
         write: _Write[T] = _Write(fn)
+        write.event = threading.Event()
+        self._submit(write)
+        write.event.wait()
+        return write.result()
+
+    async def run_async(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``run`` for a coroutine: the event loop is free while the write waits for its
+        commit."""
+        write: _Write[T] = _Write(fn)
+        write.loop = asyncio.get_running_loop()
+        write.future = write.loop.create_future()
+        self._submit(write)
+        return await write.future
+
+    def close(self) -> None:
+        """Commit what is pending, then stop the writer thread; later writes raise."""
         with self._cond:
+            self._closed = True
+            self._cond.notify()
+            writer = self._writer
+        if writer is not None and writer is not threading.current_thread():
+            writer.join()
+
+    def _submit(self, write: _Write[Any]) -> None:
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the store is closed: nothing stored")
             self._pending.append(write)
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_forever, name="group-commit", daemon=True
+                )
+                self._writer.start()
+            self._cond.notify()
+
+    def _write_forever(self) -> None:
         while True:
             with self._cond:
-                while self._leading and not write.done:
+                while not self._pending and not self._closed:
                     self._cond.wait()
-                if write.done:
-                    return write.result()
-                self._leading = True
+                if not self._pending:
+                    return
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             try:
                 self._commit(batch)
-            finally:
-                with self._cond:
-                    self._leading = False
-                    for w in batch:
-                        if not w.settled:  # the leader was interrupted (KeyboardInterrupt)
-                            w.error = RuntimeError("the write was interrupted; nothing stored")
-                        w.done = True
-                    self._cond.notify_all()
-            # Our own write may lie past MAX_BATCH in the queue: then lead again.
+            except BaseException as e:  # noqa: BLE001 - the writer must outlive any write
+                for w in batch:
+                    if not w.settled:
+                        w.error = RuntimeError(f"the write was interrupted ({e!r}); nothing stored")
+                        w.settled = True
+            self._wake(batch)
+
+    @staticmethod
+    def _wake(batch: list[_Write[Any]]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Write[Any]]] = {}
+        for w in batch:
+            if w.event is not None:
+                w.event.set()
+            elif w.loop is not None:
+                by_loop.setdefault(w.loop, []).append(w)
+        for loop, writes in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve, writes)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
 
     def _commit(self, batch: list[_Write[Any]]) -> None:
         try:

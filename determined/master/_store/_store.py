@@ -69,6 +69,11 @@ class Store:
         run twice and must touch nothing but ``conn``."""
         return self._group.run(fn)
 
+    async def write_async(self, fn: Callable[[sa.Connection], T]) -> T:
+        """:meth:`write` for a coroutine: awaits the commit without blocking the event loop or
+        holding a worker thread."""
+        return await self._group.run_async(fn)
+
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:
         """A connection for reads (no commit)."""
@@ -76,6 +81,7 @@ class Store:
             yield conn
 
     def close(self) -> None:
+        self._group.close()
         self.engine.dispose()
 
     @staticmethod
