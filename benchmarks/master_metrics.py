@@ -28,7 +28,9 @@ drops it. Printed:
     .venv/bin/python benchmarks/master_metrics.py --trials 50 --seconds 10 --profile /tmp/m.prof
 
 ``--profile PATH`` runs the master under cProfile (every thread, CPU time per thread) and writes
-the merged stats to PATH when it exits; the figures are then slower than without it.
+the merged stats to PATH when it exits; the figures are then slower than without it. A thread
+still waiting when the stats are taken shows a bogus ``acquire`` time (its wait, timed against
+another thread's CPU clock): ignore ``{method 'acquire' ...}`` under ``Condition.wait``.
 """
 
 from __future__ import annotations
