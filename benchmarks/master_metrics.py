@@ -279,7 +279,7 @@ def drive_measured(pid: int, *args: Any) -> dict[str, Any]:
 
 def stored_counts(url: str, admin: str, data_dir: pathlib.Path, trial_ids: list[int]) -> Any:
     """Per trial: live training rows in the master's database, and the API's summary count."""
-    from determined.master._store import _metrics, make_engine, sqlite_url
+    from determined.master.store import _metrics, make_engine, sqlite_url
 
     engine = make_engine(sqlite_url(data_dir))
     with engine.connect() as conn:

@@ -1,4 +1,4 @@
-"""The redetermined master: HTTP API, store, searcher glue (resource manager next).
+"""The redetermined master: HTTP API, experiments, search, store, local resource manager.
 
 Run it with ``python -m determined.master --port 8080``; embed it with
 ``create_app(Store(url))``. Names load lazily so that ``determined.master.searcher`` (used by
@@ -13,10 +13,10 @@ from typing import Any
 __all__ = ["Experiments", "Store", "create_app", "sqlite_url"]
 
 _WHERE = {
-    "Experiments": "determined.master._experiment",
-    "Store": "determined.master._store",
+    "Experiments": "determined.master.experiment",
+    "Store": "determined.master.store",
     "create_app": "determined.master._app",
-    "sqlite_url": "determined.master._store",
+    "sqlite_url": "determined.master.store",
 }
 
 

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     """Open (and migrate) the store, then serve until interrupted."""
     args = parse_args(argv)
     from determined.master._app import create_app
-    from determined.master._store import Store, sqlite_url
+    from determined.master.store import Store, sqlite_url
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     data_dir = (args.data_dir or _paths.data_dir()).expanduser().resolve()

@@ -17,28 +17,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from determined._version import __version__
-from determined.master import (
-    _api_allocations,
-    _api_auth,
-    _api_checkpoint_lists,
-    _api_checkpoints,
-    _api_continue,
-    _api_dev,
-    _api_experiment_edits,
-    _api_experiments,
-    _api_gc_preview,
-    _api_logs,
-    _api_metrics,
-    _api_preview,
-    _api_trials,
-    _api_webui,
-    _gc,
-)
+from determined.master import api, resources
 from determined.master._errors import ApiError
-from determined.master._experiment import Experiments
-from determined.master._rm import LocalResourceManager
 from determined.master._signals import Signals
-from determined.master._store import Store
+from determined.master.experiment import Experiments
+from determined.master.store import Store
 
 logger = logging.getLogger("determined.master")
 
@@ -124,14 +107,14 @@ def create_app(
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
 
     The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
-    ``rm`` (the :class:`LocalResourceManager` or None).
+    ``rm`` (the :class:`~determined.master.resources.ResourceManager`, or None).
     """
     signals = Signals()
     experiments = Experiments(store, signals)
-    experiments.subscribe(on_end=lambda exp_id: _gc.collect_async(store, exp_id))
-    rm = None
+    experiments.subscribe(on_end=lambda exp_id: resources.collect_async(store, exp_id))
+    rm: resources.ResourceManager | None = None
     if master_url is not None and work_root is not None:
-        rm = LocalResourceManager(
+        rm = resources.LocalResourceManager(
             store,
             experiments,
             master_url=master_url,
@@ -157,22 +140,8 @@ def create_app(
     app.state.cluster_name = cluster_name
     app.add_middleware(_UntypedJson)
     _install_error_handlers(app)
-    for module in (
-        _api_auth,
-        _api_trials,
-        _api_checkpoints,
-        _api_checkpoint_lists,
-        _api_allocations,
-        _api_logs,
-        _api_experiments,
-        _api_experiment_edits,
-        _api_continue,
-        _api_gc_preview,
-        _api_metrics,
-        _api_preview,
-        _api_webui,
-    ):
-        app.include_router(module.router)
+    for router in api.ROUTERS:
+        app.include_router(router)
     if dev_endpoints:
-        app.include_router(_api_dev.router)
+        app.include_router(api.DEV_ROUTER)
     return app

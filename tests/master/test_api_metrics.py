@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from master_kit import MasterProcess, Run
 
-from determined.master._store import _metrics, make_engine, sqlite_url
+from determined.master.store import _metrics, make_engine, sqlite_url
 
 
 def _rows(run: Run, group: str) -> list[tuple[int, dict]]:

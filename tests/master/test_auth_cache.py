@@ -16,9 +16,9 @@ import pytest
 import requests
 from master_kit import MasterProcess, Run, login
 
-from determined.master import _auth
 from determined.master._errors import Unauthenticated
-from determined.master._store import (
+from determined.master.api import _auth
+from determined.master.store import (
     Store,
     _experiments,
     _metrics,

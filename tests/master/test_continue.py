@@ -21,7 +21,7 @@ import yaml
 from master_kit import REPO, MasterProcess
 from trial_kit import Cluster, config, env_of, wait_file
 
-from determined.master._store import _metrics, make_engine, sqlite_url
+from determined.master.store import _metrics, make_engine, sqlite_url
 
 
 @pytest.fixture(scope="module")

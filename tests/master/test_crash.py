@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from master_kit import MasterProcess, Run
 
-from determined.master._store import _metrics, make_engine, sqlite_url
+from determined.master.store import _metrics, make_engine, sqlite_url
 
 
 def test_kill_9_loses_no_acknowledged_metric(master: MasterProcess) -> None:

@@ -11,7 +11,7 @@ import pathlib
 from master_kit import MasterProcess
 from trial_kit import Cluster, config, env_of, wait_dead, wait_file
 
-from determined.master._store import _metrics, make_engine, sqlite_url
+from determined.master.store import _metrics, make_engine, sqlite_url
 
 HANG_PY = r"""
 import json, os, pathlib, time

@@ -8,7 +8,7 @@ import time
 
 from trial_kit import GC_PY, Cluster, config
 
-from determined.master._gc import Candidate, select_deletions
+from determined.master.resources import Candidate, select_deletions
 
 
 def _cands(trial_id: int, metrics: list[float | None]) -> list[Candidate]:

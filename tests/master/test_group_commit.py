@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
-from determined.master._store import Store, _group_commit, sqlite_url
-from determined.master._store._schema import cluster_info
+from determined.master.store import Store, _group_commit, sqlite_url
+from determined.master.store._schema import cluster_info
 
 
 def _count(store: Store, prefix: str) -> int:

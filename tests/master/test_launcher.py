@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from determined.master import _launcher
 from determined.master._errors import InvalidArgument
-from determined.master._log_capture import parse_line
+from determined.master.resources import _launcher
+from determined.master.resources._log_capture import parse_line
 
 
 def _spec(config: dict[str, Any], tgz: bytes = b"", **kw: Any) -> _launcher.LaunchSpec:

@@ -11,7 +11,7 @@ import time
 from master_kit import MasterProcess
 from trial_kit import Cluster, alive, config, env_of, sleepers, wait_dead, wait_file
 
-from determined.master._store import _metrics, make_engine, sqlite_url
+from determined.master.store import _metrics, make_engine, sqlite_url
 
 
 def _checkpoints(cluster: Cluster, trial_id: int) -> list[dict]:

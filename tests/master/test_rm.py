@@ -19,7 +19,7 @@ from trial_kit import (
     wait_file,
 )
 
-from determined.master._store import _time
+from determined.master.store import _time
 
 
 def test_experiment_runs_to_completion(cluster: Cluster, tmp_path: pathlib.Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from master_kit import MasterProcess, Run
 from trial_kit import Cluster
 
-from determined.master._store import _experiments, _metrics, make_engine, sqlite_url
+from determined.master.store import _experiments, _metrics, make_engine, sqlite_url
 
 # Trains op.length steps, checkpointing at each validation, resuming from its latest
 # checkpoint. Its metric (lower is better) is hp "x" plus a learning curve, or its trial id

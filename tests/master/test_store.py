@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from determined.master._store import Store, current_revision, make_engine, metadata, migrate
+from determined.master.store import Store, current_revision, make_engine, metadata, migrate
 
 
 def test_migrations_create_the_schema_on_an_empty_db(tmp_path: pathlib.Path) -> None:

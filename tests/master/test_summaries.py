@@ -8,7 +8,7 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from determined.master._store._metrics import add_to_summary
+from determined.master.store._metrics import add_to_summary
 
 values = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=32),

@@ -1,8 +1,0 @@
-"""The master's persistent store: SQLAlchemy Core tables, Alembic migrations, and one module
-of queries per concern (users, experiments, trials, metrics, checkpoints, logs)."""
-
-from determined.master._store._engine import current_revision, make_engine, migrate, sqlite_url
-from determined.master._store._schema import metadata
-from determined.master._store._store import Store
-
-__all__ = ["Store", "current_revision", "make_engine", "metadata", "migrate", "sqlite_url"]

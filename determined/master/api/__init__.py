@@ -1,0 +1,51 @@
+"""The master's HTTP API: one router per area, the request and response models, the v1 JSON
+shapes (``_wire``), the FastAPI dependencies and the caller's authentication.
+
+Layering: imports ``experiment``, ``resources``, ``store`` and ``searcher`` (and the master's
+top-level ``_errors`` and ``_signals``); nothing imports it but the app.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from determined.master.api import (
+    _allocations,
+    _checkpoint_lists,
+    _checkpoints,
+    _continue,
+    _dev,
+    _experiment_edits,
+    _experiments,
+    _gc_preview,
+    _login,
+    _logs,
+    _metrics,
+    _preview,
+    _trials,
+    _webui,
+)
+
+# The routers in the order the app includes them. Keep it: where two paths overlap, the route
+# included first matches.
+ROUTERS: tuple[APIRouter, ...] = (
+    _login.router,
+    _trials.router,
+    _checkpoints.router,
+    _checkpoint_lists.router,
+    _allocations.router,
+    _logs.router,
+    _experiments.router,
+    _experiment_edits.router,
+    _continue.router,
+    _gc_preview.router,
+    _metrics.router,
+    _preview.router,
+    _webui.router,
+)
+
+# ``/api/v1/dev/...``: allocate, preempt and exit a trial's run by hand (tests and external
+# launchers; admins only), included only when asked for.
+DEV_ROUTER: APIRouter = _dev.router
+
+__all__ = ["DEV_ROUTER", "ROUTERS"]

@@ -1,0 +1,135 @@
+"""Who is calling: user login tokens and per-allocation tokens, and what each may reach.
+
+Tokens arrive as ``Authorization: Bearer <token>`` (users; the reference's trials too) or
+``Grpc-Metadata-x-allocation-token: Bearer <token>`` (an allocation's token). An allocation's
+token reaches only its own allocation, its trial, its task and its experiment's searcher state;
+anything else answers 403.
+
+A token's principal is cached by token digest (``Store.tokens``, see ``store/_token_cache``):
+a trial's process sends its token several times a second. Revoking or deleting tokens drops
+them from the cache as the transaction ends, so a revoked token is refused at once. A cached
+principal holds only what cannot change while its token lives: the user (no endpoint edits
+users) and the ids that place an allocation's token (its allocation, task, trial, experiment).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
+
+from determined.master._errors import PermissionDenied, Unauthenticated
+from determined.master.store import Store, _trials, _users
+
+_HEADERS = ("authorization", "grpc-metadata-x-allocation-token", "x-allocation-token")
+# What a principal keeps of its allocation and trial: set when they are created, never updated.
+ALLOCATION_KEYS = ("id", "task_id", "trial_id", "run_id")
+TRIAL_KEYS = ("id", "experiment_id", "task_id", "warm_start_checkpoint")
+
+
+@dataclasses.dataclass(frozen=True)
+class Principal:
+    """The caller of one request."""
+
+    token: str
+    info: _users.TokenInfo
+    # For allocation tokens: the fields of its allocation and trial rows that never change
+    # (ALLOCATION_KEYS, TRIAL_KEYS), read-only as the principal is shared through the cache.
+    allocation: Mapping[str, Any] | None = None
+    trial: Mapping[str, Any] | None = None
+
+    @property
+    def is_allocation(self) -> bool:
+        return self.info.kind == "allocation"
+
+    def check_trial(self, trial_id: int) -> None:
+        if self.trial is not None and int(self.trial["id"]) != trial_id:
+            raise PermissionDenied(
+                f"this allocation's token belongs to trial {self.trial['id']}, not {trial_id}"
+            )
+
+    def check_allocation(self, allocation_id: str) -> None:
+        if self.allocation is not None and self.allocation["id"] != allocation_id:
+            raise PermissionDenied(
+                f"this token belongs to allocation {self.allocation['id']}, not {allocation_id}"
+            )
+
+    def check_task(self, task_id: str) -> None:
+        if self.allocation is not None and self.allocation["task_id"] != task_id:
+            raise PermissionDenied(
+                f"this token belongs to task {self.allocation['task_id']}, not {task_id}"
+            )
+
+    def check_experiment(self, experiment_id: int) -> None:
+        if self.trial is not None and int(self.trial["experiment_id"]) != experiment_id:
+            raise PermissionDenied(
+                f"this allocation's token belongs to experiment {self.trial['experiment_id']}, "
+                f"not {experiment_id}"
+            )
+
+    def require_user(self) -> None:
+        if self.is_allocation:
+            raise PermissionDenied("this endpoint needs a user's login token")
+
+
+def _bearer(request: Request) -> str | None:
+    for name in _HEADERS:
+        value = request.headers.get(name)
+        if value:
+            scheme, _, token = value.strip().partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    cookie = request.cookies.get("auth")
+    return cookie or None
+
+
+def _fixed(row: dict[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:
+    return types.MappingProxyType({k: row[k] for k in keys})
+
+
+def _resolve(store: Store, token: str, digest: str) -> Principal:
+    """The caller from the database (then cached), or 401. Blocks: run it off the event loop."""
+    generation = store.tokens.generation()  # before reading: see TokenCache.put
+    with store.read() as conn:
+        info = _users.lookup_token(conn, token)
+        if info is None:
+            raise Unauthenticated("invalid or expired token; log in again")
+        alloc = trial = None
+        if info.kind == "allocation" and info.allocation_id is not None:
+            alloc = _trials.get_allocation(conn, info.allocation_id)
+            trial = None if alloc is None else _trials.get_trial(conn, int(alloc["trial_id"]))
+            if alloc is None or trial is None:
+                raise Unauthenticated(
+                    f"allocation {info.allocation_id} of this token no longer exists"
+                )
+    principal = Principal(
+        token=token,
+        info=info,
+        allocation=None if alloc is None else _fixed(alloc, ALLOCATION_KEYS),
+        trial=None if trial is None else _fixed(trial, TRIAL_KEYS),
+    )
+    store.tokens.put(digest, principal, generation=generation, allocation_id=info.allocation_id)
+    return principal
+
+
+async def authenticate(request: Request) -> Principal:
+    """FastAPI dependency: the caller, or 401. On the event loop when the token is cached (no
+    thread hop, no database read); otherwise the database is read in the thread pool."""
+    token = _bearer(request)
+    if token is None:
+        raise Unauthenticated(
+            "no token: log in (POST /api/v1/auth/login) and send 'Authorization: Bearer <token>'"
+        )
+    store: Store = request.app.state.store
+    digest = _users.token_digest(token)
+    cached: Principal | None = store.tokens.get(digest)
+    if cached is not None:
+        return cached
+    return await run_in_threadpool(_resolve, store, token, digest)
+
+
+Caller = Annotated[Principal, Depends(authenticate)]

@@ -1,0 +1,125 @@
+"""Checkpoint records and storage backends: ``runs/start``, ``checkpoints`` POST/GET/PATCH."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from determined.common.api._session import json_safe
+from determined.master import resources
+from determined.master._errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from determined.master.api._auth import Caller
+from determined.master.api._deps import StoreDep
+from determined.master.api._models import (
+    DeleteCheckpoints,
+    PatchCheckpoints,
+    ReportCheckpoint,
+    StartRun,
+)
+from determined.master.api._wire import checkpoint_json
+from determined.master.store import _checkpoints, _time, _trials
+
+router = APIRouter(prefix="/api/v1")
+
+
+@router.post("/runs/start")
+def start_run(body: StartRun, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Register (or find) the run's checkpoint storage; every trial's ``core.init()`` calls it."""
+    caller.check_trial(body.run_id)
+    with store.tx() as conn:
+        if _trials.get_trial(conn, body.run_id) is None:
+            raise NotFound(f"run {body.run_id} not found")
+        if body.checkpoint_storage is None:
+            return {"storageId": None}
+        return {"storageId": _checkpoints.storage_id(conn, json_safe(body.checkpoint_storage))}
+
+
+@router.post("/checkpoints")
+def report_checkpoint(body: ReportCheckpoint, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Record a COMPLETED checkpoint of a trial's task."""
+    caller.check_task(body.task_id)
+    if body.state not in (None, "", "STATE_COMPLETED"):
+        raise InvalidArgument(
+            f"checkpoint state {body.state!r} cannot be reported; only STATE_COMPLETED can"
+        )
+    try:
+        when = _time.parse(body.report_time)
+    except ValueError as e:
+        raise InvalidArgument(f"reportTime {body.report_time!r} is not an RFC 3339 time") from e
+    with store.tx() as conn:
+        trial = _trials.trial_by_task(conn, body.task_id)
+        if trial is None:
+            raise InvalidArgument(f"task {body.task_id} is not a trial's task")
+        _checkpoints.insert(
+            conn,
+            uuid=body.uuid,
+            trial_id=int(trial["id"]),
+            task_id=body.task_id,
+            allocation_id=body.allocation_id,
+            report_time=when,
+            resources=body.resources,
+            metadata=json_safe(body.metadata),
+            storage=body.storage_id,
+        )
+    return {}
+
+
+def _readable(caller: Caller, conn: Any, ckpt: dict[str, Any]) -> None:
+    if caller.trial is None:
+        return
+    owner = _trials.get_trial(conn, int(ckpt["trial_id"])) or {}
+    same_exp = owner.get("experiment_id") == caller.trial["experiment_id"]
+    if not same_exp and caller.trial["warm_start_checkpoint"] != ckpt["uuid"]:
+        raise PermissionDenied(
+            f"checkpoint {ckpt['uuid']} is neither this experiment's nor this trial's warm start"
+        )
+
+
+@router.get("/checkpoints/{uuid}")
+def get_checkpoint(uuid: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    with store.read() as conn:
+        ckpt = _checkpoints.get(conn, uuid)
+        if ckpt is None:
+            raise NotFound(f"checkpoint {uuid} not found")
+        _readable(caller, conn, ckpt)
+        return {"checkpoint": checkpoint_json(conn, ckpt)}
+
+
+@router.patch("/checkpoints")
+def patch_checkpoints(body: PatchCheckpoints, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """After files were deleted: an empty resource map marks the checkpoint DELETED."""
+    with store.tx() as conn:
+        for item in body.checkpoints:
+            ckpt = _checkpoints.get(conn, item.uuid)
+            if ckpt is None:
+                raise NotFound(f"checkpoint {item.uuid} not found")
+            if caller.allocation is not None:
+                caller.check_task(ckpt["task_id"])
+            resources = None if item.resources is None else item.resources.resources
+            _checkpoints.update_resources(conn, item.uuid, resources)
+    return {}
+
+
+@router.delete("/checkpoints")
+def delete_checkpoints(body: DeleteCheckpoints, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Delete checkpoints' files from their storage and mark them DELETED (already deleted
+    ones are left alone). Every uuid must exist, or nothing is deleted."""
+    caller.require_user()
+    with store.read() as conn:
+        missing = [u for u in body.checkpoint_uuids if _checkpoints.get(conn, u) is None]
+    if missing:
+        raise NotFound(f"checkpoint(s) not found: {', '.join(missing)}; nothing was deleted")
+    failed = resources.delete_checkpoints(store, body.checkpoint_uuids)
+    if failed:
+        lines = "; ".join(f"{u}: {why}" for u, why in failed.items())
+        raise FailedPrecondition(
+            f"{len(failed)} checkpoint(s) could not be deleted from storage and keep their "
+            f"records: {lines}"
+        )
+    return {}

@@ -1,0 +1,177 @@
+"""What a user changes on an experiment after creating it: archive, unarchive, patch (name,
+description, labels, notes, resources, GC policy), delete; and its model definition."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from fastapi import APIRouter
+
+from determined.master import resources
+from determined.master._errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from determined.master.api._auth import Caller
+from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._models import PatchExperiment
+from determined.master.api._wire import experiment_json
+from determined.master.experiment import State
+from determined.master.store import Store, _checkpoints, _experiments, _trials
+
+router = APIRouter(prefix="/api/v1")
+
+# v1PatchExperiment's resources fields, in the config's own names.
+_RESOURCES = {"maxSlots": "max_slots", "weight": "weight", "priority": "priority"}
+_GC_POLICY = {
+    "saveExperimentBest": "save_experiment_best",
+    "saveTrialBest": "save_trial_best",
+    "saveTrialLatest": "save_trial_latest",
+}
+
+
+@router.post("/experiments/{experiment_id}/archive")
+def archive(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    """Hide an ended experiment from default listings (400 unless terminal and unarchived)."""
+    caller.require_user()
+    exps.set_archived(experiment_id, True)
+    return {}
+
+
+@router.post("/experiments/{experiment_id}/unarchive")
+def unarchive(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    caller.require_user()
+    exps.set_archived(experiment_id, False)
+    return {}
+
+
+def _renamed(fields: dict[str, Any] | None, names: dict[str, str]) -> dict[str, Any]:
+    out = {}
+    for key, value in (fields or {}).items():
+        name = names.get(key, key if key in names.values() else None)
+        if name is None:
+            raise InvalidArgument(f"unknown field {key!r}; known: {', '.join(sorted(names))}")
+        if value is not None or name == "max_slots":  # null clears max_slots (no limit)
+            out[name] = value
+    return out
+
+
+@router.patch("/experiments/{experiment_id}")
+def patch_experiment(
+    experiment_id: int,
+    body: PatchExperiment,
+    caller: Caller,
+    exps: ExperimentsDep,
+    store: StoreDep,
+) -> dict[str, Any]:
+    """Change the fields present in the body; answers ``{experiment}`` as it is now."""
+    caller.require_user()
+    if body.id is not None and body.id != experiment_id:
+        raise InvalidArgument(f"body id {body.id} does not match experiment {experiment_id}")
+    values = body.model_dump(exclude={"id"})
+    values["resources"] = _renamed(body.resources, _RESOURCES)
+    values["checkpoint_storage"] = _renamed(body.checkpoint_storage, _GC_POLICY)
+    exps.patch(experiment_id, values)
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id) or {}
+        out = experiment_json(conn, exp)
+    if values["checkpoint_storage"] and State(exp["state"]).is_terminal:
+        resources.collect_async(store, experiment_id)  # the new policy applies at once
+    return {"experiment": out}
+
+
+def _labels(exps: ExperimentsDep, store: StoreDep, experiment_id: int, add: str, drop: str) -> Any:
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    labels = [x for x in (exp["config"] or {}).get("labels") or [] if x != drop]
+    if add and add not in labels:
+        labels.append(add)
+    exps.patch(experiment_id, {"labels": labels})
+    return {"labels": labels}
+
+
+@router.put("/experiments/{experiment_id}/labels/{label}")
+def put_label(
+    experiment_id: int, label: str, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    """Add one label (the SDK's ``add_label``); ``{labels}`` as they are now."""
+    caller.require_user()
+    return _labels(exps, store, experiment_id, label, "")
+
+
+@router.delete("/experiments/{experiment_id}/labels/{label}")
+def delete_label(
+    experiment_id: int, label: str, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.require_user()
+    return _labels(exps, store, experiment_id, "", label)
+
+
+@router.delete("/experiments/{experiment_id}")
+def delete_experiment(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    """Delete an ended experiment: its checkpoints' files and TensorBoard files, then every
+    record of it. Done when the answer comes (the reference answers first and deletes in the
+    background)."""
+    caller.require_user()
+    with store.read() as conn:
+        exp = exps.check_deletable(conn, experiment_id)
+        if not caller.info.admin and int(exp["owner_id"]) != caller.info.user_id:
+            raise PermissionDenied(
+                f"experiment {experiment_id} is not yours: only its owner or an admin may "
+                "delete it (archive hides it from your listings instead)"
+            )
+        uuids = [
+            c["uuid"]
+            for t in _trials.trials_of(conn, experiment_id)
+            for c in _checkpoints.of_trial(conn, int(t["id"]))
+        ]
+    failed = resources.delete_checkpoints(store, uuids)
+    if failed:
+        uuid, why = next(iter(failed.items()))
+        raise FailedPrecondition(
+            f"experiment {experiment_id} was not deleted: {len(failed)} checkpoint(s) could not "
+            f"be deleted from storage (first: {uuid}: {why}); fix the storage and try again"
+        )
+    _tensorboard_files(store, experiment_id, exp["config"] or {})
+    exps.delete(experiment_id)
+    return {}
+
+
+def _tensorboard_files(store: Store, experiment_id: int, config: dict[str, Any]) -> None:
+    try:
+        resources.delete_tensorboard_files(store, experiment_id, config)
+    except OSError as e:
+        raise FailedPrecondition(
+            f"the TensorBoard files of experiment {experiment_id} could not be deleted: {e}"
+        ) from e
+
+
+@router.delete("/experiments/{experiment_id}/tensorboard-files")
+def delete_tensorboard_files(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Delete the TensorBoard files the experiment's trials synced to its checkpoint storage
+    (``det e delete-tb-files``); shared_fs and directory storage only, for now."""
+    caller.require_user()
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    _tensorboard_files(store, experiment_id, exp["config"] or {})
+    return {}
+
+
+@router.get("/experiments/{experiment_id}/model_def")
+def model_def(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``{b64Tgz}``: the model definition the experiment was created with, as a tar.gz."""
+    caller.check_experiment(experiment_id)
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return {"b64Tgz": base64.b64encode(exp["model_definition"] or b"").decode()}

@@ -1,0 +1,221 @@
+"""Experiment endpoints of this slice: create (YAML config + model definition), the
+searcher's best validation, and the task context directory a trial downloads."""
+
+from __future__ import annotations
+
+import base64
+import io
+import tarfile
+from typing import Any
+
+from fastapi import APIRouter, Query
+
+from determined.master import experiment, resources
+from determined.master._errors import InvalidArgument, NotFound
+from determined.master.api import _wire
+from determined.master.api._auth import Caller
+from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._models import CreateExperiment
+from determined.master.api._wire import experiment_json, trial_json
+from determined.master.experiment import State
+from determined.master.store import _experiments, _metrics, _trials
+
+router = APIRouter(prefix="/api/v1")
+MAX_MODEL_DEF_BYTES = 96 * 1024 * 1024
+
+
+def _tar_model_definition(files: list[dict[str, Any]]) -> bytes:
+    """The ``modelDefinition`` file list (base64 contents) as one tar.gz."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for f in files:
+            path = str(f.get("path") or "")
+            if not path or path.startswith("/") or ".." in path.split("/"):
+                raise InvalidArgument(f"model definition path {path!r} must be relative")
+            info = tarfile.TarInfo(path)
+            info.mode = int(f.get("mode") or 0o644) & 0o7777
+            info.mtime = int(f.get("mtime") or 0)
+            if str(f.get("type")) in ("53", "5", "TYPE_DIR") or path.endswith("/"):
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+                continue
+            data = base64.b64decode(str(f.get("content") or ""))
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    out = buf.getvalue()
+    if len(out) > MAX_MODEL_DEF_BYTES:
+        raise InvalidArgument(
+            f"the model definition is {len(out)} bytes compressed; the limit is "
+            f"{MAX_MODEL_DEF_BYTES}: move data sets out of the model directory or list them "
+            "in .detignore"
+        )
+    return out
+
+
+@router.post("/experiments")
+def create_experiment(
+    body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.require_user()
+    config = experiment.parse_experiment_config(body.config)
+    resources.check_bind_mounts(config)
+    if body.validate_only:
+        return {"experiment": None, "config": config, "warnings": []}
+    tgz = _tar_model_definition(body.model_definition or [])
+    exp_id = exps.create(
+        config,
+        body.config,
+        owner_id=caller.info.user_id,
+        model_definition=tgz,
+        activate=body.activate,
+    )
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, exp_id) or {}
+        created = experiment_json(conn, exp)
+    return {"experiment": created, "config": config, "warnings": []}
+
+
+@router.get("/experiments/{experiment_id}/searcher/best_searcher_validation_metric")
+def best_searcher_validation_metric(
+    experiment_id: int, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_experiment(experiment_id)
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+        if exp is None:
+            raise NotFound(f"experiment {experiment_id} not found")
+        metric, smaller = experiment.searcher_metric(exp["config"])
+        best = _metrics.best_experiment_validation(conn, experiment_id, metric, smaller)
+    if best is None:
+        raise NotFound(f"experiment {experiment_id} has no validation with {metric!r} yet")
+    return {"metric": best}
+
+
+@router.get("/tasks/{task_id}/context_directory")
+def context_directory(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``{b64Tgz}``: the experiment's model definition, unpacked into a trial's work dir."""
+    caller.check_task(task_id)
+    with store.read() as conn:
+        trial = _trials.trial_by_task(conn, task_id)
+        if trial is None:
+            raise NotFound(f"task {task_id} not found")
+        exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+    tgz = exp.get("model_definition") or b""
+    return {"b64Tgz": base64.b64encode(tgz).decode()}
+
+
+@router.get("/experiments/{experiment_id}")
+def get_experiment(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    caller.check_experiment(experiment_id)
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+        if exp is None:
+            raise NotFound(f"experiment {experiment_id} not found")
+        body = experiment_json(conn, exp)
+    return {"experiment": body, "config": body["config"], "jobSummary": None}
+
+
+@router.get("/experiments")
+def list_experiments(
+    caller: Caller,
+    store: StoreDep,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+    archived: bool | None = None,
+    users: list[str] = Query(default_factory=list),
+) -> dict[str, Any]:
+    """``{experiments: [v1Experiment], pagination}`` by id; ``archived`` and ``users``
+    (usernames) filter, ``offset``/``limit`` page (limit 0: all)."""
+    caller.require_user()
+    with store.read() as conn:
+        ids = _experiments.list_experiment_ids(conn)
+        rows = [_experiments.get_experiment(conn, i) for i in ids]
+        found = [experiment_json(conn, e) for e in rows if e is not None]
+    found = [e for e in found if archived is None or e["archived"] == archived]
+    found = [e for e in found if not users or e["username"] in users]
+    chunk, pagination = _wire.page(found, offset, limit)
+    return {"experiments": chunk, "pagination": pagination}
+
+
+def _latest_metric(t: dict[str, Any], metric: str) -> Any:
+    latest = t.get("latestValidation") or {}
+    return ((latest.get("metrics") or {}).get("avgMetrics") or {}).get(metric)
+
+
+_TRIAL_KEYS: dict[str, Any] = {
+    "SORT_BY_ID": lambda t, m: t["id"],
+    "SORT_BY_START_TIME": lambda t, m: t["startTime"],
+    "SORT_BY_END_TIME": lambda t, m: t["endTime"],
+    "SORT_BY_STATE": lambda t, m: t["state"],
+    "SORT_BY_BEST_VALIDATION_METRIC": lambda t, m: t["searcherMetricValue"],
+    "SORT_BY_LATEST_VALIDATION_METRIC": _latest_metric,
+    "SORT_BY_BATCHES_PROCESSED": lambda t, m: t["totalBatchesProcessed"],
+    "SORT_BY_RESTARTS": lambda t, m: t["restarts"],
+    "SORT_BY_CHECKPOINT_SIZE": lambda t, m: int(t["totalCheckpointSize"]),
+}
+
+
+@router.get("/experiments/{experiment_id}/trials")
+def get_experiment_trials(
+    experiment_id: int,
+    caller: Caller,
+    store: StoreDep,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+    sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
+    order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
+    states: list[str] = Query(default_factory=list),
+) -> dict[str, Any]:
+    """``{trials: [v1Trial], pagination}`` by id unless ``sortBy`` says otherwise (ascending
+    unless ``ORDER_BY_DESC``; trials without the value last); ``states`` filters on the
+    shown state; ``limit`` 0 is all."""
+    caller.check_experiment(experiment_id)
+    with store.read() as conn:
+        exp = _experiments.get_experiment(conn, experiment_id)
+        if exp is None:
+            raise NotFound(f"experiment {experiment_id} not found")
+        rows = [trial_json(conn, t) for t in _trials.trials_of(conn, experiment_id)]
+    if states:
+        rows = [t for t in rows if t["state"] in states]
+    if sort_by not in ("", "SORT_BY_UNSPECIFIED"):
+        if sort_by not in _TRIAL_KEYS:
+            raise InvalidArgument(f"sortBy {sort_by!r} is not one of: {', '.join(_TRIAL_KEYS)}")
+        metric, _ = experiment.searcher_metric(exp["config"] or {})
+        keyed = [(_TRIAL_KEYS[sort_by](t, metric), t) for t in rows]
+        present = [(k, t) for k, t in keyed if k is not None]
+        present.sort(key=lambda kt: kt[0], reverse=order_by in ("ORDER_BY_DESC", "desc"))
+        rows = [t for _, t in present] + [t for k, t in keyed if k is None]
+    elif order_by in ("ORDER_BY_DESC", "desc"):
+        rows.reverse()
+    chunk, pagination = _wire.page(rows, offset, limit)
+    return {"trials": chunk, "pagination": pagination}
+
+
+@router.post("/experiments/{experiment_id}/activate")
+def activate(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    caller.require_user()
+    exps.set_state(experiment_id, State.ACTIVE)
+    return {}
+
+
+@router.post("/experiments/{experiment_id}/pause")
+def pause(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    caller.require_user()
+    exps.set_state(experiment_id, State.PAUSED)
+    return {}
+
+
+@router.post("/experiments/{experiment_id}/cancel")
+def cancel(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    """Stop gracefully: running trials are preempted (checkpoint, then exit); ends CANCELED."""
+    caller.require_user()
+    exps.stop(experiment_id, State.STOPPING_CANCELED)
+    return {}
+
+
+@router.post("/experiments/{experiment_id}/kill")
+def kill(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+    """Stop now: trial processes are killed; trials and experiment end CANCELED."""
+    caller.require_user()
+    exps.stop(experiment_id, State.STOPPING_KILLED)
+    return {}

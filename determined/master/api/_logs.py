@@ -1,0 +1,154 @@
+"""Task logs: trials ship lines in batches (``POST /api/v1/task/logs``); readers page them."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from determined.master._errors import InvalidArgument, NotFound
+from determined.master.api._auth import Caller
+from determined.master.api._deps import StoreDep
+from determined.master.api._models import PostTaskLogs
+from determined.master.experiment import State
+from determined.master.store import Store, _logs, _time, _trials
+
+router = APIRouter(prefix="/api/v1")
+FOLLOW_POLL_S = 0.25
+FOLLOW_GRACE_S = 1.0  # a follow stream ends this long after the trial is terminal and quiet
+
+
+@router.post("/task/logs")
+def post_task_logs(body: PostTaskLogs, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Store a batch of lines, all of one task (the reference's rule)."""
+    tasks = {line.task_id for line in body.logs}
+    if len(tasks) > 1:
+        raise InvalidArgument(f"a batch of logs must be of one task, not {sorted(tasks)}")
+    rows = []
+    for line in body.logs:
+        caller.check_task(line.task_id)
+        try:
+            when = _time.parse(line.timestamp) or _time.now()
+        except ValueError as e:
+            raise InvalidArgument(f"log timestamp {line.timestamp!r} is not RFC 3339") from e
+        rows.append(
+            {
+                "task_id": line.task_id,
+                "allocation_id": line.allocation_id,
+                "agent_id": line.agent_id,
+                "container_id": line.container_id,
+                "rank_id": line.rank_id,
+                "timestamp": when,
+                "level": line.level,
+                "stdtype": line.stdtype,
+                "source": line.source,
+                "log": line.log,
+            }
+        )
+    with store.tx() as conn:
+        _logs.append(conn, rows)
+    return {}
+
+
+@router.get("/tasks/{task_id}/logs")
+def task_logs(
+    task_id: str,
+    caller: Caller,
+    store: StoreDep,
+    limit: int = Query(0, ge=0),
+    search_after: int = Query(0, alias="searchAfter", ge=0),
+) -> dict[str, Any]:
+    """A page of the task's lines (``{logs: [...]}``); streaming readers come with the CLI."""
+    caller.check_task(task_id)
+    with store.read() as conn:
+        rows = _logs.read(conn, task_id, after_id=search_after, limit=limit or None)
+    return {"logs": [_logs.log_json(r) for r in rows]}
+
+
+def trial_log_json(row: dict[str, Any], trial_id: int) -> dict[str, Any]:
+    """``v1TrialLogsResponse``: the stored line plus the reference's formatted ``message``."""
+    when = _time.rfc3339(_time.as_utc(row["timestamp"]))
+    container = (row["container_id"] or "")[:8].ljust(8)
+    rank = "" if row["rank_id"] is None else f"[rank={row['rank_id']}] "
+    level = str(row["level"] or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_")
+    return {
+        **_logs.log_json(row),
+        "trialId": trial_id,
+        "message": f"[{when}] {container} {rank}|| {level}: {row['log']}",
+    }
+
+
+def _select(
+    rows: list[dict[str, Any]], head: int, tail: int, limit: int, desc: bool
+) -> list[dict[str, Any]]:
+    """``head``/``tail`` keep the first/last N (oldest first); the reference's ``limit`` with
+    ``orderBy=ORDER_BY_DESC`` gives the newest N, newest first."""
+    if head:
+        rows = rows[:head]
+    elif tail:
+        rows = rows[-tail:]
+    if desc:
+        rows = rows[::-1]
+    return rows[:limit] if limit else rows
+
+
+def _trial_lines(
+    store: Store,
+    trial_id: int,
+    task_id: str,
+    picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    follow: bool,
+) -> Iterator[bytes]:
+    with store.read() as conn:
+        rows = _logs.read(conn, task_id)
+    after = rows[-1]["id"] if rows else 0
+    rows = picked(rows)
+    for row in rows:
+        yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
+    quiet_since: float | None = None
+    while follow:
+        time.sleep(FOLLOW_POLL_S)
+        with store.read() as conn:
+            rows = _logs.read(conn, task_id, after_id=after)
+            trial = _trials.get_trial(conn, trial_id) or {}
+        for row in rows:
+            yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
+            after = row["id"]
+        if rows or not State(trial["state"]).is_terminal:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= FOLLOW_GRACE_S:
+            return
+
+
+@router.get("/trials/{trial_id}/logs")
+def trial_logs(
+    trial_id: int,
+    caller: Caller,
+    store: StoreDep,
+    follow: bool = False,
+    head: int = Query(0, ge=0),
+    tail: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+    order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
+) -> StreamingResponse:
+    """The trial's log lines as NDJSON ``{"result": v1TrialLog}``; ``head``/``tail`` keep the
+    first/last N, ``limit`` + ``orderBy`` as in the reference; ``follow`` then streams new
+    lines until the trial is terminal and quiet."""
+    caller.check_trial(trial_id)
+    with store.read() as conn:
+        trial = _trials.get_trial(conn, trial_id)
+    if trial is None:
+        raise NotFound(f"trial {trial_id} not found")
+    desc = order_by in ("ORDER_BY_DESC", "desc")
+
+    def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _select(rows, head, tail, limit, desc)
+
+    lines = _trial_lines(store, trial_id, str(trial["task_id"]), picked, follow)
+    return StreamingResponse(lines, media_type="application/json")

@@ -1,0 +1,183 @@
+"""JSON bodies in the reference's v1 shapes (grpc-gateway: lowerCamelCase keys, unset
+messages as null, int64 as strings where the gateway writes them so)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master import experiment
+from determined.master.experiment import State
+from determined.master.store import _checkpoints, _experiments, _metrics, _time, _trials, _users
+
+# The reference files every experiment under a project and a workspace; this master has one of
+# each, with the reference's ids and names of the defaults.
+PROJECT = {"projectId": 1, "projectName": "Uncategorized", "projectOwnerId": 1}
+WORKSPACE = {"workspaceId": 1, "workspaceName": "Uncategorized"}
+
+
+def experiment_json(conn: sa.Connection, exp: dict[str, Any]) -> dict[str, Any]:
+    """``v1Experiment``: every field the reference's bindings require, and the optional ones
+    this master knows."""
+    config = exp["config"] or {}
+    owner = _users.get_user(conn, int(exp["owner_id"])) or {}
+    metric, smaller = experiment.searcher_metric(config)
+    trials = _trials.trials_of(conn, int(exp["id"]))
+    ckpts = [
+        c
+        for t in trials
+        for c in _checkpoints.of_trial(conn, int(t["id"]))
+        if c["state"] != _checkpoints.DELETED
+    ]
+    best_trial, best_value = _best_trial(conn, trials, metric, smaller)
+    start, end = exp["start_time"], exp["end_time"]
+    duration = None
+    if start is not None:
+        stop = _time.as_utc(end) if end is not None else _time.now()
+        duration = int((stop - _time.as_utc(start)).total_seconds() * 1000)
+    return {
+        "id": exp["id"],
+        "name": config.get("name") or "",
+        "description": config.get("description") or "",
+        "labels": list(config.get("labels") or []),
+        "notes": exp["notes"],
+        "state": exp["state"],
+        "archived": bool(exp["archived"]),
+        "config": config,
+        "originalConfig": exp["original_config"],
+        "startTime": _time.rfc3339(start),
+        "endTime": _time.rfc3339(end),
+        "duration": duration,
+        "progress": exp["progress"],
+        "username": owner.get("username") or "",
+        "displayName": owner.get("display_name") or "",
+        "userId": exp["owner_id"],
+        "parentId": exp["parent_id"],
+        "forkedFrom": exp["parent_id"],
+        "jobId": f"experiment-{exp['id']}",
+        "resourcePool": (config.get("resources") or {}).get("resource_pool") or "default",
+        "searcherType": (config.get("searcher") or {}).get("name") or "",
+        "searcherMetric": metric,
+        "hyperparameters": config.get("hyperparameters") or {},
+        "numTrials": len(trials),
+        "trialIds": [int(t["id"]) for t in trials],
+        "bestTrialId": best_trial,
+        "bestTrialSearcherMetric": best_value,
+        "checkpointCount": len(ckpts),
+        "checkpointSize": str(sum(int(c["size"]) for c in ckpts)),
+        "modelDefinitionSize": len(exp["model_definition"] or b""),
+        "parentArchived": False,
+        "unmanaged": False,
+        "externalExperimentId": None,
+        "externalTrialId": None,
+        **PROJECT,
+        **WORKSPACE,
+    }
+
+
+def _best_trial(
+    conn: sa.Connection, trials: list[dict[str, Any]], metric: str, smaller: bool
+) -> tuple[int | None, float | None]:
+    best: tuple[int | None, float | None] = (None, None)
+    for t in trials:
+        row = _metrics.get_row(conn, t["best_validation_id"])
+        value = None if row is None else (row["metrics"] or {}).get(metric)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if best[1] is None or (value < best[1] if smaller else value > best[1]):
+            best = (int(t["id"]), float(value))
+    return best
+
+
+def _display_state(conn: sa.Connection, trial: dict[str, Any]) -> str:
+    # An ACTIVE trial shows what its allocation is doing, as the reference's API does.
+    if trial["state"] != State.ACTIVE.value:
+        return str(trial["state"])
+    alloc = _trials.live_allocation(conn, int(trial["id"]))
+    return "STATE_RUNNING" if alloc is not None else "STATE_QUEUED"
+
+
+def trial_json(conn: sa.Connection, trial: dict[str, Any]) -> dict[str, Any]:
+    """``v1Trial``."""
+    exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+    metric, _ = experiment.searcher_metric(exp.get("config") or {})
+    best = _metrics.get_row(conn, trial["best_validation_id"])
+    ckpts = [
+        c for c in _checkpoints.of_trial(conn, int(trial["id"])) if c["state"] != "STATE_DELETED"
+    ]
+    return {
+        "id": trial["id"],
+        "experimentId": trial["experiment_id"],
+        "startTime": _time.rfc3339(trial["start_time"]),
+        "endTime": _time.rfc3339(trial["end_time"]),
+        "state": _display_state(conn, trial),
+        "restarts": trial["restarts"],
+        "hparams": trial["hparams"],
+        "totalBatchesProcessed": int(trial["total_batches"]),
+        "bestValidation": _metrics.workload_json(best),
+        "latestValidation": _metrics.workload_json(
+            _metrics.get_row(conn, trial["latest_validation_id"])
+        ),
+        "bestCheckpoint": None,
+        "runnerState": trial["runner_state"],
+        "wallClockTime": 0,
+        "warmStartCheckpointUuid": trial["warm_start_checkpoint"],
+        "taskId": trial["task_id"],
+        "totalCheckpointSize": str(sum(int(c["size"]) for c in ckpts)),
+        "checkpointCount": len(ckpts),
+        "searcherMetricValue": None if best is None else best["metrics"].get(metric),
+        "taskIds": [trial["task_id"]],
+        "summaryMetrics": trial["summary_metrics"],
+        "logRetentionDays": None,
+        "metadata": {},
+    }
+
+
+def checkpoint_json(conn: sa.Connection, ckpt: dict[str, Any]) -> dict[str, Any]:
+    """``v1Checkpoint`` with its training metadata."""
+    trial = _trials.get_trial(conn, int(ckpt["trial_id"])) or {}
+    exp = _experiments.get_experiment(conn, int(trial.get("experiment_id") or 0)) or {}
+    metric, _ = experiment.searcher_metric(exp.get("config") or {})
+    steps = int(ckpt["steps_completed"])
+    train = _metrics.at_steps(conn, int(ckpt["trial_id"]), "training", steps)
+    val = _metrics.at_steps(conn, int(ckpt["trial_id"]), "validation", steps)
+    return {
+        "taskId": ckpt["task_id"],
+        "allocationId": ckpt["allocation_id"],
+        "uuid": ckpt["uuid"],
+        "reportTime": _time.rfc3339(ckpt["report_time"]),
+        "resources": ckpt["resources"],
+        "metadata": ckpt["metadata"],
+        "state": ckpt["state"],
+        "training": {
+            "trialId": trial.get("id"),
+            "experimentId": trial.get("experiment_id"),
+            "experimentConfig": exp.get("config"),
+            "hparams": trial.get("hparams"),
+            "trainingMetrics": _metrics_json(train),
+            "validationMetrics": _metrics_json(val),
+            "searcherMetric": None if val is None else val["metrics"].get(metric),
+        },
+        "storageId": ckpt["storage_id"],
+    }
+
+
+def _metrics_json(row: dict[str, Any] | None) -> dict[str, Any]:
+    if row is None:
+        return {"avgMetrics": None, "batchMetrics": None}
+    return {"avgMetrics": row["metrics"], "batchMetrics": row["batch_metrics"]}
+
+
+def page(rows: list[Any], offset: int, limit: int) -> tuple[list[Any], dict[str, int]]:
+    """One page of a listing and the gateway's ``pagination`` object (``limit`` 0: all)."""
+    chunk = rows[offset : offset + limit] if limit else rows[offset:]
+    start = min(offset, len(rows))
+    pagination = {
+        "offset": offset,
+        "limit": limit,
+        "startIndex": start,
+        "endIndex": start + len(chunk),
+        "total": len(rows),
+    }
+    return chunk, pagination

@@ -1,0 +1,28 @@
+"""The experiment domain: experiments and trials driven by their search methods, the state
+table and the allocation exit decision, and the master's reading of experiment configs.
+
+Layering: imports ``store`` and ``searcher`` (and the master's top-level ``_errors`` and
+``_signals``), nothing above.
+"""
+
+from determined.master.experiment._config import (
+    max_length_units,
+    parse_experiment_config,
+    searcher_metric,
+)
+from determined.master.experiment._experiments import Experiments
+from determined.master.experiment._lifecycle import preemption_key
+from determined.master.experiment._states import ExitDecision, decide_exit
+from determined.master.store import AllocationState, State
+
+__all__ = [
+    "AllocationState",
+    "ExitDecision",
+    "Experiments",
+    "State",
+    "decide_exit",
+    "max_length_units",
+    "parse_experiment_config",
+    "preemption_key",
+    "searcher_metric",
+]

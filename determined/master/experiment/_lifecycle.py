@@ -1,0 +1,454 @@
+"""The experiment lifecycle: create, pause and activate, cancel and kill, continue; and the
+event machinery every change of an experiment goes through (docs/reference/master.md §1,
+§4.1–§4.2, §4.4).
+
+An experiment's search method lives in memory while the experiment does; every event is one
+store transaction (:meth:`Lifecycle._event`): the rows it changes and the method's new
+snapshot commit together, so a restarted master continues the same search. If the
+transaction fails the in-memory method is dropped and rebuilt from the last snapshot. The
+operations a method returns are carried out by :meth:`Lifecycle._apply`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from determined import errors
+from determined.master import searcher
+from determined.master._errors import FailedPrecondition, InvalidArgument, NotFound
+from determined.master._signals import Signals
+from determined.master.experiment._config import max_length_units
+from determined.master.experiment._states import terminal_of, trial_escalation
+from determined.master.store import State, Store, _checkpoints, _experiments, _time, _trials
+
+logger = logging.getLogger("determined.master")
+
+
+class SearchMethod(searcher.SearchMethod, Protocol):
+    """The search method as the master drives it: ``searcher.SearchMethod`` and the two
+    0.38-style flags it reads (not in that protocol yet)."""
+
+    @property
+    def every_validation(self) -> bool: ...
+
+    @property
+    def trials_decide_length(self) -> bool: ...
+
+
+def preemption_key(allocation_id: str) -> str:
+    return f"preempt:{allocation_id}"
+
+
+class Event:
+    """One transaction's working set: the experiment row, its method, what to wake after."""
+
+    def __init__(self, conn: sa.Connection, exp: dict[str, Any], method: SearchMethod) -> None:
+        self.conn = conn
+        self.exp = exp
+        self.method = method
+        self.wake: list[str] = []
+        self.ended = False  # the experiment reached a terminal state in this event
+
+    @property
+    def state(self) -> State:
+        return State(self.exp["state"])
+
+    def set_state(self, state: State) -> None:
+        values: dict[str, Any] = {"state": state}
+        if state.is_terminal:
+            values["end_time"] = _time.now()
+            if state == State.COMPLETED:
+                values["progress"] = 1.0
+            self.ended = True
+        _experiments.update_experiment(self.conn, self.exp["id"], **values)
+        self.exp = {**self.exp, **values, "state": state.value}
+
+
+class Lifecycle:
+    """The lifecycle of the master's experiments and the event machinery (the base of
+    :class:`Experiments`). Thread-safe: events of one experiment run one at a time."""
+
+    def __init__(self, store: Store, signals: Signals) -> None:
+        self._store = store
+        self._signals = signals
+        self._methods: dict[int, SearchMethod] = {}
+        self._lock = threading.RLock()
+        self._on_change: list[Callable[[], None]] = []
+        self._on_end: list[Callable[[int], None]] = []
+
+    def subscribe(
+        self,
+        on_change: Callable[[], None] | None = None,
+        on_end: Callable[[int], None] | None = None,
+    ) -> None:
+        """Call ``on_change()`` after every committed event (the resource manager wakes up) and
+        ``on_end(experiment_id)`` once an experiment reaches a terminal state (checkpoint GC).
+        Callbacks run on the committing thread and must not block."""
+        if on_change is not None:
+            self._on_change.append(on_change)
+        if on_end is not None:
+            self._on_end.append(on_end)
+
+    def create(
+        self,
+        config: dict[str, Any],
+        original_config: str,
+        *,
+        owner_id: int,
+        model_definition: bytes | None = None,
+        activate: bool = True,
+    ) -> int:
+        """Store a new experiment (PAUSED, its trials created) and activate it unless asked
+        not to. Raises InvalidArgument for a searcher section that cannot run."""
+        seed = int((config.get("reproducibility") or {}).get("experiment_seed", 0))
+        try:
+            method = searcher.make_search_method(
+                config["searcher"], config.get("hyperparameters"), seed
+            )
+        except errors.InvalidSearcherConfig as e:
+            raise InvalidArgument(str(e)) from e
+        with self._lock, self._store.tx() as conn:
+            exp_id = _experiments.insert_experiment(
+                conn,
+                config=config,
+                original_config=original_config,
+                model_definition=model_definition,
+                owner_id=owner_id,
+            )
+            warm_start_of(conn, config)  # a source that does not exist: nothing is created
+            ev = Event(conn, _experiments.get_experiment(conn, exp_id) or {}, method)
+            self._apply(ev, method.initial_operations())
+            self._save(ev)
+            self._methods[exp_id] = method
+        if activate:
+            self.set_state(exp_id, State.ACTIVE)
+        return exp_id
+
+    def set_state(self, experiment_id: int, state: State) -> None:
+        """Pause or activate an experiment and its live trials (same state: no-op).
+
+        Raises:
+            NotFound, FailedPrecondition: terminal or incompatible state.
+        """
+        with self._event(experiment_id) as ev:
+            if ev.state == state:
+                return
+            if ev.state.is_terminal:
+                raise FailedPrecondition(f"experiment {experiment_id} is in terminal state")
+            if state not in (State.ACTIVE, State.PAUSED) or ev.state.is_stopping:
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} in incompatible state {ev.state.value}"
+                )
+            ev.set_state(state)
+            for trial in _trials.trials_of(ev.conn, experiment_id):
+                if State(trial["state"]) in (State.ACTIVE, State.PAUSED):
+                    _trials.update_trial(ev.conn, trial["id"], state=state)
+                    if state == State.PAUSED:
+                        self._preempt_live(ev, trial["id"])
+
+    def stop(self, experiment_id: int, stop: State) -> None:
+        """Cancel (``STOPPING_CANCELED``: running trials are preempted) or kill
+        (``STOPPING_KILLED``: the resource manager kills their processes) an experiment.
+        Terminal or already-stopping experiments are a no-op, except that a kill upgrades a
+        cancel (docs/reference/master.md §4.1)."""
+        if stop not in (State.STOPPING_CANCELED, State.STOPPING_KILLED):
+            raise InvalidArgument(f"{stop.value} is not a cancel or a kill")
+        with self._event(experiment_id) as ev:
+            upgrade = ev.state == State.STOPPING_CANCELED and stop == State.STOPPING_KILLED
+            if ev.state.is_terminal or (ev.state.is_stopping and not upgrade):
+                return
+            self._stop(ev, stop)
+
+    def kill_trial(self, trial_id: int) -> None:
+        """Kill one trial: its process is killed and it ends CANCELED; the search sees a
+        user cancel (random does not replace it). A terminal trial is a no-op."""
+        with self._trial_event(trial_id) as (ev, trial):
+            state = State(trial["state"])
+            if state.is_terminal:
+                return
+            if _trials.live_allocation(ev.conn, trial_id) is not None:
+                new = trial_escalation(state, State.STOPPING_KILLED)
+                _trials.update_trial(ev.conn, trial_id, state=new)
+                return
+            self._end_trial(ev, trial, State.CANCELED)
+            self._maybe_end_experiment(ev)
+
+    def continue_trial(
+        self, experiment_id: int, check: Callable[[dict[str, Any], dict[str, Any]], Any]
+    ) -> None:
+        """``det e continue``: the ended single-trial experiment runs its trial again, to the
+        ``max_length`` of the config ``check(experiment, trial)`` returns (it raises a 4xx for
+        a request it refuses). The trial resumes from its latest checkpoint as any new run
+        does; its restart count starts over; the experiment is ACTIVE until the trial ends."""
+        with self._event(experiment_id) as ev:
+            trials = _trials.trials_of(ev.conn, experiment_id)
+            if len(trials) != 1:
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} has {len(trials)} trials; only a single-trial "
+                    "experiment can be continued"
+                )
+            trial = trials[0]
+            if not (ev.state.is_terminal or State(trial["state"]).is_terminal):
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} is {ev.state.value} and its trial has not "
+                    "ended; continue it once it has (or pause and activate it instead)"
+                )
+            config = check(ev.exp, trial)
+            length = max_length_units(config["searcher"])
+            rid = trial["request_id"]
+            snapshot = _reopened(ev.method.snapshot(), rid, length)
+            ev.method = searcher.restore_search_method(
+                config["searcher"], config.get("hyperparameters"), snapshot
+            )
+            self._methods[experiment_id] = ev.method
+            _trials.update_trial(
+                ev.conn,
+                trial["id"],
+                state=State.ACTIVE,
+                end_time=None,
+                restarts=0,
+                early_exit=None,
+                op_length=length,
+                op_complete=False,
+                op_closed=True,  # the single search's Close stands: one operation, then done
+            )
+            values = {"state": State.ACTIVE.value, "end_time": None, "config": config}
+            _experiments.update_experiment(ev.conn, experiment_id, **values)
+            ev.exp = {**ev.exp, **values}
+
+    # ----------------------------------------------------------------------- event machinery
+
+    def _end_trial(self, ev: Event, trial: dict[str, Any], end: State) -> None:
+        _trials.update_trial(ev.conn, trial["id"], state=end, end_time=_time.now())
+        if ev.state.is_stopping or ev.state.is_terminal:
+            return
+        rid = trial["request_id"]
+        ops: list[Any] = []
+        if end == State.ERROR:
+            ops += ev.method.on_trial_exited_early(rid, searcher.ExitedReason.ERRORED)
+        elif end == State.CANCELED:
+            ops += ev.method.on_trial_exited_early(rid, searcher.ExitedReason.USER_CANCELED)
+        ops += ev.method.on_trial_closed(rid)
+        self._apply(ev, ops)
+
+    def _apply(self, ev: Event, ops: list[Any]) -> None:
+        queue = collections.deque(ops)
+        while queue:
+            op = queue.popleft()
+            if isinstance(op, searcher.Shutdown):
+                stop = State.STOPPING_COMPLETED
+                if op.failure:
+                    stop = State.STOPPING_ERROR
+                elif op.cancel:
+                    stop = State.STOPPING_CANCELED
+                self._stop(ev, stop)
+            elif ev.state.is_stopping or ev.state.is_terminal:
+                continue  # a stopping experiment carries out nothing but its shutdown
+            elif isinstance(op, searcher.Create):
+                queue.extend(self._create_trial(ev, op))
+            elif isinstance(op, searcher.ValidateAfter):
+                trial = self._by_request(ev, op.request_id)
+                _trials.update_trial(ev.conn, trial["id"], op_length=op.length, op_complete=False)
+            elif isinstance(op, searcher.Close):
+                trial = self._by_request(ev, op.request_id)
+                # 0.38 style: a Close is a stop, now (a running trial is preempted)
+                stop_now = {"op_complete": True} if ev.method.every_validation else {}
+                _trials.update_trial(ev.conn, trial["id"], op_closed=True, **stop_now)
+                queue.extend(self._finish_if_done(ev, trial["id"], apply=False))
+
+    def _create_trial(self, ev: Event, op: searcher.Create) -> list[Any]:
+        state = State.ACTIVE if ev.state == State.ACTIVE else State.PAUSED
+        _trials.insert_trial(
+            ev.conn,
+            experiment_id=ev.exp["id"],
+            request_id=op.request_id,
+            hparams=op.hparams,
+            seed=op.trial_seed,
+            state=state,
+            warm_start_checkpoint=op.checkpoint or self._warm_start(ev),
+            # 0.38 style without max_length: no ValidateAfter will come, yet the trial must run;
+            # with op_length None it is served {op: null, completed: true} and ends COMPLETED
+            # when its process exits 0 unpreempted (_decide_exit)
+            has_work=ev.method.trials_decide_length,
+        )
+        return list(ev.method.on_trial_created(op.request_id))
+
+    @staticmethod
+    def _warm_start(ev: Event) -> str | None:
+        try:
+            return warm_start_of(ev.conn, ev.exp["config"])
+        except InvalidArgument as e:  # deleted since the experiment was created
+            logger.warning("experiment %s: no warm start for a new trial: %s", ev.exp["id"], e)
+            return None
+
+    def _finish_if_done(self, ev: Event, trial_id: int, *, apply: bool = True) -> list[Any]:
+        """A complete and closed trial stops: gracefully if it runs, at once if not."""
+        trial = _trials.get_trial(ev.conn, trial_id) or {}
+        state = State(trial["state"])
+        if not (trial["op_complete"] and trial["op_closed"]) or state.is_terminal:
+            return []
+        if _trials.live_allocation(ev.conn, trial_id) is not None:
+            _trials.update_trial(
+                ev.conn, trial_id, state=trial_escalation(state, State.STOPPING_COMPLETED)
+            )
+            self._preempt_live(ev, trial_id)
+            return []
+        _trials.update_trial(ev.conn, trial_id, state=State.COMPLETED, end_time=_time.now())
+        ops = list(ev.method.on_trial_closed(trial["request_id"]))
+        if apply:
+            self._apply(ev, ops)
+            return []
+        return ops
+
+    def _stop(self, ev: Event, stop: State) -> None:
+        if ev.state.is_terminal or ev.state == stop:
+            return
+        ev.set_state(stop)
+        for trial in _trials.trials_of(ev.conn, ev.exp["id"]):
+            new = trial_escalation(State(trial["state"]), stop)
+            if new == State(trial["state"]):
+                continue
+            if _trials.live_allocation(ev.conn, trial["id"]) is None:
+                end = terminal_of(new)
+                _trials.update_trial(ev.conn, trial["id"], state=end, end_time=_time.now())
+            else:
+                _trials.update_trial(ev.conn, trial["id"], state=new)
+                self._preempt_live(ev, trial["id"])
+        self._maybe_end_experiment(ev)
+
+    def _maybe_end_experiment(self, ev: Event) -> None:
+        if not ev.state.is_stopping:
+            return
+        live = [
+            t for t in _trials.trials_of(ev.conn, ev.exp["id"]) if not State(t["state"]).is_terminal
+        ]
+        if not live:
+            ev.set_state(terminal_of(ev.state))
+
+    def _preempt_live(self, ev: Event, trial_id: int) -> None:
+        alloc = _trials.live_allocation(ev.conn, trial_id)
+        if alloc is not None and not alloc["preempted"]:
+            _trials.update_allocation(ev.conn, alloc["id"], preempted=True)
+            ev.wake.append(preemption_key(alloc["id"]))
+
+    def _save(self, ev: Event) -> None:
+        trials = _trials.trials_of(ev.conn, ev.exp["id"])
+        units = {t["request_id"]: float(t["searcher_units"]) for t in trials}
+        values: dict[str, Any] = {}
+        if not ev.state.is_terminal:
+            values["progress"] = ev.method.progress(units)
+        if values:
+            _experiments.update_experiment(ev.conn, ev.exp["id"], **values)
+        _experiments.save_snapshot(ev.conn, ev.exp["id"], ev.method.snapshot())
+
+    def _method(self, conn: sa.Connection, exp: dict[str, Any]) -> SearchMethod:
+        method = self._methods.get(exp["id"])
+        if method is None:
+            config = exp["config"]
+            snapshot = _experiments.load_snapshot(conn, exp["id"])
+            if snapshot is None:
+                raise FailedPrecondition(f"experiment {exp['id']} has no search state")
+            method = searcher.restore_search_method(
+                config["searcher"], config.get("hyperparameters"), snapshot
+            )
+            self._methods[exp["id"]] = method
+        return method
+
+    @contextmanager
+    def _event(self, experiment_id: int) -> Iterator[Event]:
+        with self._lock:
+            try:
+                with self._store.tx() as conn:
+                    exp = _experiments.get_experiment(conn, experiment_id)
+                    if exp is None:
+                        raise NotFound(f"experiment {experiment_id} not found")
+                    ev = Event(conn, exp, self._method(conn, exp))
+                    yield ev
+                    self._save(ev)
+            except BaseException:
+                self._methods.pop(experiment_id, None)  # rebuilt from the committed snapshot
+                raise
+        for key in ev.wake:
+            self._signals.notify(key)
+        for callback in self._on_change:
+            callback()
+        if ev.ended:
+            for end in self._on_end:
+                end(experiment_id)
+
+    @contextmanager
+    def _trial_event(self, trial_id: int) -> Iterator[tuple[Event, dict[str, Any]]]:
+        with self._store.read() as conn:
+            exp_id = self._trial(conn, trial_id)["experiment_id"]
+        with self._event(int(exp_id)) as ev:
+            yield ev, self._trial(ev.conn, trial_id)
+
+    @staticmethod
+    def _experiment(conn: sa.Connection, experiment_id: int) -> dict[str, Any]:
+        exp = _experiments.get_experiment(conn, experiment_id)
+        if exp is None:
+            raise NotFound(f"experiment {experiment_id} not found")
+        return exp
+
+    @staticmethod
+    def _trial(conn: sa.Connection, trial_id: int) -> dict[str, Any]:
+        trial = _trials.get_trial(conn, trial_id)
+        if trial is None:
+            raise NotFound(f"trial {trial_id} not found")
+        return trial
+
+    @staticmethod
+    def _by_request(ev: Event, request_id: str) -> dict[str, Any]:
+        trial = _trials.trial_by_request(ev.conn, ev.exp["id"], request_id)
+        if trial is None:
+            raise errors.InternalException(f"the search named unknown trial {request_id}")
+        return trial
+
+
+def warm_start_of(conn: sa.Connection, config: dict[str, Any]) -> str | None:
+    """The checkpoint new trials start from (docs/reference/master.md §6 item 33):
+    ``searcher.source_checkpoint_uuid`` (a COMPLETED checkpoint), else the newest COMPLETED
+    checkpoint of ``searcher.source_trial_id``.
+
+    Raises:
+        InvalidArgument: the source does not exist or has no usable checkpoint.
+    """
+    cfg = config.get("searcher") or {}
+    uuid, trial_id = cfg.get("source_checkpoint_uuid"), cfg.get("source_trial_id")
+    if uuid:
+        ckpt = _checkpoints.get(conn, str(uuid))
+        if ckpt is None or ckpt["state"] != _checkpoints.COMPLETED:
+            why = "does not exist" if ckpt is None else f"is {ckpt['state']}"
+            raise InvalidArgument(
+                f"searcher.source_checkpoint_uuid: checkpoint {uuid} {why}; name a COMPLETED "
+                "checkpoint (det e lc EXP_ID lists them)"
+            )
+        return str(uuid)
+    if trial_id is None:
+        return None
+    latest = _checkpoints.latest_completed(conn, int(trial_id))
+    if latest is None:
+        exists = _trials.get_trial(conn, int(trial_id)) is not None
+        why = "has no COMPLETED checkpoint" if exists else "does not exist"
+        raise InvalidArgument(f"searcher.source_trial_id: trial {trial_id} {why}")
+    return str(latest["uuid"])
+
+
+def _reopened(snapshot: dict[str, Any], request_id: str, length: int) -> dict[str, Any]:
+    """A single search's snapshot with its one trial live again and owing ``ValidateAfter
+    (length)``: not closed, not exited, not shut down (``continue_trial``)."""
+    return {
+        **snapshot,
+        "shutdown": False,
+        "closed": [r for r in snapshot["closed"] if r != request_id],
+        "exits": {r: why for r, why in snapshot["exits"].items() if r != request_id},
+        "outstanding": {**snapshot["outstanding"], request_id: [length]},
+        "completed": [k for k in snapshot["completed"] if k != f"{request_id}:{length}"],
+    }

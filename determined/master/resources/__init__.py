@@ -1,0 +1,51 @@
+"""Where trials run and what is left of them: the resource manager (a trial's runs as
+processes, their logs) and checkpoint GC.
+
+The app uses :class:`ResourceManager` (``LocalResourceManager`` is the one backend today),
+:func:`collect_async` (GC when an experiment ends) and the helpers its routers call.
+
+Layering: imports ``experiment`` and ``store`` (and the master's top-level ``_errors``),
+nothing above.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from determined.master.resources._gc import (
+    Candidate,
+    collect_async,
+    delete_checkpoints,
+    delete_tensorboard_files,
+    doomed_by,
+    select_deletions,
+)
+from determined.master.resources._launcher import check_bind_mounts
+from determined.master.resources._local import LocalResourceManager
+
+
+class ResourceManager(Protocol):
+    """What the app needs of a resource manager. It runs the trials of the app's
+    ``Experiments`` (it subscribes to their events and reports exits back to them)."""
+
+    def start(self) -> None:
+        """Start running trials (the app serves); first close runs a previous master left."""
+
+    def terminate_all(self) -> None:
+        """Signal every run to stop (the master is stopping); :meth:`stop` follows."""
+
+    def stop(self) -> None:
+        """Stop running trials; no trial process outlives the master."""
+
+
+__all__ = [
+    "Candidate",
+    "LocalResourceManager",
+    "ResourceManager",
+    "check_bind_mounts",
+    "collect_async",
+    "delete_checkpoints",
+    "delete_tensorboard_files",
+    "doomed_by",
+    "select_deletions",
+]

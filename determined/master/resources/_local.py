@@ -1,0 +1,340 @@
+"""The local resource manager: runs trials as process groups on this machine.
+
+Slots are the GPUs (one ``CUDA_VISIBLE_DEVICES`` set per run) unless CPU slots are asked for
+or there is no GPU. One thread does everything, on a short tick or when an experiment event
+wakes it: reap exited runs (-> :meth:`Experiments.allocation_exited`), enforce kills and the
+preemption timeout, then start the runnable trials (oldest first) while slots are free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from determined.master._errors import ApiError
+from determined.master.experiment import Experiments, State
+from determined.master.resources import _launcher
+from determined.master.resources._log_capture import LogSink, LogWriter
+from determined.master.store import Store, _experiments, _trials
+
+logger = logging.getLogger("determined.master")
+TICK_S = 0.5
+# Why a run is asked to stop, by its trial's state (else a pause or a searcher's stop).
+_STOP_REASONS = {
+    State.STOPPING_COMPLETED.value: "the trial's work is done",
+    State.STOPPING_CANCELED.value: "canceled",
+}
+STOP_GRACE_S = 3.0
+
+
+def detect_gpus() -> list[int]:
+    """GPU indices from ``nvidia-smi``, else from torch when it is importable; [] if none."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        if out.returncode == 0:
+            return [int(x) for x in out.stdout.split() if x.strip().isdigit()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import torch
+
+        return list(range(torch.cuda.device_count()))
+    except Exception:  # no torch, or a torch without CUDA
+        return []
+
+
+def kill_leftovers(allocation_ids: list[str]) -> list[int]:
+    """SIGKILL the processes a previous master (killed with -9) left running for these
+    allocations, found by the ``DET_ALLOCATION_ID`` in their environment; returns their pids.
+    Only this user's processes are readable, which is all a master can have started."""
+    wanted = {f"DET_ALLOCATION_ID={a}".encode() for a in allocation_ids}
+    killed = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            env = set((proc / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if env & wanted:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+            except OSError:
+                pass
+    return killed
+
+
+@dataclasses.dataclass
+class _Run:
+    """One allocation: a process group per container (one, unless it spans agents)."""
+
+    procs: list[_launcher.TrialProcess]
+    sink: LogSink
+    slots: list[int]
+    timeout_s: float
+    port_offset: int = 0
+    preempted_at: float | None = None
+    killed: bool = False
+
+    def exit_code(self) -> int | None:
+        """None while any container runs; else the first non-zero code, or 0."""
+        codes = [p.poll() for p in self.procs]
+        if any(c is None for c in codes):
+            return None
+        return next((c for c in codes if c), 0)
+
+    def failed_container(self) -> bool:
+        return any(p.poll() not in (None, 0) for p in self.procs)
+
+    def signal(self, sig: int) -> None:
+        for p in self.procs:
+            p.signal_group(sig)
+
+    def finish(self, timeout: float = 5.0) -> None:
+        for p in self.procs:
+            p.finish(timeout)
+
+
+class LocalResourceManager:
+    """Runs the trials of ``experiments`` (call :meth:`start` once the app serves).
+
+    Args:
+        master_url: what trials use as ``DET_MASTER``.
+        work_root: runs get ``<work_root>/<allocation id>`` as their work dir (removed after).
+        cpu_slots: use this many CPU slots; None: the GPUs, or ``os.cpu_count()`` without any.
+        slots_per_agent: split the slots into simulated agents of this many; a trial needing
+            more than one agent's slots runs one container (process group) per agent, which
+            find each other through the rendezvous endpoint, as on a multi-node cluster.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        experiments: Experiments,
+        *,
+        master_url: str,
+        work_root: Path,
+        cpu_slots: int | None = None,
+        slots_per_agent: int | None = None,
+    ) -> None:
+        self._store = store
+        self._exps = experiments
+        self._master_url = master_url
+        self._work_root = work_root
+        gpus = [] if cpu_slots is not None else detect_gpus()
+        self.gpu = bool(gpus)
+        self.slots = gpus or list(range(cpu_slots or os.cpu_count() or 1))
+        per_agent = slots_per_agent or len(self.slots)
+        if per_agent < 1:
+            raise ValueError(f"slots_per_agent must be at least 1, not {per_agent}")
+        self.agents = [self.slots[i : i + per_agent] for i in range(0, len(self.slots), per_agent)]
+        self._free = list(self.slots)
+        self._runs: dict[str, _Run] = {}
+        self._warned: set[int] = set()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._logs = LogWriter(store)
+        self._thread = threading.Thread(target=self._loop, name="resource-manager", daemon=True)
+        experiments.subscribe(on_change=self._wake.set)
+
+    def start(self) -> None:
+        """Close runs a previous master left behind (no restart counted), then schedule."""
+        with self._store.read() as conn:
+            stale = [str(a["id"]) for a in _trials.live_allocations(conn)]
+        if stale:
+            for pid in kill_leftovers(stale):
+                logger.warning("killed process %d left running by a previous master", pid)
+        for allocation_id in stale:
+            self._exps.allocation_exited(allocation_id, -1, killed=True)
+        self._thread.start()
+
+    def terminate_all(self) -> None:
+        """SIGTERM every run's process group (the master is stopping); :meth:`stop` follows."""
+        self._stopping.set()
+        for run in list(self._runs.values()):
+            run.signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        """Stop scheduling and make sure no trial process outlives the master."""
+        self.terminate_all()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline and any(
+            r.exit_code() is None for r in self._runs.values()
+        ):
+            time.sleep(0.05)
+        for run in self._runs.values():
+            run.finish(timeout=1.0)
+        self._logs.close()
+
+    # ------------------------------------------------------------------- the loop
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(TICK_S)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self._reap()
+                self._enforce()
+                self._schedule()
+            except Exception:  # keep scheduling whatever one event did
+                logger.exception("resource manager tick failed")
+
+    def _reap(self) -> None:
+        for allocation_id, run in list(self._runs.items()):
+            code = run.exit_code()
+            if code is None:
+                if run.failed_container() and not run.killed:
+                    # One container of a multi-container run failed: the rest cannot finish.
+                    self._kill(run, "another container of the trial failed")
+                continue
+            run.finish()
+            if code != 0 and not run.killed:
+                run.sink.master(f"crashed: trial process exited with code {code}")
+            run.sink.master(f"allocation {allocation_id} exited with code {code}")
+            self._logs.flush()
+            del self._runs[allocation_id]
+            self._free.extend(run.slots)
+            for proc in run.procs:
+                shutil.rmtree(proc.work_dir, ignore_errors=True)
+            self._exps.allocation_exited(allocation_id, code, killed=run.killed)
+
+    def _enforce(self) -> None:
+        """Kill runs of killed trials at once and preempted ones after their timeout."""
+        with self._store.read() as conn:
+            rows = {str(a["id"]): a for a in _trials.live_allocations(conn)}
+        now = time.monotonic()
+        for allocation_id, run in self._runs.items():
+            row = rows.get(allocation_id)
+            if row is None or run.killed:
+                continue
+            if row["trial_state"] == State.STOPPING_KILLED.value:
+                self._kill(run, "killed")
+            elif row["preempted"] and run.preempted_at is None:
+                run.preempted_at = now
+                reason = _STOP_REASONS.get(str(row["trial_state"]), "preempted")
+                run.sink.master(
+                    f"gracefully terminating allocation's remaining resources (reason: {reason})"
+                )
+            elif run.preempted_at is not None and now - run.preempted_at > run.timeout_s:
+                self._kill(run, "preemption timeout")
+
+    def _kill(self, run: _Run, reason: str) -> None:
+        run.sink.master(f"forcibly killing allocation's remaining resources (reason: {reason})")
+        run.killed = True
+        run.signal(signal.SIGKILL)
+        self._wake.set()
+
+    def _schedule(self) -> None:
+        with self._store.read() as conn:
+            runnable = _trials.runnable_trials(conn)
+        for trial in runnable:
+            if self._stopping.is_set():
+                return
+            need = self._slots_needed(trial)
+            containers = None if need is None else self._place(need)
+            if containers is None:
+                continue
+            taken = {s for c in containers for s in c}
+            self._free = [s for s in self._free if s not in taken]
+            if not self._launch(int(trial["id"]), containers):
+                self._free.extend(sorted(taken))
+
+    def _place(self, need: int) -> list[list[int]] | None:
+        """Free slots for a run: from one agent when one has enough, else whole free agents
+        (a multi-container run); None when it must wait."""
+        free_by_agent = [[s for s in agent if s in self._free] for agent in self.agents]
+        for free in free_by_agent:
+            if len(free) >= need:
+                return [sorted(free)[:need]]
+        whole = [
+            free for free, agent in zip(free_by_agent, self.agents, strict=True) if free == agent
+        ]
+        taken, containers = 0, []
+        for agent in whole:
+            if taken >= need:
+                break
+            containers.append(agent[: need - taken])
+            taken += len(containers[-1])
+        return containers if taken == need else None
+
+    def _slots_needed(self, trial: dict) -> int | None:
+        with self._store.read() as conn:
+            exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+        wanted = int(((exp.get("config") or {}).get("resources") or {}).get("slots_per_trial", 1))
+        need = max(wanted, 1)
+        if need > len(self.slots):
+            if trial["id"] not in self._warned:
+                self._warned.add(trial["id"])
+                logger.warning(
+                    "trial %s needs %d slots; this master has %d: it stays queued",
+                    trial["id"],
+                    need,
+                    len(self.slots),
+                )
+            return None
+        return need
+
+    def _launch(self, trial_id: int, containers: list[list[int]]) -> bool:
+        resources = [
+            {"resourcesId": str(i), "address": "127.0.0.1", "slots": len(slots)}
+            for i, slots in enumerate(containers)
+        ]
+        try:
+            alloc, token = self._exps.allocate(trial_id, resources)
+        except ApiError:
+            return False  # it changed since the read (paused, killed): not runnable now
+        with self._store.read() as conn:
+            spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
+        sink = LogSink(self._logs, spec.task_id, spec.allocation_id)
+        procs: list[_launcher.TrialProcess] = []
+        try:
+            spec.port_offset = _launcher.pick_port_offset(
+                {r.port_offset for r in self._runs.values()}
+            )
+            for i in range(len(containers)):
+                procs.append(self._start_container(spec, i))
+        except _launcher.LaunchError as e:
+            sink.master(f"crashed: {e}")
+            self._logs.flush()
+            for proc in procs:
+                proc.signal_group(signal.SIGKILL)
+                proc.finish()
+            shutil.rmtree(self._work_root / spec.allocation_id, ignore_errors=True)
+            self._exps.allocation_exited(spec.allocation_id, 1)
+            return False
+        timeout = float(spec.config.get("preemption_timeout") or 3600)
+        self._runs[spec.allocation_id] = _Run(
+            procs, sink, spec.slot_ids, timeout, port_offset=spec.port_offset
+        )
+        sink.master(
+            f"Resources for Trial {spec.trial_id} (Experiment {spec.experiment_id}) have "
+            f"started (slots {spec.slot_ids}, pids {[p.pid for p in procs]})"
+        )
+        return True
+
+    def _start_container(self, spec: _launcher.LaunchSpec, i: int) -> _launcher.TrialProcess:
+        """Unpack the model definition for container ``i`` and start its process group."""
+        work_dir = self._work_root / spec.allocation_id
+        if len(spec.containers) > 1:
+            work_dir = work_dir / str(i)  # like separate machines: no shared work dir
+        _launcher.prepare_work_dir(work_dir, spec)
+        env = _launcher.trial_env(spec, self._master_url, self._store.cluster_id, work_dir, i)
+        cid = _launcher.container_id(spec.allocation_id, i)
+        sink = LogSink(self._logs, spec.task_id, spec.allocation_id, cid)
+        return _launcher.TrialProcess(_launcher.command(), work_dir, env, sink)

@@ -1,0 +1,109 @@
+"""Task logs of locally run trials: lines from their stdout/stderr (and the master's own notes
+about them) batched into the store, as the reference's ``ship_logs.py`` does
+(docs/reference/master.md §4.6)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+from typing import Any
+
+from determined.master.store import Store, _logs, _time
+
+logger = logging.getLogger("determined.master")
+
+_RANK = re.compile(r"^\[rank=(\d+)\] ")
+_LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL): ")
+BATCH_LINES = 1000
+BATCH_SECONDS = 0.25
+
+
+def parse_line(text: str) -> tuple[int | None, str | None, str]:
+    """``(rank, level, rest)``: a leading ``[rank=N] `` and then ``LEVEL: `` are taken off."""
+    rank = None
+    m = _RANK.match(text)
+    if m:
+        rank, text = int(m.group(1)), text[m.end() :]
+    level = None
+    m = _LEVEL.match(text)
+    if m:
+        level, text = "LOG_LEVEL_" + m.group(1), text[m.end() :]
+    return rank, level, text
+
+
+class LogWriter:
+    """One thread that writes queued lines to the store in batches (≤1000 lines / 0.25 s)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="task-logs", daemon=True)
+        self._thread.start()
+
+    def put(self, row: dict[str, Any]) -> None:
+        self._queue.put(row)
+
+    def flush(self) -> None:
+        """Return once every line queued so far is stored."""
+        self._queue.join()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            batch = [first]
+            while first is not None and len(batch) < BATCH_LINES:
+                try:
+                    batch.append(self._queue.get(timeout=BATCH_SECONDS))
+                except queue.Empty:
+                    break
+                if batch[-1] is None:
+                    break
+            rows = [r for r in batch if r is not None]
+            try:
+                with self._store.tx() as conn:
+                    _logs.append(conn, rows)
+            except Exception:  # a lost batch of logs must not stop the master
+                logger.exception("could not store %d task log lines", len(rows))
+            for _ in batch:
+                self._queue.task_done()
+            if batch[-1] is None:
+                return
+
+
+class LogSink:
+    """The lines of one allocation: ``line()`` is called from its output-reading threads."""
+
+    def __init__(
+        self, writer: LogWriter, task_id: str, allocation_id: str, container_id: str | None = None
+    ) -> None:
+        self._writer = writer
+        self.task_id = task_id
+        self.allocation_id = allocation_id
+        self.container_id = container_id or allocation_id
+
+    def line(self, text: str, *, stdtype: str = "stdout", source: str = "task") -> None:
+        rank, level, rest = parse_line(text)
+        self._writer.put(
+            {
+                "task_id": self.task_id,
+                "allocation_id": self.allocation_id,
+                "agent_id": "local",
+                "container_id": self.container_id,
+                "rank_id": rank,
+                "timestamp": _time.now(),
+                "level": level or "LOG_LEVEL_INFO",
+                "stdtype": stdtype,
+                "source": source,
+                "log": rest + "\n",
+            }
+        )
+
+    def master(self, text: str) -> None:
+        """A note of the master about this allocation ("... have started", "crashed: ...")."""
+        self.line(text, stdtype="stdout", source="master")

@@ -1,0 +1,146 @@
+"""Experiment rows and their search-method snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master.store import _time, _token_cache
+from determined.master.store._engine import inserted_id
+from determined.master.store._enums import State
+from determined.master.store._schema import (
+    allocations,
+    checkpoints,
+    cluster_info,
+    experiments,
+    metrics,
+    searcher_snapshots,
+    task_logs,
+    tokens,
+    trials,
+)
+
+
+def insert_experiment(
+    conn: sa.Connection,
+    *,
+    config: dict[str, Any],
+    original_config: str,
+    model_definition: bytes | None,
+    owner_id: int,
+    state: State = State.PAUSED,
+    parent_id: int | None = None,
+) -> int:
+    """A new experiment (created PAUSED, as in the reference, then activated)."""
+    row = conn.execute(
+        experiments.insert().values(
+            **next_id(conn, experiments),
+            state=state.value,
+            config=config,
+            original_config=original_config,
+            model_definition=model_definition,
+            owner_id=owner_id,
+            parent_id=parent_id,
+            archived=False,
+            progress=None,
+            notes="",
+            start_time=_time.now(),
+        )
+    )
+    return inserted_id(row)
+
+
+def get_experiment(conn: sa.Connection, experiment_id: int) -> dict[str, Any] | None:
+    row = (
+        conn.execute(sa.select(experiments).where(experiments.c.id == experiment_id))
+        .mappings()
+        .first()
+    )
+    return None if row is None else dict(row)
+
+
+def list_experiment_ids(conn: sa.Connection, *, live_only: bool = False) -> list[int]:
+    q = sa.select(experiments.c.id).order_by(experiments.c.id)
+    if live_only:
+        q = q.where(experiments.c.state.not_in([s.value for s in State if s.is_terminal]))
+    return [int(r[0]) for r in conn.execute(q)]
+
+
+def update_experiment(conn: sa.Connection, experiment_id: int, **values: Any) -> None:
+    if "state" in values and isinstance(values["state"], State):
+        values["state"] = values["state"].value
+    conn.execute(experiments.update().where(experiments.c.id == experiment_id).values(**values))
+
+
+def save_snapshot(conn: sa.Connection, experiment_id: int, snapshot: dict[str, Any]) -> None:
+    """Replace the experiment's search-method snapshot (same transaction as its event)."""
+    updated = conn.execute(
+        searcher_snapshots.update()
+        .where(searcher_snapshots.c.experiment_id == experiment_id)
+        .values(snapshot=snapshot, updated_at=_time.now())
+    )
+    if updated.rowcount == 0:
+        conn.execute(
+            searcher_snapshots.insert().values(
+                experiment_id=experiment_id, snapshot=snapshot, updated_at=_time.now()
+            )
+        )
+
+
+def load_snapshot(conn: sa.Connection, experiment_id: int) -> dict[str, Any] | None:
+    row = conn.execute(
+        sa.select(searcher_snapshots.c.snapshot).where(
+            searcher_snapshots.c.experiment_id == experiment_id
+        )
+    ).first()
+    return None if row is None else dict(row[0])
+
+
+def next_id(conn: sa.Connection, table: sa.Table) -> dict[str, Any]:
+    """``{"id": N}`` when the table's next id must skip ids of deleted rows, else ``{}``.
+
+    SQLite gives a new row max(id) + 1, so deleting the newest experiment would hand its id
+    (and its trials' ids) to the next one; ids are never reused, as in the reference.
+    """
+    key = f"deleted_max_id.{table.name}"
+    row = conn.execute(sa.select(cluster_info.c.value).where(cluster_info.c.key == key)).first()
+    if row is None:
+        return {}
+    current = conn.execute(sa.select(sa.func.max(table.c.id))).scalar() or 0
+    floor = int(row[0])
+    return {"id": floor + 1} if floor >= current else {}
+
+
+def _remember_max_id(conn: sa.Connection, table: sa.Table) -> None:
+    current = int(conn.execute(sa.select(sa.func.max(table.c.id))).scalar() or 0)
+    key = f"deleted_max_id.{table.name}"
+    old = conn.execute(sa.select(cluster_info.c.value).where(cluster_info.c.key == key)).first()
+    if old is None:
+        conn.execute(cluster_info.insert().values(key=key, value=str(current)))
+    elif int(old[0]) < current:
+        conn.execute(
+            cluster_info.update().where(cluster_info.c.key == key).values(value=str(current))
+        )
+
+
+def delete_experiment(conn: sa.Connection, experiment_id: int) -> None:
+    """Remove an experiment and everything recorded under it: trials, runs and their tokens,
+    metrics, checkpoint records, task logs, the search snapshot. Checkpoint *files* are the
+    caller's to delete first. Its id and its trials' ids are not given out again."""
+    _remember_max_id(conn, experiments)
+    _remember_max_id(conn, trials)
+    trial_ids = sa.select(trials.c.id).where(trials.c.experiment_id == experiment_id)
+    task_ids = sa.select(trials.c.task_id).where(trials.c.experiment_id == experiment_id)
+    alloc_ids = sa.select(allocations.c.id).where(allocations.c.trial_id.in_(trial_ids))
+    conn.execute(tokens.delete().where(tokens.c.allocation_id.in_(alloc_ids)))
+    # Rare, and its trials and allocations go too: drop every cached token.
+    _token_cache.forget_after_commit(conn, everything=True)
+    conn.execute(task_logs.delete().where(task_logs.c.task_id.in_(task_ids)))
+    for table in (allocations, metrics, checkpoints):
+        conn.execute(table.delete().where(table.c.trial_id.in_(trial_ids)))
+    conn.execute(trials.delete().where(trials.c.experiment_id == experiment_id))
+    conn.execute(
+        searcher_snapshots.delete().where(searcher_snapshots.c.experiment_id == experiment_id)
+    )
+    conn.execute(experiments.delete().where(experiments.c.id == experiment_id))

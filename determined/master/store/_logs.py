@@ -1,0 +1,47 @@
+"""Task log lines, as trials ship them (``POST /api/v1/task/logs``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master.store import _time
+from determined.master.store._schema import task_logs
+
+
+def append(conn: sa.Connection, lines: list[dict[str, Any]]) -> None:
+    """Store lines already validated by the caller (keys as in the ``task_logs`` table)."""
+    if lines:
+        conn.execute(task_logs.insert(), [{**line} for line in lines])
+
+
+def read(
+    conn: sa.Connection, task_id: str, *, after_id: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The task's lines with id > ``after_id``, oldest first."""
+    q = (
+        sa.select(task_logs)
+        .where(task_logs.c.task_id == task_id, task_logs.c.id > after_id)
+        .order_by(task_logs.c.id)
+    )
+    if limit is not None:
+        q = q.limit(limit)
+    return [dict(r) for r in conn.execute(q).mappings()]
+
+
+def log_json(row: dict[str, Any], trial_id: int | None = None) -> dict[str, Any]:
+    """``v1TaskLog`` for one stored line."""
+    return {
+        "id": row["id"],
+        "taskId": row["task_id"],
+        "allocationId": row["allocation_id"],
+        "agentId": row["agent_id"],
+        "containerId": row["container_id"],
+        "rankId": row["rank_id"],
+        "timestamp": _time.rfc3339(row["timestamp"]),
+        "level": row["level"],
+        "log": row["log"],
+        "source": row["source"],
+        "stdtype": row["stdtype"],
+    }

@@ -1,0 +1,186 @@
+"""The master's tables (SQLAlchemy Core), and the contract each one keeps.
+
+Contract of the store:
+
+- Every write the master acknowledges over HTTP is committed before the answer is sent; SQLite
+  runs in WAL mode with ``synchronous=FULL`` so a ``kill -9`` of the master loses none of them.
+- Metrics are never deleted: a restarted trial's rows past its resume point are *archived*
+  (``archived = true``) and every read skips archived rows.
+- Experiments and trials move only through the transitions of ``experiment/_states.py``;
+  terminal ones are not modified again.
+- The Alembic revisions in ``_migrations/versions`` create exactly these tables; a test compares
+  the migrated database with this module.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+# The store's own facts: the cluster id (kept across restarts), schema notes.
+cluster_info = sa.Table(
+    "cluster_info",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("username", sa.String(255), nullable=False, unique=True),
+    # NULL: the empty password (the reference's default users have none).
+    sa.Column("password_hash", sa.Text, nullable=True),
+    sa.Column("admin", sa.Boolean, nullable=False, default=False),
+    sa.Column("active", sa.Boolean, nullable=False, default=True),
+    sa.Column("display_name", sa.String(255), nullable=True),
+    sa.Column("modified_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# Tokens are stored as sha256 digests: a copy of the database does not grant access.
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("digest", sa.String(64), nullable=False, unique=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # "user" | "allocation"
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("allocation_id", sa.String(255), nullable=True, index=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("revoked", sa.Boolean, nullable=False, default=False),
+)
+
+experiments = sa.Table(
+    "experiments",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("config", sa.JSON, nullable=False),  # fully defaulted
+    sa.Column("original_config", sa.Text, nullable=False),  # as the user wrote it
+    sa.Column("model_definition", sa.LargeBinary, nullable=True),  # tar.gz
+    sa.Column("owner_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("parent_id", sa.Integer, nullable=True),
+    sa.Column("archived", sa.Boolean, nullable=False, default=False),
+    sa.Column("progress", sa.Float, nullable=True),
+    sa.Column("notes", sa.Text, nullable=False, default=""),
+    sa.Column("start_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
+)
+
+# The search method's state, rewritten in the same transaction as each event it handled.
+searcher_snapshots = sa.Table(
+    "searcher_snapshots",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), primary_key=True),
+    sa.Column("snapshot", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+trials = sa.Table(
+    "trials",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), nullable=False),
+    sa.Column("request_id", sa.String(64), nullable=False),
+    sa.Column("task_id", sa.String(255), nullable=False, unique=True),
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("hparams", sa.JSON, nullable=False),
+    sa.Column("seed", sa.BigInteger, nullable=False),
+    sa.Column("warm_start_checkpoint", sa.String(64), nullable=True),
+    sa.Column("restarts", sa.Integer, nullable=False, default=0),
+    sa.Column("run_id", sa.Integer, nullable=False, default=0),  # of the newest allocation
+    # Searcher state of the trial (docs/reference/master.md §4.2): the pending ValidateAfter
+    # length, whether it is complete, whether the search closed the trial.
+    sa.Column("op_length", sa.BigInteger, nullable=True),
+    sa.Column("op_complete", sa.Boolean, nullable=False, default=True),
+    sa.Column("op_closed", sa.Boolean, nullable=False, default=False),
+    sa.Column("early_exit", sa.String(64), nullable=True),
+    sa.Column("searcher_units", sa.Float, nullable=False, default=0.0),
+    sa.Column("progress", sa.Float, nullable=True),
+    sa.Column("runner_state", sa.String(64), nullable=False, default=""),
+    sa.Column("total_batches", sa.BigInteger, nullable=False, default=0),
+    sa.Column("summary_metrics", sa.JSON, nullable=False),
+    sa.Column("latest_validation_id", sa.Integer, nullable=True),
+    sa.Column("best_validation_id", sa.Integer, nullable=True),
+    sa.Column("start_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
+    sa.UniqueConstraint("experiment_id", "request_id", name="uq_trials_request"),
+)
+
+# One row per run of a trial (the reference's allocation); id is "<task_id>.<run_id>".
+allocations = sa.Table(
+    "allocations",
+    metadata,
+    sa.Column("id", sa.String(255), primary_key=True),
+    sa.Column("task_id", sa.String(255), nullable=False, index=True),
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), nullable=False, index=True),
+    sa.Column("run_id", sa.Integer, nullable=False),
+    sa.Column("state", sa.String(32), nullable=False),  # see _enums.AllocationState
+    sa.Column("resources", sa.JSON, nullable=False),  # [{resourcesId, address, slots}]
+    sa.Column("preempted", sa.Boolean, nullable=False, default=False),
+    sa.Column("acked", sa.Boolean, nullable=False, default=False),
+    sa.Column("ready", sa.Boolean, nullable=False, default=False),
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("start_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
+)
+
+metrics = sa.Table(
+    "metrics",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), nullable=False),
+    sa.Column("trial_run_id", sa.Integer, nullable=False),
+    sa.Column("metric_group", sa.String(255), nullable=False),
+    # "TRAINING" | "VALIDATION" | "GENERIC": the rollback rule differs within/across partitions.
+    sa.Column("partition", sa.String(16), nullable=False),
+    sa.Column("steps_completed", sa.BigInteger, nullable=False),
+    sa.Column("metrics", sa.JSON, nullable=False),  # avgMetrics
+    sa.Column("batch_metrics", sa.JSON, nullable=True),
+    sa.Column("report_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("archived", sa.Boolean, nullable=False, default=False),
+    sa.Index("ix_metrics_trial_group_steps", "trial_id", "metric_group", "steps_completed"),
+)
+
+storage_backends = sa.Table(
+    "storage_backends",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("digest", sa.String(64), nullable=False, unique=True),  # of the canonical JSON
+    sa.Column("config", sa.JSON, nullable=False),
+)
+
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    sa.Column("uuid", sa.String(64), primary_key=True),
+    sa.Column("task_id", sa.String(255), nullable=False, index=True),
+    sa.Column("allocation_id", sa.String(255), nullable=True),
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), nullable=False, index=True),
+    sa.Column("report_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("state", sa.String(32), nullable=False),
+    sa.Column("resources", sa.JSON, nullable=False),  # relpath -> size (as the wire's strings)
+    sa.Column("metadata", sa.JSON, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("steps_completed", sa.BigInteger, nullable=False),
+    sa.Column("storage_id", sa.Integer, sa.ForeignKey("storage_backends.id"), nullable=True),
+)
+
+task_logs = sa.Table(
+    "task_logs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.String(255), nullable=False),
+    sa.Column("allocation_id", sa.String(255), nullable=True),
+    sa.Column("agent_id", sa.String(255), nullable=True),
+    sa.Column("container_id", sa.String(255), nullable=True),
+    sa.Column("rank_id", sa.Integer, nullable=True),
+    sa.Column("timestamp", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("level", sa.String(32), nullable=True),
+    sa.Column("stdtype", sa.String(32), nullable=True),
+    sa.Column("source", sa.String(32), nullable=True),
+    sa.Column("log", sa.Text, nullable=False),
+    sa.Index("ix_task_logs_task_id", "task_id", "id"),
+)

@@ -1,0 +1,176 @@
+"""Trial rows and their allocations (runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master.store import _time
+from determined.master.store._engine import inserted_id
+from determined.master.store._enums import AllocationState, State
+from determined.master.store._experiments import next_id
+from determined.master.store._schema import allocations, trials
+
+
+def insert_trial(
+    conn: sa.Connection,
+    *,
+    experiment_id: int,
+    request_id: str,
+    hparams: dict[str, Any],
+    seed: int,
+    state: State,
+    warm_start_checkpoint: str | None = None,
+    has_work: bool = False,
+) -> int:
+    """A trial for the search method's ``Create``; its task id is ``<exp>.<request_id>``.
+
+    It waits for its first operation (``op_complete``) unless ``has_work``: a trial of a
+    search without ``max_length`` gets no operation and is runnable from the start."""
+    row = conn.execute(
+        trials.insert().values(
+            **next_id(conn, trials),
+            experiment_id=experiment_id,
+            request_id=request_id,
+            task_id=f"{experiment_id}.{request_id}",
+            state=state.value,
+            hparams=hparams,
+            seed=seed,
+            warm_start_checkpoint=warm_start_checkpoint,
+            restarts=0,
+            run_id=0,
+            op_length=None,
+            op_complete=not has_work,
+            op_closed=False,
+            searcher_units=0.0,
+            runner_state="",
+            total_batches=0,
+            summary_metrics={},
+            start_time=_time.now(),
+        )
+    )
+    return inserted_id(row)
+
+
+# Built once: these run for every request of a trial (auth, metric reports), and building a
+# statement costs more than running it.
+_GET_TRIAL = sa.select(trials).where(trials.c.id == sa.bindparam("trial_id"))
+_GET_ALLOCATION = sa.select(allocations).where(allocations.c.id == sa.bindparam("allocation_id"))
+
+
+def get_trial(conn: sa.Connection, trial_id: int) -> dict[str, Any] | None:
+    row = conn.execute(_GET_TRIAL, {"trial_id": trial_id}).mappings().first()
+    return None if row is None else dict(row)
+
+
+def trial_by_request(
+    conn: sa.Connection, experiment_id: int, request_id: str
+) -> dict[str, Any] | None:
+    q = sa.select(trials).where(
+        trials.c.experiment_id == experiment_id, trials.c.request_id == request_id
+    )
+    row = conn.execute(q).mappings().first()
+    return None if row is None else dict(row)
+
+
+def trial_by_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
+    row = conn.execute(sa.select(trials).where(trials.c.task_id == task_id)).mappings().first()
+    return None if row is None else dict(row)
+
+
+def warm_start_checkpoints(conn: sa.Connection) -> set[str]:
+    """Every checkpoint some trial, of any experiment, was warm-started from."""
+    col = trials.c.warm_start_checkpoint
+    return {str(r[0]) for r in conn.execute(sa.select(col).where(col.is_not(None)).distinct())}
+
+
+def trials_of(conn: sa.Connection, experiment_id: int) -> list[dict[str, Any]]:
+    q = sa.select(trials).where(trials.c.experiment_id == experiment_id).order_by(trials.c.id)
+    return [dict(r) for r in conn.execute(q).mappings()]
+
+
+def update_trial(conn: sa.Connection, trial_id: int, **values: Any) -> None:
+    if "state" in values and isinstance(values["state"], State):
+        values["state"] = values["state"].value
+    conn.execute(trials.update().where(trials.c.id == trial_id).values(**values))
+
+
+def insert_allocation(
+    conn: sa.Connection, trial_id: int, resources: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A new run of the trial: run id + 1, allocation id ``<task_id>.<run_id>``."""
+    trial = get_trial(conn, trial_id)
+    if trial is None:
+        raise KeyError(trial_id)
+    run_id = int(trial["run_id"]) + 1
+    allocation_id = f"{trial['task_id']}.{run_id}"
+    conn.execute(
+        allocations.insert().values(
+            id=allocation_id,
+            task_id=trial["task_id"],
+            trial_id=trial_id,
+            run_id=run_id,
+            state=AllocationState.RUNNING.value,
+            resources=resources,
+            preempted=False,
+            acked=False,
+            ready=False,
+            start_time=_time.now(),
+        )
+    )
+    update_trial(conn, trial_id, run_id=run_id)
+    return get_allocation(conn, allocation_id) or {}
+
+
+def get_allocation(conn: sa.Connection, allocation_id: str) -> dict[str, Any] | None:
+    row = conn.execute(_GET_ALLOCATION, {"allocation_id": allocation_id}).mappings().first()
+    return None if row is None else dict(row)
+
+
+def live_allocation(conn: sa.Connection, trial_id: int) -> dict[str, Any] | None:
+    """The trial's allocation that has not terminated, if any."""
+    q = sa.select(allocations).where(
+        allocations.c.trial_id == trial_id,
+        allocations.c.state != AllocationState.TERMINATED.value,
+    )
+    row = conn.execute(q).mappings().first()
+    return None if row is None else dict(row)
+
+
+def update_allocation(conn: sa.Connection, allocation_id: str, **values: Any) -> None:
+    if "state" in values and isinstance(values["state"], AllocationState):
+        values["state"] = values["state"].value
+    conn.execute(allocations.update().where(allocations.c.id == allocation_id).values(**values))
+
+
+def runnable_trials(conn: sa.Connection) -> list[dict[str, Any]]:
+    """Trials that need a run now (docs/reference/master.md §4.2): ACTIVE in an ACTIVE
+    experiment, with a pending operation and no live allocation; oldest first."""
+    from determined.master.store._schema import experiments
+
+    live = sa.select(allocations.c.trial_id).where(
+        allocations.c.state != AllocationState.TERMINATED.value
+    )
+    q = (
+        sa.select(trials)
+        .join(experiments, experiments.c.id == trials.c.experiment_id)
+        .where(
+            trials.c.state == State.ACTIVE.value,
+            experiments.c.state == State.ACTIVE.value,
+            trials.c.op_complete.is_(False),
+            trials.c.id.not_in(live),
+        )
+        .order_by(trials.c.experiment_id, trials.c.id)
+    )
+    return [dict(r) for r in conn.execute(q).mappings()]
+
+
+def live_allocations(conn: sa.Connection) -> list[dict[str, Any]]:
+    """Every allocation that has not terminated, with its trial's state as ``trial_state``."""
+    q = (
+        sa.select(allocations, trials.c.state.label("trial_state"))
+        .join(trials, trials.c.id == allocations.c.trial_id)
+        .where(allocations.c.state != AllocationState.TERMINATED.value)
+    )
+    return [dict(r) for r in conn.execute(q).mappings()]
