@@ -60,10 +60,6 @@ class Signals:
                 found = self._barriers[key] = _Barrier(size)
             return found
 
-    def drop_barrier(self, scope: str, name: str) -> None:
-        with self._lock:
-            self._barriers.pop((scope, name), None)
-
 
 class _Barrier:
     """Collects one value per participant; done when ``size`` have arrived."""

@@ -9,23 +9,20 @@ from typing import Any
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from determined.master._errors import InvalidArgument, NotFound
+from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
 from determined.master.api._deps import SignalsDep, StoreDep
 from determined.master.api._models import AckPreemption, AllGather
 from determined.master.experiment import preemption_key
-from determined.master.store import Store, _trials
+from determined.master.store import AllocationRow, Store, _trials
 
 router = APIRouter(prefix="/api/v1/allocations")
 MAX_POLL_S = 600
 
 
-def _allocation(store: Store, allocation_id: str) -> dict[str, Any]:
+def _allocation(store: Store, allocation_id: str) -> AllocationRow:
     with store.read() as conn:
-        alloc = _trials.get_allocation(conn, allocation_id)
-    if alloc is None:
-        raise NotFound(f"allocation {allocation_id} not found")
-    return alloc
+        return _trials.require_allocation(conn, allocation_id)
 
 
 @router.get("/{allocation_id}/signals/preemption")
@@ -61,8 +58,7 @@ def ack_preemption(
     """The trial will exit 0 because it was preempted or ran out of operations."""
     caller.check_allocation(allocation_id)
     with store.tx() as conn:
-        if _trials.get_allocation(conn, allocation_id) is None:
-            raise NotFound(f"allocation {allocation_id} not found")
+        _trials.require_allocation(conn, allocation_id)
         _trials.update_allocation(conn, allocation_id, acked=True)
     return {}
 

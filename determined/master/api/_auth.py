@@ -87,7 +87,7 @@ def _bearer(request: Request) -> str | None:
     return cookie or None
 
 
-def _fixed(row: dict[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:
+def _fixed(row: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:
     return types.MappingProxyType({k: row[k] for k in keys})
 
 

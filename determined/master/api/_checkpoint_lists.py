@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from determined.master import experiment
-from determined.master._errors import InvalidArgument, NotFound
+from determined.master._errors import InvalidArgument
 from determined.master.api import _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
@@ -103,12 +103,10 @@ def trial_checkpoints(
     DELETED ones included unless ``states`` leaves them out; ``limit`` 0 is all."""
     caller.check_trial(trial_id)
     with store.read() as conn:
-        trial = _trials.get_trial(conn, trial_id)
-        if trial is None:
-            raise NotFound(f"trial {trial_id} not found")
-        exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+        trial = _trials.require_trial(conn, trial_id)
+        exp = _experiments.require_experiment(conn, trial["experiment_id"])
         rows = [checkpoint_json(conn, c) for c in _checkpoints.of_trial(conn, trial_id)]
-    return query.answer(rows, exp.get("config") or {})
+    return query.answer(rows, exp["config"])
 
 
 @router.get("/experiments/{experiment_id}/checkpoints")
@@ -119,12 +117,10 @@ def experiment_checkpoints(
     unless sorted); the SDK's default is the searcher metric, best first."""
     caller.check_experiment(experiment_id)
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id)
-        if exp is None:
-            raise NotFound(f"experiment {experiment_id} not found")
+        exp = _experiments.require_experiment(conn, experiment_id)
         rows = [
             checkpoint_json(conn, c)
             for t in _trials.trials_of(conn, experiment_id)
             for c in _checkpoints.of_trial(conn, int(t["id"]))
         ]
-    return query.answer(rows, exp["config"] or {})
+    return query.answer(rows, exp["config"])

@@ -23,7 +23,7 @@ from determined.master.api._models import (
     StartRun,
 )
 from determined.master.api._wire import checkpoint_json
-from determined.master.store import _checkpoints, _time, _trials
+from determined.master.store import CheckpointRow, _checkpoints, _time, _trials
 
 router = APIRouter(prefix="/api/v1")
 
@@ -70,11 +70,11 @@ def report_checkpoint(body: ReportCheckpoint, caller: Caller, store: StoreDep) -
     return {}
 
 
-def _readable(caller: Caller, conn: Any, ckpt: dict[str, Any]) -> None:
+def _readable(caller: Caller, conn: Any, ckpt: CheckpointRow) -> None:
     if caller.trial is None:
         return
-    owner = _trials.get_trial(conn, int(ckpt["trial_id"])) or {}
-    same_exp = owner.get("experiment_id") == caller.trial["experiment_id"]
+    owner = _trials.require_trial(conn, ckpt["trial_id"])
+    same_exp = owner["experiment_id"] == caller.trial["experiment_id"]
     if not same_exp and caller.trial["warm_start_checkpoint"] != ckpt["uuid"]:
         raise PermissionDenied(
             f"checkpoint {ckpt['uuid']} is neither this experiment's nor this trial's warm start"
@@ -84,9 +84,7 @@ def _readable(caller: Caller, conn: Any, ckpt: dict[str, Any]) -> None:
 @router.get("/checkpoints/{uuid}")
 def get_checkpoint(uuid: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
     with store.read() as conn:
-        ckpt = _checkpoints.get(conn, uuid)
-        if ckpt is None:
-            raise NotFound(f"checkpoint {uuid} not found")
+        ckpt = _checkpoints.require(conn, uuid)
         _readable(caller, conn, ckpt)
         return {"checkpoint": checkpoint_json(conn, ckpt)}
 
@@ -96,9 +94,7 @@ def patch_checkpoints(body: PatchCheckpoints, caller: Caller, store: StoreDep) -
     """After files were deleted: an empty resource map marks the checkpoint DELETED."""
     with store.tx() as conn:
         for item in body.checkpoints:
-            ckpt = _checkpoints.get(conn, item.uuid)
-            if ckpt is None:
-                raise NotFound(f"checkpoint {item.uuid} not found")
+            ckpt = _checkpoints.require(conn, item.uuid)
             if caller.allocation is not None:
                 caller.check_task(ckpt["task_id"])
             resources = None if item.resources is None else item.resources.resources

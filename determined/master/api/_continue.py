@@ -16,7 +16,8 @@ from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import ContinueExperiment
 from determined.master.api._wire import experiment_json
-from determined.master.store import _experiments
+from determined.master.experiment import Experiments
+from determined.master.store import ExperimentRow, Store, TrialRow, _experiments
 
 router = APIRouter(prefix="/api/v1")
 
@@ -50,12 +51,12 @@ def _unit(searcher: dict[str, Any]) -> str:
 
 
 def continued_config(
-    exp: dict[str, Any], trial: dict[str, Any], override: dict[str, Any]
+    exp: ExperimentRow, trial: TrialRow, override: dict[str, Any]
 ) -> dict[str, Any]:
     """The experiment's config with ``override`` merged in, validated, and checked for what a
     continue may change: not the hyperparameters, not the searcher, and a length past what the
     trial trained. Raises InvalidArgument (400) naming what to fix."""
-    old = dict(exp["config"] or {})
+    old = dict(exp["config"])
     if exp["archived"]:
         raise InvalidArgument(
             f"experiment {exp['id']} is archived; unarchive it first (det e unarchive "
@@ -100,11 +101,13 @@ def continued_config(
     return config
 
 
-def _continue(experiment_id: int, body: ContinueExperiment, exps: Any, store: Any) -> Any:
+def _continue(
+    experiment_id: int, body: ContinueExperiment, exps: Experiments, store: Store
+) -> dict[str, Any]:
     override = _override(body.override_config)
     exps.continue_trial(experiment_id, lambda exp, trial: continued_config(exp, trial, override))
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id) or {}
+        exp = _experiments.require_experiment(conn, experiment_id)
         return {"experiment": experiment_json(conn, exp), "warnings": []}
 
 

@@ -12,7 +12,6 @@ from determined.master import resources
 from determined.master._errors import (
     FailedPrecondition,
     InvalidArgument,
-    NotFound,
     PermissionDenied,
 )
 from determined.master.api._auth import Caller
@@ -76,7 +75,7 @@ def patch_experiment(
     values["checkpoint_storage"] = _renamed(body.checkpoint_storage, _GC_POLICY)
     exps.patch(experiment_id, values)
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id) or {}
+        exp = _experiments.require_experiment(conn, experiment_id)
         out = experiment_json(conn, exp)
     if values["checkpoint_storage"] and State(exp["state"]).is_terminal:
         resources.collect_async(store, experiment_id)  # the new policy applies at once
@@ -85,10 +84,8 @@ def patch_experiment(
 
 def _labels(exps: ExperimentsDep, store: StoreDep, experiment_id: int, add: str, drop: str) -> Any:
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id)
-    if exp is None:
-        raise NotFound(f"experiment {experiment_id} not found")
-    labels = [x for x in (exp["config"] or {}).get("labels") or [] if x != drop]
+        exp = _experiments.require_experiment(conn, experiment_id)
+    labels = [x for x in exp["config"].get("labels") or [] if x != drop]
     if add and add not in labels:
         labels.append(add)
     exps.patch(experiment_id, {"labels": labels})
@@ -139,7 +136,7 @@ def delete_experiment(
             f"experiment {experiment_id} was not deleted: {len(failed)} checkpoint(s) could not "
             f"be deleted from storage (first: {uuid}: {why}); fix the storage and try again"
         )
-    _tensorboard_files(store, experiment_id, exp["config"] or {})
+    _tensorboard_files(store, experiment_id, exp["config"])
     exps.delete(experiment_id)
     return {}
 
@@ -159,10 +156,8 @@ def delete_tensorboard_files(experiment_id: int, caller: Caller, store: StoreDep
     (``det e delete-tb-files``); shared_fs and directory storage only, for now."""
     caller.require_user()
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id)
-    if exp is None:
-        raise NotFound(f"experiment {experiment_id} not found")
-    _tensorboard_files(store, experiment_id, exp["config"] or {})
+        exp = _experiments.require_experiment(conn, experiment_id)
+    _tensorboard_files(store, experiment_id, exp["config"])
     return {}
 
 
@@ -171,7 +166,5 @@ def model_def(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, 
     """``{b64Tgz}``: the model definition the experiment was created with, as a tar.gz."""
     caller.check_experiment(experiment_id)
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id)
-    if exp is None:
-        raise NotFound(f"experiment {experiment_id} not found")
+        exp = _experiments.require_experiment(conn, experiment_id)
     return {"b64Tgz": base64.b64encode(exp["model_definition"] or b"").decode()}

@@ -28,18 +28,18 @@ def _tar_model_definition(files: list[dict[str, Any]]) -> bytes:
     """The ``modelDefinition`` file list (base64 contents) as one tar.gz."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for f in files:
-            path = str(f.get("path") or "")
+        for entry in files:
+            path = str(entry.get("path") or "")
             if not path or path.startswith("/") or ".." in path.split("/"):
                 raise InvalidArgument(f"model definition path {path!r} must be relative")
             info = tarfile.TarInfo(path)
-            info.mode = int(f.get("mode") or 0o644) & 0o7777
-            info.mtime = int(f.get("mtime") or 0)
-            if str(f.get("type")) in ("53", "5", "TYPE_DIR") or path.endswith("/"):
+            info.mode = int(entry.get("mode") or 0o644) & 0o7777
+            info.mtime = int(entry.get("mtime") or 0)
+            if str(entry.get("type")) in ("53", "5", "TYPE_DIR") or path.endswith("/"):
                 info.type = tarfile.DIRTYPE
                 tar.addfile(info)
                 continue
-            data = base64.b64decode(str(f.get("content") or ""))
+            data = base64.b64decode(str(entry.get("content") or ""))
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     out = buf.getvalue()
@@ -70,8 +70,7 @@ def create_experiment(
         activate=body.activate,
     )
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, exp_id) or {}
-        created = experiment_json(conn, exp)
+        created = experiment_json(conn, _experiments.require_experiment(conn, exp_id))
     return {"experiment": created, "config": config, "warnings": []}
 
 
@@ -81,9 +80,7 @@ def best_searcher_validation_metric(
 ) -> dict[str, Any]:
     caller.check_experiment(experiment_id)
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id)
-        if exp is None:
-            raise NotFound(f"experiment {experiment_id} not found")
+        exp = _experiments.require_experiment(conn, experiment_id)
         metric, smaller = experiment.searcher_metric(exp["config"])
         best = _metrics.best_experiment_validation(conn, experiment_id, metric, smaller)
     if best is None:
@@ -99,8 +96,8 @@ def context_directory(task_id: str, caller: Caller, store: StoreDep) -> dict[str
         trial = _trials.trial_by_task(conn, task_id)
         if trial is None:
             raise NotFound(f"task {task_id} not found")
-        exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
-    tgz = exp.get("model_definition") or b""
+        exp = _experiments.require_experiment(conn, trial["experiment_id"])
+    tgz = exp["model_definition"] or b""
     return {"b64Tgz": base64.b64encode(tgz).decode()}
 
 
@@ -108,9 +105,7 @@ def context_directory(task_id: str, caller: Caller, store: StoreDep) -> dict[str
 def get_experiment(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
     caller.check_experiment(experiment_id)
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id)
-        if exp is None:
-            raise NotFound(f"experiment {experiment_id} not found")
+        exp = _experiments.require_experiment(conn, experiment_id)
         body = experiment_json(conn, exp)
     return {"experiment": body, "config": body["config"], "jobSummary": None}
 
@@ -137,8 +132,8 @@ def list_experiments(
     return {"experiments": chunk, "pagination": pagination}
 
 
-def _latest_metric(t: dict[str, Any], metric: str) -> Any:
-    latest = t.get("latestValidation") or {}
+def _latest_metric(trial: dict[str, Any], metric: str) -> Any:
+    latest = trial.get("latestValidation") or {}
     return ((latest.get("metrics") or {}).get("avgMetrics") or {}).get(metric)
 
 
@@ -171,16 +166,14 @@ def get_experiment_trials(
     shown state; ``limit`` 0 is all."""
     caller.check_experiment(experiment_id)
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id)
-        if exp is None:
-            raise NotFound(f"experiment {experiment_id} not found")
+        exp = _experiments.require_experiment(conn, experiment_id)
         rows = [trial_json(conn, t) for t in _trials.trials_of(conn, experiment_id)]
     if states:
         rows = [t for t in rows if t["state"] in states]
     if sort_by not in ("", "SORT_BY_UNSPECIFIED"):
         if sort_by not in _TRIAL_KEYS:
             raise InvalidArgument(f"sortBy {sort_by!r} is not one of: {', '.join(_TRIAL_KEYS)}")
-        metric, _ = experiment.searcher_metric(exp["config"] or {})
+        metric, _ = experiment.searcher_metric(exp["config"])
         keyed = [(_TRIAL_KEYS[sort_by](t, metric), t) for t in rows]
         present = [(k, t) for k, t in keyed if k is not None]
         present.sort(key=lambda kt: kt[0], reverse=order_by in ("ORDER_BY_DESC", "desc"))

@@ -9,25 +9,26 @@ from typing import Any
 from fastapi import APIRouter, Query
 
 from determined.master import experiment, resources
-from determined.master._errors import InvalidArgument, NotFound
+from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
-from determined.master.store import _checkpoints, _experiments, _metrics, _time
+from determined.master.store import CheckpointRow, _checkpoints, _experiments, _metrics, _time
 
 router = APIRouter()
 
 
-def _entry(conn: Any, ckpt: dict[str, Any]) -> dict[str, Any]:
-    out = {
+def _entry(conn: Any, ckpt: CheckpointRow) -> dict[str, Any]:
+    steps = int(ckpt["steps_completed"])
+    out: dict[str, Any] = {
         "UUID": ckpt["uuid"],
         "TrialID": int(ckpt["trial_id"]),
-        "StepsCompleted": int(ckpt["steps_completed"]),
+        "StepsCompleted": steps,
         "State": ckpt["state"].removeprefix("STATE_"),
         "ReportTime": _time.rfc3339(ckpt["report_time"]),
         "Resources": dict(ckpt["resources"] or {}),
         "ValidationMetrics": {},
     }
-    val = _metrics.at_steps(conn, int(ckpt["trial_id"]), "validation", out["StepsCompleted"])
+    val = _metrics.at_steps(conn, int(ckpt["trial_id"]), "validation", steps)
     if val is not None:
         out["ValidationMetrics"] = dict(val["metrics"] or {})
         out["step"] = {"validation": {"metrics": {"validation_metrics": out["ValidationMetrics"]}}}
@@ -50,9 +51,7 @@ def _preview(
         "save_trial_latest": save_trial_latest,
     }
     with store.read() as conn:
-        exp = _experiments.get_experiment(conn, experiment_id)
-        if exp is None:
-            raise NotFound(f"experiment {experiment_id} not found")
+        exp = _experiments.require_experiment(conn, experiment_id)
         if not exp["config"]:
             raise InvalidArgument(f"experiment {experiment_id} has no config")
         doomed = sorted(resources.doomed_by(conn, exp, policy))

@@ -75,5 +75,5 @@ def logout(caller: Caller, store: StoreDep) -> dict[str, Any]:
 @router.get("/api/v1/me")
 def me(caller: Caller, store: StoreDep) -> dict[str, Any]:
     with store.read() as conn:
-        user = _users.get_user(conn, caller.info.user_id) or {}
+        user = _users.require_user(conn, caller.info.user_id)
     return {"user": _users.user_json(user)}

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from determined.master._errors import InvalidArgument, NotFound
+from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import PostTaskLogs
@@ -114,7 +114,9 @@ def _trial_lines(
         time.sleep(FOLLOW_POLL_S)
         with store.read() as conn:
             rows = _logs.read(conn, task_id, after_id=after)
-            trial = _trials.get_trial(conn, trial_id) or {}
+            trial = _trials.get_trial(conn, trial_id)
+        if trial is None:
+            return  # deleted with its experiment (and its lines): nothing more will come
         for row in rows:
             yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
             after = row["id"]
@@ -142,9 +144,7 @@ def trial_logs(
     lines until the trial is terminal and quiet."""
     caller.check_trial(trial_id)
     with store.read() as conn:
-        trial = _trials.get_trial(conn, trial_id)
-    if trial is None:
-        raise NotFound(f"trial {trial_id} not found")
+        trial = _trials.require_trial(conn, trial_id)
     desc = order_by in ("ORDER_BY_DESC", "desc")
 
     def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,12 +12,12 @@ from typing import Any
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from determined.master._errors import InvalidArgument, NotFound
+from determined.master._errors import InvalidArgument
 from determined.master.api import _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.experiment import State
-from determined.master.store import Store, _checkpoints, _metrics, _time, _trials
+from determined.master.store import CheckpointRow, Store, _checkpoints, _metrics, _time, _trials
 
 router = APIRouter(prefix="/api/v1")
 STREAM_POLL_S = 0.5
@@ -79,8 +79,7 @@ def _metrics_stream(caller: Caller, store: Store, trial_ids: list[int], group: s
     with store.read() as conn:
         for t in trial_ids:
             caller.check_trial(t)
-            if _trials.get_trial(conn, t) is None:
-                raise NotFound(f"trial {t} not found")
+            _trials.require_trial(conn, t)
     return StreamingResponse(_stream(store, trial_ids, group), media_type="application/json")
 
 
@@ -120,7 +119,7 @@ def _metrics_workload(row: dict[str, Any], batch_metrics: bool) -> dict[str, Any
     return body
 
 
-def _checkpoint_workload(ckpt: dict[str, Any]) -> dict[str, Any]:
+def _checkpoint_workload(ckpt: CheckpointRow) -> dict[str, Any]:
     return {
         "uuid": ckpt["uuid"],
         "endTime": _time.rfc3339(ckpt["report_time"]),
@@ -166,8 +165,7 @@ def trial_workloads(
     if kinds is None:
         raise InvalidArgument(f"filter {filter_!r} is not one of: {', '.join(_FILTERS)}")
     with store.read() as conn:
-        if _trials.get_trial(conn, trial_id) is None:
-            raise NotFound(f"trial {trial_id} not found")
+        _trials.require_trial(conn, trial_id)
         found = [w[2] for w in workloads(conn, trial_id, kinds, include_batch_metrics)]
     if order_by in ("ORDER_BY_DESC", "desc"):
         found.reverse()

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from determined.common.api._session import json_safe
 from determined.master import experiment
-from determined.master._errors import InvalidArgument, NotFound
+from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import (
@@ -32,18 +32,11 @@ from determined.master.store import Store, _experiments, _metrics, _time, _trial
 router = APIRouter(prefix="/api/v1")
 
 
-def _trial(conn: Any, trial_id: int) -> dict[str, Any]:
-    trial = _trials.get_trial(conn, trial_id)
-    if trial is None:
-        raise NotFound(f"trial {trial_id} not found")
-    return trial
-
-
 @router.get("/trials/{trial_id}")
 def get_trial(trial_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
     caller.check_trial(trial_id)
     with store.read() as conn:
-        return {"trial": trial_json(conn, _trial(conn, trial_id))}
+        return {"trial": trial_json(conn, _trials.require_trial(conn, trial_id))}
 
 
 @router.post("/trials/{trial_id}/runner/metadata")
@@ -52,35 +45,35 @@ def runner_metadata(
 ) -> dict[str, Any]:
     caller.check_trial(trial_id)
     with store.tx() as conn:
-        _trial(conn, trial_id)
+        _trials.require_trial(conn, trial_id)
         _trials.update_trial(conn, trial_id, runner_state=body.state)
     return {}
 
 
-def _report_write(trial_id: int, group: str, m: TrialMetrics) -> Callable[[Any], None]:
+def _report_write(trial_id: int, group: str, report: TrialMetrics) -> Callable[[Any], None]:
     """The write storing one report, once the report is checked (InvalidArgument if not)."""
-    if m.trial_id != trial_id:
-        raise InvalidArgument(f"metrics for trial {m.trial_id} posted to trial {trial_id}")
+    if report.trial_id != trial_id:
+        raise InvalidArgument(f"metrics for trial {report.trial_id} posted to trial {trial_id}")
     try:
-        when = _time.parse(m.report_time)
+        when = _time.parse(report.report_time)
     except ValueError as e:
-        raise InvalidArgument(f"reportTime {m.report_time!r} is not an RFC 3339 time") from e
-    avg, batch = json_safe(m.metrics.avg_metrics), json_safe(m.metrics.batch_metrics)
+        raise InvalidArgument(f"reportTime {report.report_time!r} is not an RFC 3339 time") from e
+    avg, batch = json_safe(report.metrics.avg_metrics), json_safe(report.metrics.batch_metrics)
 
     def write(conn: Any) -> None:
-        trial = _trial(conn, trial_id)
+        trial = _trials.require_trial(conn, trial_id)
         metric, smaller = None, True
         # Only validations and rollbacks (a later run) use the searcher metric: training
         # reports of a first run skip reading (and parsing) the experiment's config.
         if group == "validation" or int(trial["run_id"]) > 1:
-            exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
-            metric, smaller = experiment.searcher_metric(exp.get("config") or {})
+            exp = _experiments.require_experiment(conn, trial["experiment_id"])
+            metric, smaller = experiment.searcher_metric(exp["config"])
         _metrics.report(
             conn,
             trial,
             group=group,
-            run_id=m.trial_run_id,
-            steps_completed=m.steps_completed,
+            run_id=report.trial_run_id,
+            steps_completed=report.steps_completed,
             avg_metrics=avg,
             batch_metrics=batch,
             report_time=when,
@@ -92,14 +85,14 @@ def _report_write(trial_id: int, group: str, m: TrialMetrics) -> Callable[[Any],
 
 
 async def _report(
-    store: Store, trial_id: int, group: str, m: TrialMetrics, exps: Experiments | None = None
+    store: Store, trial_id: int, group: str, report: TrialMetrics, exps: Experiments | None = None
 ) -> None:
     # Group commit: one fsync for all reports arriving together. Awaited on the event loop,
     # no worker thread waits for it (see store/_group_commit).
-    await store.write_async(_report_write(trial_id, group, m))
+    await store.write_async(_report_write(trial_id, group, report))
     if exps is not None and group == "validation":
-        avg = json_safe(m.metrics.avg_metrics)
-        await run_in_threadpool(exps.validation_reported, trial_id, m.steps_completed, avg)
+        avg = json_safe(report.metrics.avg_metrics)
+        await run_in_threadpool(exps.validation_reported, trial_id, report.steps_completed, avg)
 
 
 @router.post("/trials/{trial_id}/metrics")

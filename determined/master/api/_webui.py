@@ -19,12 +19,11 @@ from fastapi import APIRouter, BackgroundTasks, Query
 from fastapi.responses import FileResponse, HTMLResponse
 
 from determined.common import storage
-from determined.master import experiment, searcher
+from determined.master import experiment, resources, searcher
 from determined.master._errors import FailedPrecondition, NotFound
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.store import _checkpoints, _experiments, _metrics, _time, _trials
-from determined.master.store._schema import storage_backends
 
 router = APIRouter()
 STATIC = pathlib.Path(__file__).parent.parent / "webui" / "static"
@@ -65,13 +64,6 @@ def static_file(path: str) -> FileResponse:
     return FileResponse(target)
 
 
-def _experiment(conn: Any, experiment_id: int) -> dict[str, Any]:
-    exp = _experiments.get_experiment(conn, experiment_id)
-    if exp is None:
-        raise NotFound(f"experiment {experiment_id} not found")
-    return exp
-
-
 def _row_json(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "group": row["metric_group"],
@@ -89,8 +81,7 @@ def trial_metrics(
     reports in step order, of ``group`` (training, validation, ...) or all."""
     caller.require_user()
     with store.read() as conn:
-        if _trials.get_trial(conn, trial_id) is None:
-            raise NotFound(f"trial {trial_id} not found")
+        _trials.require_trial(conn, trial_id)
         rows = _metrics.list_rows(conn, trial_id, group)
     return {"metrics": [_row_json(r) for r in rows]}
 
@@ -108,8 +99,8 @@ def experiment_metrics(
     (the learning curves)."""
     caller.require_user()
     with store.read() as conn:
-        exp = _experiment(conn, experiment_id)
-        searcher_metric, smaller = experiment.searcher_metric(exp["config"] or {})
+        exp = _experiments.require_experiment(conn, experiment_id)
+        searcher_metric, smaller = experiment.searcher_metric(exp["config"])
         name = metric or searcher_metric
         out = []
         for trial in _trials.trials_of(conn, experiment_id):
@@ -135,7 +126,8 @@ def original_config(experiment_id: int, caller: Caller, store: StoreDep) -> dict
     """``{originalConfig}``: the YAML as the user submitted it (before defaults)."""
     caller.require_user()
     with store.read() as conn:
-        return {"originalConfig": _experiment(conn, experiment_id)["original_config"]}
+        exp = _experiments.require_experiment(conn, experiment_id)
+    return {"originalConfig": exp["original_config"]}
 
 
 def _rung_trials(
@@ -158,8 +150,8 @@ def experiment_rungs(experiment_id: int, caller: Caller, store: StoreDep) -> dic
     metric, promoted}]}]}]}`` from the search's stored snapshot; other searches: no brackets."""
     caller.require_user()
     with store.read() as conn:
-        exp = _experiment(conn, experiment_id)
-        config = exp["config"] or {}
+        exp = _experiments.require_experiment(conn, experiment_id)
+        config = exp["config"]
         snapshot = _experiments.load_snapshot(conn, experiment_id)
         metric, _ = experiment.searcher_metric(config)
         core = (snapshot or {}).get("core") or {}
@@ -183,17 +175,6 @@ def experiment_rungs(experiment_id: int, caller: Caller, store: StoreDep) -> dic
     return {"searcher": config["searcher"].get("name"), "brackets": brackets}
 
 
-def _storage_config(conn: Any, ckpt: dict[str, Any]) -> dict[str, Any]:
-    if ckpt["storage_id"] is not None:
-        q = storage_backends.select().where(storage_backends.c.id == ckpt["storage_id"])
-        row = conn.execute(q).mappings().first()
-        if row is not None and row["config"]:
-            return dict(row["config"])
-    trial = _trials.get_trial(conn, int(ckpt["trial_id"])) or {}
-    exp = _experiments.get_experiment(conn, int(trial.get("experiment_id") or 0)) or {}
-    return dict((exp.get("config") or {}).get("checkpoint_storage") or {})
-
-
 @contextlib.contextmanager
 def _cleanup_on_error(path: pathlib.Path) -> Iterator[None]:
     try:
@@ -211,12 +192,10 @@ def download_checkpoint(
     every file is verified against the manifest on the way)."""
     caller.require_user()
     with store.read() as conn:
-        ckpt = _checkpoints.get(conn, uuid)
-        if ckpt is None:
-            raise NotFound(f"checkpoint {uuid} not found")
+        ckpt = _checkpoints.require(conn, uuid)
         if ckpt["state"] != _checkpoints.COMPLETED:
             raise FailedPrecondition(f"checkpoint {uuid} is {ckpt['state']}; it has no files")
-        config = _storage_config(conn, ckpt)
+        config = resources.checkpoint_storage(conn, ckpt)
     fd, name = tempfile.mkstemp(suffix=".tar.gz")
     archive = pathlib.Path(name)
     with open(fd, "wb") as f, _cleanup_on_error(archive), tempfile.TemporaryDirectory() as tmp:

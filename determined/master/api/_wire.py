@@ -9,7 +9,17 @@ import sqlalchemy as sa
 
 from determined.master import experiment
 from determined.master.experiment import State
-from determined.master.store import _checkpoints, _experiments, _metrics, _time, _trials, _users
+from determined.master.store import (
+    CheckpointRow,
+    ExperimentRow,
+    TrialRow,
+    _checkpoints,
+    _experiments,
+    _metrics,
+    _time,
+    _trials,
+    _users,
+)
 
 # The reference files every experiment under a project and a workspace; this master has one of
 # each, with the reference's ids and names of the defaults.
@@ -17,11 +27,11 @@ PROJECT = {"projectId": 1, "projectName": "Uncategorized", "projectOwnerId": 1}
 WORKSPACE = {"workspaceId": 1, "workspaceName": "Uncategorized"}
 
 
-def experiment_json(conn: sa.Connection, exp: dict[str, Any]) -> dict[str, Any]:
+def experiment_json(conn: sa.Connection, exp: ExperimentRow) -> dict[str, Any]:
     """``v1Experiment``: every field the reference's bindings require, and the optional ones
     this master knows."""
-    config = exp["config"] or {}
-    owner = _users.get_user(conn, int(exp["owner_id"])) or {}
+    config = exp["config"]
+    owner = _users.require_user(conn, exp["owner_id"])
     metric, smaller = experiment.searcher_metric(config)
     trials = _trials.trials_of(conn, int(exp["id"]))
     ckpts = [
@@ -50,8 +60,8 @@ def experiment_json(conn: sa.Connection, exp: dict[str, Any]) -> dict[str, Any]:
         "endTime": _time.rfc3339(end),
         "duration": duration,
         "progress": exp["progress"],
-        "username": owner.get("username") or "",
-        "displayName": owner.get("display_name") or "",
+        "username": owner["username"],
+        "displayName": owner["display_name"] or "",
         "userId": exp["owner_id"],
         "parentId": exp["parent_id"],
         "forkedFrom": exp["parent_id"],
@@ -77,7 +87,7 @@ def experiment_json(conn: sa.Connection, exp: dict[str, Any]) -> dict[str, Any]:
 
 
 def _best_trial(
-    conn: sa.Connection, trials: list[dict[str, Any]], metric: str, smaller: bool
+    conn: sa.Connection, trials: list[TrialRow], metric: str, smaller: bool
 ) -> tuple[int | None, float | None]:
     best: tuple[int | None, float | None] = (None, None)
     for t in trials:
@@ -90,7 +100,7 @@ def _best_trial(
     return best
 
 
-def _display_state(conn: sa.Connection, trial: dict[str, Any]) -> str:
+def _display_state(conn: sa.Connection, trial: TrialRow) -> str:
     # An ACTIVE trial shows what its allocation is doing, as the reference's API does.
     if trial["state"] != State.ACTIVE.value:
         return str(trial["state"])
@@ -98,10 +108,10 @@ def _display_state(conn: sa.Connection, trial: dict[str, Any]) -> str:
     return "STATE_RUNNING" if alloc is not None else "STATE_QUEUED"
 
 
-def trial_json(conn: sa.Connection, trial: dict[str, Any]) -> dict[str, Any]:
+def trial_json(conn: sa.Connection, trial: TrialRow) -> dict[str, Any]:
     """``v1Trial``."""
-    exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
-    metric, _ = experiment.searcher_metric(exp.get("config") or {})
+    exp = _experiments.require_experiment(conn, trial["experiment_id"])
+    metric, _ = experiment.searcher_metric(exp["config"])
     best = _metrics.get_row(conn, trial["best_validation_id"])
     ckpts = [
         c for c in _checkpoints.of_trial(conn, int(trial["id"])) if c["state"] != "STATE_DELETED"
@@ -134,11 +144,11 @@ def trial_json(conn: sa.Connection, trial: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def checkpoint_json(conn: sa.Connection, ckpt: dict[str, Any]) -> dict[str, Any]:
+def checkpoint_json(conn: sa.Connection, ckpt: CheckpointRow) -> dict[str, Any]:
     """``v1Checkpoint`` with its training metadata."""
-    trial = _trials.get_trial(conn, int(ckpt["trial_id"])) or {}
-    exp = _experiments.get_experiment(conn, int(trial.get("experiment_id") or 0)) or {}
-    metric, _ = experiment.searcher_metric(exp.get("config") or {})
+    trial = _trials.require_trial(conn, ckpt["trial_id"])
+    exp = _experiments.require_experiment(conn, trial["experiment_id"])
+    metric, _ = experiment.searcher_metric(exp["config"])
     steps = int(ckpt["steps_completed"])
     train = _metrics.at_steps(conn, int(ckpt["trial_id"]), "training", steps)
     val = _metrics.at_steps(conn, int(ckpt["trial_id"]), "validation", steps)
@@ -151,10 +161,10 @@ def checkpoint_json(conn: sa.Connection, ckpt: dict[str, Any]) -> dict[str, Any]
         "metadata": ckpt["metadata"],
         "state": ckpt["state"],
         "training": {
-            "trialId": trial.get("id"),
-            "experimentId": trial.get("experiment_id"),
-            "experimentConfig": exp.get("config"),
-            "hparams": trial.get("hparams"),
+            "trialId": trial["id"],
+            "experimentId": trial["experiment_id"],
+            "experimentConfig": exp["config"],
+            "hparams": trial["hparams"],
             "trainingMetrics": _metrics_json(train),
             "validationMetrics": _metrics_json(val),
             "searcherMetric": None if val is None else val["metrics"].get(metric),

@@ -13,10 +13,9 @@ from determined.master.experiment._config import (
 from determined.master.experiment._experiments import Experiments
 from determined.master.experiment._lifecycle import preemption_key
 from determined.master.experiment._states import ExitDecision, decide_exit
-from determined.master.store import AllocationState, State
+from determined.master.store import State
 
 __all__ = [
-    "AllocationState",
     "ExitDecision",
     "Experiments",
     "State",

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import FailedPrecondition, InvalidArgument
 from determined.master.experiment._lifecycle import Lifecycle
-from determined.master.store import State, _experiments
+from determined.master.store import ExperimentRow, State, _experiments
 
 
 class Bookkeeping(Lifecycle):
@@ -23,7 +23,7 @@ class Bookkeeping(Lifecycle):
         """
         verb = "archive" if archived else "unarchive"
         with self._lock, self._store.tx() as conn:
-            exp = self._experiment(conn, experiment_id)
+            exp = _experiments.require_experiment(conn, experiment_id)
             if bool(exp["archived"]) == archived:
                 already = "already archived" if archived else "not archived"
                 raise FailedPrecondition(f"Experiment is {already}: experiment {experiment_id}")
@@ -43,8 +43,8 @@ class Bookkeeping(Lifecycle):
             NotFound, InvalidArgument: an empty name.
         """
         with self._lock, self._store.tx() as conn:
-            exp = self._experiment(conn, experiment_id)
-            config = dict(exp["config"] or {})
+            exp = _experiments.require_experiment(conn, experiment_id)
+            config = dict(exp["config"])
             row: dict[str, Any] = {}
             if values.get("name") is not None:
                 if not str(values["name"]).strip():
@@ -71,10 +71,10 @@ class Bookkeeping(Lifecycle):
             _experiments.delete_experiment(conn, experiment_id)
             self._methods.pop(experiment_id, None)
 
-    def check_deletable(self, conn: sa.Connection, experiment_id: int) -> dict[str, Any]:
+    def check_deletable(self, conn: sa.Connection, experiment_id: int) -> ExperimentRow:
         """The experiment row if it may be deleted (terminal). Raises NotFound or
         FailedPrecondition."""
-        exp = self._experiment(conn, experiment_id)
+        exp = _experiments.require_experiment(conn, experiment_id)
         if not State(exp["state"]).is_terminal:
             raise FailedPrecondition(
                 f"cannot delete experiment {experiment_id} in {exp['state']}: only an ended "

@@ -22,11 +22,20 @@ import sqlalchemy as sa
 
 from determined import errors
 from determined.master import searcher
-from determined.master._errors import FailedPrecondition, InvalidArgument, NotFound
+from determined.master._errors import FailedPrecondition, InvalidArgument
 from determined.master._signals import Signals
 from determined.master.experiment._config import max_length_units
 from determined.master.experiment._states import terminal_of, trial_escalation
-from determined.master.store import State, Store, _checkpoints, _experiments, _time, _trials
+from determined.master.store import (
+    ExperimentRow,
+    State,
+    Store,
+    TrialRow,
+    _checkpoints,
+    _experiments,
+    _time,
+    _trials,
+)
 
 logger = logging.getLogger("determined.master")
 
@@ -49,7 +58,7 @@ def preemption_key(allocation_id: str) -> str:
 class Event:
     """One transaction's working set: the experiment row, its method, what to wake after."""
 
-    def __init__(self, conn: sa.Connection, exp: dict[str, Any], method: SearchMethod) -> None:
+    def __init__(self, conn: sa.Connection, exp: ExperimentRow, method: SearchMethod) -> None:
         self.conn = conn
         self.exp = exp
         self.method = method
@@ -61,14 +70,15 @@ class Event:
         return State(self.exp["state"])
 
     def set_state(self, state: State) -> None:
+        """Store the experiment's new state (a terminal one with its end time)."""
         values: dict[str, Any] = {"state": state}
+        self.exp["state"] = state.value
         if state.is_terminal:
-            values["end_time"] = _time.now()
+            self.exp["end_time"] = values["end_time"] = _time.now()
             if state == State.COMPLETED:
-                values["progress"] = 1.0
+                self.exp["progress"] = values["progress"] = 1.0
             self.ended = True
         _experiments.update_experiment(self.conn, self.exp["id"], **values)
-        self.exp = {**self.exp, **values, "state": state.value}
 
 
 class Lifecycle:
@@ -123,9 +133,9 @@ class Lifecycle:
                 owner_id=owner_id,
             )
             warm_start_of(conn, config)  # a source that does not exist: nothing is created
-            ev = Event(conn, _experiments.get_experiment(conn, exp_id) or {}, method)
-            self._apply(ev, method.initial_operations())
-            self._save(ev)
+            event = Event(conn, _experiments.require_experiment(conn, exp_id), method)
+            self._apply(event, method.initial_operations())
+            self._save(event)
             self._methods[exp_id] = method
         if activate:
             self.set_state(exp_id, State.ACTIVE)
@@ -137,21 +147,21 @@ class Lifecycle:
         Raises:
             NotFound, FailedPrecondition: terminal or incompatible state.
         """
-        with self._event(experiment_id) as ev:
-            if ev.state == state:
+        with self._event(experiment_id) as event:
+            if event.state == state:
                 return
-            if ev.state.is_terminal:
+            if event.state.is_terminal:
                 raise FailedPrecondition(f"experiment {experiment_id} is in terminal state")
-            if state not in (State.ACTIVE, State.PAUSED) or ev.state.is_stopping:
+            if state not in (State.ACTIVE, State.PAUSED) or event.state.is_stopping:
                 raise FailedPrecondition(
-                    f"experiment {experiment_id} in incompatible state {ev.state.value}"
+                    f"experiment {experiment_id} in incompatible state {event.state.value}"
                 )
-            ev.set_state(state)
-            for trial in _trials.trials_of(ev.conn, experiment_id):
+            event.set_state(state)
+            for trial in _trials.trials_of(event.conn, experiment_id):
                 if State(trial["state"]) in (State.ACTIVE, State.PAUSED):
-                    _trials.update_trial(ev.conn, trial["id"], state=state)
+                    _trials.update_trial(event.conn, trial["id"], state=state)
                     if state == State.PAUSED:
-                        self._preempt_live(ev, trial["id"])
+                        self._preempt_live(event, trial["id"])
 
     def stop(self, experiment_id: int, stop: State) -> None:
         """Cancel (``STOPPING_CANCELED``: running trials are preempted) or kill
@@ -160,56 +170,58 @@ class Lifecycle:
         cancel (docs/reference/master.md §4.1)."""
         if stop not in (State.STOPPING_CANCELED, State.STOPPING_KILLED):
             raise InvalidArgument(f"{stop.value} is not a cancel or a kill")
-        with self._event(experiment_id) as ev:
-            upgrade = ev.state == State.STOPPING_CANCELED and stop == State.STOPPING_KILLED
-            if ev.state.is_terminal or (ev.state.is_stopping and not upgrade):
+        with self._event(experiment_id) as event:
+            upgrade = event.state == State.STOPPING_CANCELED and stop == State.STOPPING_KILLED
+            if event.state.is_terminal or (event.state.is_stopping and not upgrade):
                 return
-            self._stop(ev, stop)
+            self._stop(event, stop)
 
     def kill_trial(self, trial_id: int) -> None:
         """Kill one trial: its process is killed and it ends CANCELED; the search sees a
         user cancel (random does not replace it). A terminal trial is a no-op."""
-        with self._trial_event(trial_id) as (ev, trial):
+        with self._trial_event(trial_id) as (event, trial):
             state = State(trial["state"])
             if state.is_terminal:
                 return
-            if _trials.live_allocation(ev.conn, trial_id) is not None:
+            if _trials.live_allocation(event.conn, trial_id) is not None:
                 new = trial_escalation(state, State.STOPPING_KILLED)
-                _trials.update_trial(ev.conn, trial_id, state=new)
+                _trials.update_trial(event.conn, trial_id, state=new)
                 return
-            self._end_trial(ev, trial, State.CANCELED)
-            self._maybe_end_experiment(ev)
+            self._end_trial(event, trial, State.CANCELED)
+            self._maybe_end_experiment(event)
 
     def continue_trial(
-        self, experiment_id: int, check: Callable[[dict[str, Any], dict[str, Any]], Any]
+        self,
+        experiment_id: int,
+        check: Callable[[ExperimentRow, TrialRow], dict[str, Any]],
     ) -> None:
         """``det e continue``: the ended single-trial experiment runs its trial again, to the
         ``max_length`` of the config ``check(experiment, trial)`` returns (it raises a 4xx for
         a request it refuses). The trial resumes from its latest checkpoint as any new run
         does; its restart count starts over; the experiment is ACTIVE until the trial ends."""
-        with self._event(experiment_id) as ev:
-            trials = _trials.trials_of(ev.conn, experiment_id)
+        with self._event(experiment_id) as event:
+            trials = _trials.trials_of(event.conn, experiment_id)
             if len(trials) != 1:
                 raise FailedPrecondition(
                     f"experiment {experiment_id} has {len(trials)} trials; only a single-trial "
                     "experiment can be continued"
                 )
             trial = trials[0]
-            if not (ev.state.is_terminal or State(trial["state"]).is_terminal):
+            if not (event.state.is_terminal or State(trial["state"]).is_terminal):
                 raise FailedPrecondition(
-                    f"experiment {experiment_id} is {ev.state.value} and its trial has not "
+                    f"experiment {experiment_id} is {event.state.value} and its trial has not "
                     "ended; continue it once it has (or pause and activate it instead)"
                 )
-            config = check(ev.exp, trial)
+            config = check(event.exp, trial)
             length = max_length_units(config["searcher"])
             rid = trial["request_id"]
-            snapshot = _reopened(ev.method.snapshot(), rid, length)
-            ev.method = searcher.restore_search_method(
+            snapshot = _reopened(event.method.snapshot(), rid, length)
+            event.method = searcher.restore_search_method(
                 config["searcher"], config.get("hyperparameters"), snapshot
             )
-            self._methods[experiment_id] = ev.method
+            self._methods[experiment_id] = event.method
             _trials.update_trial(
-                ev.conn,
+                event.conn,
                 trial["id"],
                 state=State.ACTIVE,
                 end_time=None,
@@ -219,26 +231,29 @@ class Lifecycle:
                 op_complete=False,
                 op_closed=True,  # the single search's Close stands: one operation, then done
             )
-            values = {"state": State.ACTIVE.value, "end_time": None, "config": config}
-            _experiments.update_experiment(ev.conn, experiment_id, **values)
-            ev.exp = {**ev.exp, **values}
+            event.exp["state"] = State.ACTIVE.value
+            event.exp["end_time"] = None
+            event.exp["config"] = config
+            _experiments.update_experiment(
+                event.conn, experiment_id, state=State.ACTIVE, end_time=None, config=config
+            )
 
     # ----------------------------------------------------------------------- event machinery
 
-    def _end_trial(self, ev: Event, trial: dict[str, Any], end: State) -> None:
-        _trials.update_trial(ev.conn, trial["id"], state=end, end_time=_time.now())
-        if ev.state.is_stopping or ev.state.is_terminal:
+    def _end_trial(self, event: Event, trial: TrialRow, end: State) -> None:
+        _trials.update_trial(event.conn, trial["id"], state=end, end_time=_time.now())
+        if event.state.is_stopping or event.state.is_terminal:
             return
         rid = trial["request_id"]
         ops: list[Any] = []
         if end == State.ERROR:
-            ops += ev.method.on_trial_exited_early(rid, searcher.ExitedReason.ERRORED)
+            ops += event.method.on_trial_exited_early(rid, searcher.ExitedReason.ERRORED)
         elif end == State.CANCELED:
-            ops += ev.method.on_trial_exited_early(rid, searcher.ExitedReason.USER_CANCELED)
-        ops += ev.method.on_trial_closed(rid)
-        self._apply(ev, ops)
+            ops += event.method.on_trial_exited_early(rid, searcher.ExitedReason.USER_CANCELED)
+        ops += event.method.on_trial_closed(rid)
+        self._apply(event, ops)
 
-    def _apply(self, ev: Event, ops: list[Any]) -> None:
+    def _apply(self, event: Event, ops: list[Any]) -> None:
         queue = collections.deque(ops)
         while queue:
             op = queue.popleft()
@@ -248,107 +263,111 @@ class Lifecycle:
                     stop = State.STOPPING_ERROR
                 elif op.cancel:
                     stop = State.STOPPING_CANCELED
-                self._stop(ev, stop)
-            elif ev.state.is_stopping or ev.state.is_terminal:
+                self._stop(event, stop)
+            elif event.state.is_stopping or event.state.is_terminal:
                 continue  # a stopping experiment carries out nothing but its shutdown
             elif isinstance(op, searcher.Create):
-                queue.extend(self._create_trial(ev, op))
+                queue.extend(self._create_trial(event, op))
             elif isinstance(op, searcher.ValidateAfter):
-                trial = self._by_request(ev, op.request_id)
-                _trials.update_trial(ev.conn, trial["id"], op_length=op.length, op_complete=False)
+                trial = self._by_request(event, op.request_id)
+                _trials.update_trial(
+                    event.conn, trial["id"], op_length=op.length, op_complete=False
+                )
             elif isinstance(op, searcher.Close):
-                trial = self._by_request(ev, op.request_id)
+                trial = self._by_request(event, op.request_id)
                 # 0.38 style: a Close is a stop, now (a running trial is preempted)
-                stop_now = {"op_complete": True} if ev.method.every_validation else {}
-                _trials.update_trial(ev.conn, trial["id"], op_closed=True, **stop_now)
-                queue.extend(self._finish_if_done(ev, trial["id"], apply=False))
+                stop_now = {"op_complete": True} if event.method.every_validation else {}
+                _trials.update_trial(event.conn, trial["id"], op_closed=True, **stop_now)
+                queue.extend(self._finish_if_done(event, trial["id"], apply=False))
 
-    def _create_trial(self, ev: Event, op: searcher.Create) -> list[Any]:
-        state = State.ACTIVE if ev.state == State.ACTIVE else State.PAUSED
+    def _create_trial(self, event: Event, op: searcher.Create) -> list[Any]:
+        state = State.ACTIVE if event.state == State.ACTIVE else State.PAUSED
         _trials.insert_trial(
-            ev.conn,
-            experiment_id=ev.exp["id"],
+            event.conn,
+            experiment_id=event.exp["id"],
             request_id=op.request_id,
             hparams=op.hparams,
             seed=op.trial_seed,
             state=state,
-            warm_start_checkpoint=op.checkpoint or self._warm_start(ev),
+            warm_start_checkpoint=op.checkpoint or self._warm_start(event),
             # 0.38 style without max_length: no ValidateAfter will come, yet the trial must run;
             # with op_length None it is served {op: null, completed: true} and ends COMPLETED
             # when its process exits 0 unpreempted (_decide_exit)
-            has_work=ev.method.trials_decide_length,
+            has_work=event.method.trials_decide_length,
         )
-        return list(ev.method.on_trial_created(op.request_id))
+        return list(event.method.on_trial_created(op.request_id))
 
     @staticmethod
-    def _warm_start(ev: Event) -> str | None:
+    def _warm_start(event: Event) -> str | None:
         try:
-            return warm_start_of(ev.conn, ev.exp["config"])
+            return warm_start_of(event.conn, event.exp["config"])
         except InvalidArgument as e:  # deleted since the experiment was created
-            logger.warning("experiment %s: no warm start for a new trial: %s", ev.exp["id"], e)
+            logger.warning("experiment %s: no warm start for a new trial: %s", event.exp["id"], e)
             return None
 
-    def _finish_if_done(self, ev: Event, trial_id: int, *, apply: bool = True) -> list[Any]:
+    def _finish_if_done(self, event: Event, trial_id: int, *, apply: bool = True) -> list[Any]:
         """A complete and closed trial stops: gracefully if it runs, at once if not."""
-        trial = _trials.get_trial(ev.conn, trial_id) or {}
+        trial = _trials.require_trial(event.conn, trial_id)
         state = State(trial["state"])
         if not (trial["op_complete"] and trial["op_closed"]) or state.is_terminal:
             return []
-        if _trials.live_allocation(ev.conn, trial_id) is not None:
+        if _trials.live_allocation(event.conn, trial_id) is not None:
             _trials.update_trial(
-                ev.conn, trial_id, state=trial_escalation(state, State.STOPPING_COMPLETED)
+                event.conn, trial_id, state=trial_escalation(state, State.STOPPING_COMPLETED)
             )
-            self._preempt_live(ev, trial_id)
+            self._preempt_live(event, trial_id)
             return []
-        _trials.update_trial(ev.conn, trial_id, state=State.COMPLETED, end_time=_time.now())
-        ops = list(ev.method.on_trial_closed(trial["request_id"]))
+        _trials.update_trial(event.conn, trial_id, state=State.COMPLETED, end_time=_time.now())
+        ops = list(event.method.on_trial_closed(trial["request_id"]))
         if apply:
-            self._apply(ev, ops)
+            self._apply(event, ops)
             return []
         return ops
 
-    def _stop(self, ev: Event, stop: State) -> None:
-        if ev.state.is_terminal or ev.state == stop:
+    def _stop(self, event: Event, stop: State) -> None:
+        if event.state.is_terminal or event.state == stop:
             return
-        ev.set_state(stop)
-        for trial in _trials.trials_of(ev.conn, ev.exp["id"]):
+        event.set_state(stop)
+        for trial in _trials.trials_of(event.conn, event.exp["id"]):
             new = trial_escalation(State(trial["state"]), stop)
             if new == State(trial["state"]):
                 continue
-            if _trials.live_allocation(ev.conn, trial["id"]) is None:
+            if _trials.live_allocation(event.conn, trial["id"]) is None:
                 end = terminal_of(new)
-                _trials.update_trial(ev.conn, trial["id"], state=end, end_time=_time.now())
+                _trials.update_trial(event.conn, trial["id"], state=end, end_time=_time.now())
             else:
-                _trials.update_trial(ev.conn, trial["id"], state=new)
-                self._preempt_live(ev, trial["id"])
-        self._maybe_end_experiment(ev)
+                _trials.update_trial(event.conn, trial["id"], state=new)
+                self._preempt_live(event, trial["id"])
+        self._maybe_end_experiment(event)
 
-    def _maybe_end_experiment(self, ev: Event) -> None:
-        if not ev.state.is_stopping:
+    def _maybe_end_experiment(self, event: Event) -> None:
+        if not event.state.is_stopping:
             return
         live = [
-            t for t in _trials.trials_of(ev.conn, ev.exp["id"]) if not State(t["state"]).is_terminal
+            t
+            for t in _trials.trials_of(event.conn, event.exp["id"])
+            if not State(t["state"]).is_terminal
         ]
         if not live:
-            ev.set_state(terminal_of(ev.state))
+            event.set_state(terminal_of(event.state))
 
-    def _preempt_live(self, ev: Event, trial_id: int) -> None:
-        alloc = _trials.live_allocation(ev.conn, trial_id)
+    def _preempt_live(self, event: Event, trial_id: int) -> None:
+        alloc = _trials.live_allocation(event.conn, trial_id)
         if alloc is not None and not alloc["preempted"]:
-            _trials.update_allocation(ev.conn, alloc["id"], preempted=True)
-            ev.wake.append(preemption_key(alloc["id"]))
+            _trials.update_allocation(event.conn, alloc["id"], preempted=True)
+            event.wake.append(preemption_key(alloc["id"]))
 
-    def _save(self, ev: Event) -> None:
-        trials = _trials.trials_of(ev.conn, ev.exp["id"])
+    def _save(self, event: Event) -> None:
+        trials = _trials.trials_of(event.conn, event.exp["id"])
         units = {t["request_id"]: float(t["searcher_units"]) for t in trials}
         values: dict[str, Any] = {}
-        if not ev.state.is_terminal:
-            values["progress"] = ev.method.progress(units)
+        if not event.state.is_terminal:
+            values["progress"] = event.method.progress(units)
         if values:
-            _experiments.update_experiment(ev.conn, ev.exp["id"], **values)
-        _experiments.save_snapshot(ev.conn, ev.exp["id"], ev.method.snapshot())
+            _experiments.update_experiment(event.conn, event.exp["id"], **values)
+        _experiments.save_snapshot(event.conn, event.exp["id"], event.method.snapshot())
 
-    def _method(self, conn: sa.Connection, exp: dict[str, Any]) -> SearchMethod:
+    def _method(self, conn: sa.Connection, exp: ExperimentRow) -> SearchMethod:
         method = self._methods.get(exp["id"])
         if method is None:
             config = exp["config"]
@@ -366,47 +385,31 @@ class Lifecycle:
         with self._lock:
             try:
                 with self._store.tx() as conn:
-                    exp = _experiments.get_experiment(conn, experiment_id)
-                    if exp is None:
-                        raise NotFound(f"experiment {experiment_id} not found")
-                    ev = Event(conn, exp, self._method(conn, exp))
-                    yield ev
-                    self._save(ev)
+                    exp = _experiments.require_experiment(conn, experiment_id)
+                    event = Event(conn, exp, self._method(conn, exp))
+                    yield event
+                    self._save(event)
             except BaseException:
                 self._methods.pop(experiment_id, None)  # rebuilt from the committed snapshot
                 raise
-        for key in ev.wake:
+        for key in event.wake:
             self._signals.notify(key)
         for callback in self._on_change:
             callback()
-        if ev.ended:
+        if event.ended:
             for end in self._on_end:
                 end(experiment_id)
 
     @contextmanager
-    def _trial_event(self, trial_id: int) -> Iterator[tuple[Event, dict[str, Any]]]:
+    def _trial_event(self, trial_id: int) -> Iterator[tuple[Event, TrialRow]]:
         with self._store.read() as conn:
-            exp_id = self._trial(conn, trial_id)["experiment_id"]
-        with self._event(int(exp_id)) as ev:
-            yield ev, self._trial(ev.conn, trial_id)
+            exp_id = _trials.require_trial(conn, trial_id)["experiment_id"]
+        with self._event(int(exp_id)) as event:
+            yield event, _trials.require_trial(event.conn, trial_id)
 
     @staticmethod
-    def _experiment(conn: sa.Connection, experiment_id: int) -> dict[str, Any]:
-        exp = _experiments.get_experiment(conn, experiment_id)
-        if exp is None:
-            raise NotFound(f"experiment {experiment_id} not found")
-        return exp
-
-    @staticmethod
-    def _trial(conn: sa.Connection, trial_id: int) -> dict[str, Any]:
-        trial = _trials.get_trial(conn, trial_id)
-        if trial is None:
-            raise NotFound(f"trial {trial_id} not found")
-        return trial
-
-    @staticmethod
-    def _by_request(ev: Event, request_id: str) -> dict[str, Any]:
-        trial = _trials.trial_by_request(ev.conn, ev.exp["id"], request_id)
+    def _by_request(event: Event, request_id: str) -> TrialRow:
+        trial = _trials.trial_by_request(event.conn, event.exp["id"], request_id)
         if trial is None:
             raise errors.InternalException(f"the search named unknown trial {request_id}")
         return trial

@@ -11,7 +11,16 @@ from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument, NotFound
 from determined.master.experiment._lifecycle import Event, Lifecycle, preemption_key
 from determined.master.experiment._states import decide_exit
-from determined.master.store import AllocationState, State, _experiments, _time, _trials, _users
+from determined.master.store import (
+    AllocationRow,
+    AllocationState,
+    State,
+    TrialRow,
+    _experiments,
+    _time,
+    _trials,
+    _users,
+)
 
 EARLY_EXIT_REASONS = {
     "EXITED_REASON_INVALID_HP": searcher.ExitedReason.INVALID_HP,
@@ -26,8 +35,8 @@ class TrialEvents(Lifecycle):
     def current_operation(self, trial_id: int) -> dict[str, Any]:
         """``GetCurrentTrialSearcherOperationResponse`` of a trial (404: experiment over)."""
         with self._store.read() as conn:
-            trial = self._trial(conn, trial_id)
-            exp = _experiments.get_experiment(conn, trial["experiment_id"]) or {}
+            trial = _trials.require_trial(conn, trial_id)
+            exp = _experiments.require_experiment(conn, trial["experiment_id"])
         if State(exp["state"]).is_terminal:
             raise NotFound(f"experiment {exp['id']} of trial {trial_id} is not running")
         length = trial["op_length"]
@@ -41,8 +50,8 @@ class TrialEvents(Lifecycle):
             InvalidArgument: ``length`` is not the trial's pending operation, or it was
                 already completed (nothing changes).
         """
-        with self._trial_event(trial_id) as (ev, trial):
-            if _stopped_by_time_search(ev, trial, length):
+        with self._trial_event(trial_id) as (event, trial):
+            if _stopped_by_time_search(event, trial, length):
                 return  # 0.38 style: the search already stopped it at this length
             if trial["op_complete"] or trial["op_length"] != length:
                 pending = None if trial["op_complete"] else trial["op_length"]
@@ -50,20 +59,20 @@ class TrialEvents(Lifecycle):
                     f"trial {trial_id} has no pending operation of length {length} "
                     f"(pending: {pending}); each operation is completed once"
                 )
-            _trials.update_trial(ev.conn, trial_id, op_complete=True, searcher_units=length)
-            trial = {**trial, "op_complete": True}
-            if ev.state.is_stopping or ev.state.is_terminal:
+            _trials.update_trial(event.conn, trial_id, op_complete=True, searcher_units=length)
+            trial["op_complete"] = True
+            if event.state.is_stopping or event.state.is_terminal:
                 return
             try:
-                ops = ev.method.on_validation_completed(trial["request_id"], metric, length)
+                ops = event.method.on_validation_completed(trial["request_id"], metric, length)
             except errors.InvalidSearcherMetric:
-                self._stop(ev, State.STOPPING_ERROR)
+                self._stop(event, State.STOPPING_ERROR)
                 return
             except errors.SearcherEventRejected as e:
                 raise InvalidArgument(str(e)) from e
-            self._apply(ev, ops)
+            self._apply(event, ops)
             if trial["op_closed"]:
-                self._finish_if_done(ev, trial_id)
+                self._finish_if_done(event, trial_id)
 
     def validation_reported(
         self, trial_id: int, steps_completed: int, metrics: dict[str, Any]
@@ -72,9 +81,9 @@ class TrialEvents(Lifecycle):
         judge them: the search gets the searcher metric at the time metric's value (or
         ``steps_completed`` for ``time_metric: batches`` when the trial does not report it)."""
         with self._store.read() as conn:
-            exp_id = self._trial(conn, trial_id)["experiment_id"]
-            exp = _experiments.get_experiment(conn, int(exp_id)) or {}
-        cfg = (exp.get("config") or {}).get("searcher") or {}
+            exp_id = _trials.require_trial(conn, trial_id)["experiment_id"]
+            exp = _experiments.require_experiment(conn, exp_id)
+        cfg = exp["config"].get("searcher") or {}
         if not cfg.get("time_metric") or cfg.get("metric") not in metrics:
             return
         when = metrics.get(cfg["time_metric"])
@@ -82,32 +91,36 @@ class TrialEvents(Lifecycle):
             when = steps_completed
         if isinstance(when, bool) or not isinstance(when, (int, float)):
             return  # no time value on this report: nothing to judge it at
-        with self._trial_event(trial_id) as (ev, trial):
-            if ev.state.is_stopping or ev.state.is_terminal or not ev.method.every_validation:
+        with self._trial_event(trial_id) as (event, trial):
+            if (
+                event.state.is_stopping
+                or event.state.is_terminal
+                or not event.method.every_validation
+            ):
                 return
             if State(trial["state"]).is_terminal or trial["op_closed"]:
                 return
             try:
-                ops = ev.method.on_validation_completed(
+                ops = event.method.on_validation_completed(
                     trial["request_id"], metrics[cfg["metric"]], int(when)
                 )
             except errors.InvalidSearcherMetric:
-                self._stop(ev, State.STOPPING_ERROR)
+                self._stop(event, State.STOPPING_ERROR)
                 return
-            self._apply(ev, ops)
+            self._apply(event, ops)
 
     def report_progress(self, trial_id: int, progress: float, *, is_raw: bool) -> None:
         """Units of the current operation (``is_raw`` false) or a raw fraction in [0, 1]."""
-        with self._trial_event(trial_id) as (ev, trial):
+        with self._trial_event(trial_id) as (event, trial):
             if not is_raw:
-                _trials.update_trial(ev.conn, trial_id, searcher_units=progress)
+                _trials.update_trial(event.conn, trial_id, searcher_units=progress)
                 return
             # A fraction of the trial's operation, or of the length the trial decides itself
             # (0.38 style, counted in trials): in the search's units, so the experiment's
             # progress adds up over all its trials (see _save).
             length = trial["op_length"]
             units = progress if length is None else progress * float(length)
-            _trials.update_trial(ev.conn, trial_id, progress=progress, searcher_units=units)
+            _trials.update_trial(event.conn, trial_id, progress=progress, searcher_units=units)
 
     def early_exit(self, trial_id: int, reason: str) -> None:
         """An InvalidHP exit, forwarded to the search (it may replace the trial).
@@ -119,42 +132,43 @@ class TrialEvents(Lifecycle):
         if why is None:
             allowed = ", ".join(sorted(EARLY_EXIT_REASONS))
             raise InvalidArgument(f"early exit reason {reason!r} is not one of: {allowed}")
-        with self._trial_event(trial_id) as (ev, trial):
+        with self._trial_event(trial_id) as (event, trial):
             if trial["early_exit"]:
                 raise InvalidArgument(f"trial {trial_id} already reported an early exit")
             # the trial is over: no op left, so an acknowledged exit 0 does not run it again
             _trials.update_trial(
-                ev.conn, trial_id, early_exit=reason, op_closed=True, op_complete=True
+                event.conn, trial_id, early_exit=reason, op_closed=True, op_complete=True
             )
-            if not (ev.state.is_stopping or ev.state.is_terminal):
-                self._apply(ev, ev.method.on_trial_exited_early(trial["request_id"], why))
+            if not (event.state.is_stopping or event.state.is_terminal):
+                self._apply(event, event.method.on_trial_exited_early(trial["request_id"], why))
 
     # ----------------------------------------------------------------------- resource manager
 
-    def allocate(self, trial_id: int, resources: list[dict[str, Any]]) -> tuple[dict, str]:
+    def allocate(self, trial_id: int, resources: list[dict[str, Any]]) -> tuple[AllocationRow, str]:
         """Start a run of a trial that needs one; returns the allocation row and its token.
 
         Raises:
             FailedPrecondition: the trial is not ACTIVE, already runs, or has no pending op.
         """
-        with self._trial_event(trial_id) as (ev, trial):
+        with self._trial_event(trial_id) as (event, trial):
             if State(trial["state"]) != State.ACTIVE or trial["op_complete"]:
                 raise FailedPrecondition(
                     f"trial {trial_id} needs no run (state {trial['state']}, "
                     f"pending operation: {not trial['op_complete']})"
                 )
-            if _trials.live_allocation(ev.conn, trial_id) is not None:
+            if _trials.live_allocation(event.conn, trial_id) is not None:
                 raise FailedPrecondition(f"trial {trial_id} already has a running allocation")
-            alloc = _trials.insert_allocation(ev.conn, trial_id, resources)
-            owner = int(ev.exp["owner_id"])
-            token = _users.issue_token(ev.conn, owner, kind="allocation", allocation_id=alloc["id"])
+            alloc = _trials.insert_allocation(event.conn, trial_id, resources)
+            owner = int(event.exp["owner_id"])
+            token = _users.issue_token(
+                event.conn, owner, kind="allocation", allocation_id=alloc["id"]
+            )
             return alloc, token
 
     def preempt(self, allocation_id: str) -> None:
         """Ask an allocation's processes to checkpoint and exit (idempotent)."""
         with self._store.tx() as conn:
-            if _trials.get_allocation(conn, allocation_id) is None:
-                raise NotFound(f"allocation {allocation_id} not found")
+            _trials.require_allocation(conn, allocation_id)
             _trials.update_allocation(conn, allocation_id, preempted=True)
         self._signals.notify(preemption_key(allocation_id))
 
@@ -168,21 +182,19 @@ class TrialEvents(Lifecycle):
         that is no failure of the trial and counts no restart, like an acknowledged exit.
         """
         with self._store.read() as conn:
-            alloc = _trials.get_allocation(conn, allocation_id)
-        if alloc is None:
-            raise NotFound(f"allocation {allocation_id} not found")
-        with self._trial_event(int(alloc["trial_id"])) as (ev, trial):
-            alloc = _trials.get_allocation(ev.conn, allocation_id) or alloc
+            trial_id = _trials.require_allocation(conn, allocation_id)["trial_id"]
+        with self._trial_event(trial_id) as (event, trial):
+            alloc = _trials.require_allocation(event.conn, allocation_id)
             if alloc["state"] == AllocationState.TERMINATED.value:
                 return State(trial["state"])
             _trials.update_allocation(
-                ev.conn,
+                event.conn,
                 allocation_id,
                 state=AllocationState.TERMINATED,
                 exit_code=exit_code,
                 end_time=_time.now(),
             )
-            _users.revoke_allocation_tokens(ev.conn, allocation_id)
+            _users.revoke_allocation_tokens(event.conn, allocation_id)
             decision = decide_exit(
                 state=State(trial["state"]),
                 exit_code=exit_code,
@@ -191,19 +203,19 @@ class TrialEvents(Lifecycle):
                 op_complete=bool(trial["op_complete"]),
                 op_closed=bool(trial["op_closed"]),
                 restarts=int(trial["restarts"]),
-                max_restarts=int(ev.exp["config"].get("max_restarts", 5)),
+                max_restarts=int(event.exp["config"].get("max_restarts", 5)),
             )
             if decision.restarts != int(trial["restarts"]):
-                _trials.update_trial(ev.conn, trial["id"], restarts=decision.restarts)
+                _trials.update_trial(event.conn, trial["id"], restarts=decision.restarts)
             if decision.state.is_terminal:
-                self._end_trial(ev, trial, decision.state)
-            self._maybe_end_experiment(ev)
+                self._end_trial(event, trial, decision.state)
+            self._maybe_end_experiment(event)
             return decision.state
 
 
-def _stopped_by_time_search(ev: Event, trial: dict[str, Any], length: int) -> bool:
+def _stopped_by_time_search(event: Event, trial: TrialRow, length: int) -> bool:
     return bool(
-        ev.method.every_validation
+        event.method.every_validation
         and trial["op_closed"]
         and trial["op_complete"]
         and trial["op_length"] == length

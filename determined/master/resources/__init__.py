@@ -14,6 +14,7 @@ from typing import Protocol
 
 from determined.master.resources._gc import (
     Candidate,
+    checkpoint_storage,
     collect_async,
     delete_checkpoints,
     delete_tensorboard_files,
@@ -43,6 +44,7 @@ __all__ = [
     "LocalResourceManager",
     "ResourceManager",
     "check_bind_mounts",
+    "checkpoint_storage",
     "collect_async",
     "delete_checkpoints",
     "delete_tensorboard_files",

@@ -19,7 +19,15 @@ import sqlalchemy as sa
 from determined import tensorboard
 from determined.common import storage
 from determined.master.experiment import searcher_metric
-from determined.master.store import Store, _checkpoints, _experiments, _metrics, _trials
+from determined.master.store import (
+    CheckpointRow,
+    ExperimentRow,
+    Store,
+    _checkpoints,
+    _experiments,
+    _metrics,
+    _trials,
+)
 from determined.master.store._schema import storage_backends
 
 logger = logging.getLogger("determined.master")
@@ -89,12 +97,17 @@ def _candidates(conn: sa.Connection, experiment_id: int, metric: str) -> list[Ca
     return out
 
 
-def _storage_config(conn: sa.Connection, ckpt: dict[str, Any], default: dict) -> dict:
-    if ckpt["storage_id"] is None:
-        return default
-    q = sa.select(storage_backends.c.config).where(storage_backends.c.id == ckpt["storage_id"])
-    row = conn.execute(q).first()
-    return dict(row[0]) if row is not None and row[0] else default
+def checkpoint_storage(conn: sa.Connection, ckpt: CheckpointRow) -> dict[str, Any]:
+    """The storage config ``ckpt`` was written to: its recorded backend, else its experiment's
+    ``checkpoint_storage``."""
+    if ckpt["storage_id"] is not None:
+        q = sa.select(storage_backends.c.config).where(storage_backends.c.id == ckpt["storage_id"])
+        row = conn.execute(q).first()
+        if row is not None and row[0]:
+            return dict(row[0])
+    trial = _trials.require_trial(conn, ckpt["trial_id"])
+    exp = _experiments.require_experiment(conn, trial["experiment_id"])
+    return dict(exp["config"].get("checkpoint_storage") or {})
 
 
 def collect(store: Store, experiment_id: int) -> list[str]:
@@ -103,16 +116,16 @@ def collect(store: Store, experiment_id: int) -> list[str]:
         exp = _experiments.get_experiment(conn, experiment_id)
         if exp is None:
             return []
-        config = exp["config"] or {}
+        config = exp["config"]
         doomed = doomed_by(conn, exp, config.get("checkpoint_storage") or {})
     delete_checkpoints(store, sorted(doomed))
     with store.read() as conn:
         return [u for u in sorted(doomed) if _is_deleted(conn, u)]
 
 
-def doomed_by(conn: sa.Connection, exp: dict[str, Any], policy: dict[str, Any]) -> set[str]:
+def doomed_by(conn: sa.Connection, exp: ExperimentRow, policy: dict[str, Any]) -> set[str]:
     """The uuids of ``exp``'s checkpoints that ``policy`` (the ``save_*`` fields) deletes."""
-    metric, smaller = searcher_metric(exp["config"] or {})
+    metric, smaller = searcher_metric(exp["config"])
     return select_deletions(
         _candidates(conn, int(exp["id"]), metric),
         experiment_best=int(policy.get("save_experiment_best", 0)),
@@ -139,10 +152,7 @@ def delete_checkpoints(store: Store, uuids: Iterable[str]) -> dict[str, str]:
             ckpt = _checkpoints.get(conn, uuid)
             if ckpt is None or ckpt["state"] == _checkpoints.DELETED:
                 continue
-            trial = _trials.get_trial(conn, int(ckpt["trial_id"])) or {}
-            exp = _experiments.get_experiment(conn, int(trial.get("experiment_id") or 0)) or {}
-            default = (exp.get("config") or {}).get("checkpoint_storage") or {}
-            targets.append((uuid, _storage_config(conn, ckpt, default)))
+            targets.append((uuid, checkpoint_storage(conn, ckpt)))
     failed = {}
     for uuid, storage_config in targets:
         try:

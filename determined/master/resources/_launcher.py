@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import InvalidArgument
 from determined.master.resources._log_capture import LogSink
-from determined.master.store import _checkpoints, _experiments, _trials
+from determined.master.store import AllocationRow, _checkpoints, _experiments, _trials
 
 STARTUP_HOOK = "startup-hook.sh"
 
@@ -64,15 +64,15 @@ class LaunchSpec:
 
 def launch_spec(
     conn: sa.Connection,
-    alloc: dict[str, Any],
+    alloc: AllocationRow,
     token: str,
     containers: list[list[int]],
     gpu: bool,
 ) -> LaunchSpec:
     """Read what the run of ``alloc`` needs: the trial's newest COMPLETED checkpoint (else its
     warm start, with 0 steps) is its ``DET_LATEST_CHECKPOINT``."""
-    trial = _trials.get_trial(conn, int(alloc["trial_id"])) or {}
-    exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
+    trial = _trials.require_trial(conn, alloc["trial_id"])
+    exp = _experiments.require_experiment(conn, trial["experiment_id"])
     latest = _checkpoints.latest_completed(conn, int(trial["id"]))
     uuid, steps = trial["warm_start_checkpoint"], 0
     if latest is not None:
@@ -91,7 +91,7 @@ def launch_spec(
         seed=int(trial["seed"]),
         latest_checkpoint=uuid,
         steps_completed=steps,
-        model_definition=exp.get("model_definition") or b"",
+        model_definition=exp["model_definition"] or b"",
         containers=containers,
     )
 

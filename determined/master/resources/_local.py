@@ -22,7 +22,7 @@ from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
 from determined.master.resources import _launcher
 from determined.master.resources._log_capture import LogSink, LogWriter
-from determined.master.store import Store, _experiments, _trials
+from determined.master.store import Store, TrialRow, _experiments, _trials
 
 logger = logging.getLogger("determined.master")
 TICK_S = 0.5
@@ -273,10 +273,10 @@ class LocalResourceManager:
             taken += len(containers[-1])
         return containers if taken == need else None
 
-    def _slots_needed(self, trial: dict) -> int | None:
+    def _slots_needed(self, trial: TrialRow) -> int | None:
         with self._store.read() as conn:
-            exp = _experiments.get_experiment(conn, int(trial["experiment_id"])) or {}
-        wanted = int(((exp.get("config") or {}).get("resources") or {}).get("slots_per_trial", 1))
+            exp = _experiments.require_experiment(conn, trial["experiment_id"])
+        wanted = int((exp["config"].get("resources") or {}).get("slots_per_trial", 1))
         need = max(wanted, 1)
         if need > len(self.slots):
             if trial["id"] not in self._warned:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
-from determined.master._errors import Conflict, InvalidArgument
+from determined.master._errors import Conflict, InvalidArgument, NotFound
 from determined.master.store import _time
 from determined.master.store._engine import inserted_id
+from determined.master.store._rows import CheckpointRow
 from determined.master.store._schema import checkpoints, storage_backends
 
 COMPLETED = "STATE_COMPLETED"
@@ -82,9 +83,17 @@ def insert(
     conn.execute(checkpoints.insert().values(uuid=uuid, **values))
 
 
-def get(conn: sa.Connection, uuid: str) -> dict[str, Any] | None:
+def get(conn: sa.Connection, uuid: str) -> CheckpointRow | None:
     row = conn.execute(sa.select(checkpoints).where(checkpoints.c.uuid == uuid)).mappings().first()
-    return None if row is None else dict(row)
+    return None if row is None else cast(CheckpointRow, dict(row))
+
+
+def require(conn: sa.Connection, uuid: str) -> CheckpointRow:
+    """The checkpoint's row. Raises NotFound (404) when there is none."""
+    ckpt = get(conn, uuid)
+    if ckpt is None:
+        raise NotFound(f"checkpoint {uuid} not found")
+    return ckpt
 
 
 def update_resources(conn: sa.Connection, uuid: str, resources: dict[str, Any] | None) -> None:
@@ -103,16 +112,16 @@ def update_resources(conn: sa.Connection, uuid: str, resources: dict[str, Any] |
     )
 
 
-def of_trial(conn: sa.Connection, trial_id: int) -> list[dict[str, Any]]:
+def of_trial(conn: sa.Connection, trial_id: int) -> list[CheckpointRow]:
     q = (
         sa.select(checkpoints)
         .where(checkpoints.c.trial_id == trial_id)
         .order_by(checkpoints.c.steps_completed, checkpoints.c.report_time)
     )
-    return [dict(r) for r in conn.execute(q).mappings()]
+    return [cast(CheckpointRow, dict(r)) for r in conn.execute(q).mappings()]
 
 
-def latest_completed(conn: sa.Connection, trial_id: int) -> dict[str, Any] | None:
+def latest_completed(conn: sa.Connection, trial_id: int) -> CheckpointRow | None:
     """The trial's newest COMPLETED checkpoint by steps_completed (what a restart resumes)."""
     rows = [c for c in of_trial(conn, trial_id) if c["state"] == COMPLETED]
     return rows[-1] if rows else None

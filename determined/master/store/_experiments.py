@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
+from determined.master._errors import NotFound
 from determined.master.store import _time, _token_cache
 from determined.master.store._engine import inserted_id
 from determined.master.store._enums import State
+from determined.master.store._rows import ExperimentRow
 from determined.master.store._schema import (
     allocations,
     checkpoints,
@@ -29,19 +31,17 @@ def insert_experiment(
     original_config: str,
     model_definition: bytes | None,
     owner_id: int,
-    state: State = State.PAUSED,
-    parent_id: int | None = None,
 ) -> int:
     """A new experiment (created PAUSED, as in the reference, then activated)."""
     row = conn.execute(
         experiments.insert().values(
             **next_id(conn, experiments),
-            state=state.value,
+            state=State.PAUSED.value,
             config=config,
             original_config=original_config,
             model_definition=model_definition,
             owner_id=owner_id,
-            parent_id=parent_id,
+            parent_id=None,
             archived=False,
             progress=None,
             notes="",
@@ -51,19 +51,25 @@ def insert_experiment(
     return inserted_id(row)
 
 
-def get_experiment(conn: sa.Connection, experiment_id: int) -> dict[str, Any] | None:
+def get_experiment(conn: sa.Connection, experiment_id: int) -> ExperimentRow | None:
     row = (
         conn.execute(sa.select(experiments).where(experiments.c.id == experiment_id))
         .mappings()
         .first()
     )
-    return None if row is None else dict(row)
+    return None if row is None else cast(ExperimentRow, dict(row))
 
 
-def list_experiment_ids(conn: sa.Connection, *, live_only: bool = False) -> list[int]:
+def require_experiment(conn: sa.Connection, experiment_id: int) -> ExperimentRow:
+    """The experiment's row. Raises NotFound (404) when there is none."""
+    exp = get_experiment(conn, experiment_id)
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return exp
+
+
+def list_experiment_ids(conn: sa.Connection) -> list[int]:
     q = sa.select(experiments.c.id).order_by(experiments.c.id)
-    if live_only:
-        q = q.where(experiments.c.state.not_in([s.value for s in State if s.is_terminal]))
     return [int(r[0]) for r in conn.execute(q)]
 
 

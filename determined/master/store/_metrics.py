@@ -25,6 +25,7 @@ from determined.master._errors import InvalidArgument
 from determined.master.store import _time, _trials
 from determined.master.store._engine import inserted_id
 from determined.master.store._enums import Partition
+from determined.master.store._rows import TrialRow
 from determined.master.store._schema import metrics, trials
 
 SUMMARY_KEYS = {"training": "avg_metrics", "validation": "validation_metrics"}
@@ -39,7 +40,7 @@ def validate_group(group: str) -> None:
 
 def report(
     conn: sa.Connection,
-    trial: dict[str, Any],
+    trial: TrialRow,
     *,
     group: str,
     run_id: int,
@@ -69,7 +70,7 @@ def report(
     # The first run has no older runs to roll back: skip the UPDATE on the hot path.
     if run_id > 1 and _rollback(conn, trial["id"], run_id, partition, steps_completed):
         recompute(conn, trial["id"], searcher_metric, smaller_is_better)
-        trial = _trials.get_trial(conn, trial["id"]) or trial
+        trial = _trials.require_trial(conn, trial["id"])
     when = report_time or _time.now()
     existing = _current_row(conn, trial["id"], group, steps_completed)
     if existing is None:
@@ -129,7 +130,7 @@ def _current_row(
 
 def _insert(
     conn: sa.Connection,
-    trial: dict[str, Any],
+    trial: TrialRow,
     group: str,
     partition: Partition,
     steps: int,
@@ -185,7 +186,7 @@ def _merge(
 
 def _update_trial(
     conn: sa.Connection,
-    trial: dict[str, Any],
+    trial: TrialRow,
     group: str,
     steps: int,
     row_id: int,

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
+from determined.master._errors import NotFound
 from determined.master.store import _time
 from determined.master.store._engine import inserted_id
 from determined.master.store._enums import AllocationState, State
 from determined.master.store._experiments import next_id
-from determined.master.store._schema import allocations, trials
+from determined.master.store._rows import AllocationRow, LiveAllocationRow, TrialRow
+from determined.master.store._schema import allocations, experiments, trials
 
 
 def insert_trial(
@@ -59,24 +61,30 @@ _GET_TRIAL = sa.select(trials).where(trials.c.id == sa.bindparam("trial_id"))
 _GET_ALLOCATION = sa.select(allocations).where(allocations.c.id == sa.bindparam("allocation_id"))
 
 
-def get_trial(conn: sa.Connection, trial_id: int) -> dict[str, Any] | None:
+def get_trial(conn: sa.Connection, trial_id: int) -> TrialRow | None:
     row = conn.execute(_GET_TRIAL, {"trial_id": trial_id}).mappings().first()
-    return None if row is None else dict(row)
+    return None if row is None else cast(TrialRow, dict(row))
 
 
-def trial_by_request(
-    conn: sa.Connection, experiment_id: int, request_id: str
-) -> dict[str, Any] | None:
+def require_trial(conn: sa.Connection, trial_id: int) -> TrialRow:
+    """The trial's row. Raises NotFound (404) when there is none."""
+    trial = get_trial(conn, trial_id)
+    if trial is None:
+        raise NotFound(f"trial {trial_id} not found")
+    return trial
+
+
+def trial_by_request(conn: sa.Connection, experiment_id: int, request_id: str) -> TrialRow | None:
     q = sa.select(trials).where(
         trials.c.experiment_id == experiment_id, trials.c.request_id == request_id
     )
     row = conn.execute(q).mappings().first()
-    return None if row is None else dict(row)
+    return None if row is None else cast(TrialRow, dict(row))
 
 
-def trial_by_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
+def trial_by_task(conn: sa.Connection, task_id: str) -> TrialRow | None:
     row = conn.execute(sa.select(trials).where(trials.c.task_id == task_id)).mappings().first()
-    return None if row is None else dict(row)
+    return None if row is None else cast(TrialRow, dict(row))
 
 
 def warm_start_checkpoints(conn: sa.Connection) -> set[str]:
@@ -85,9 +93,9 @@ def warm_start_checkpoints(conn: sa.Connection) -> set[str]:
     return {str(r[0]) for r in conn.execute(sa.select(col).where(col.is_not(None)).distinct())}
 
 
-def trials_of(conn: sa.Connection, experiment_id: int) -> list[dict[str, Any]]:
+def trials_of(conn: sa.Connection, experiment_id: int) -> list[TrialRow]:
     q = sa.select(trials).where(trials.c.experiment_id == experiment_id).order_by(trials.c.id)
-    return [dict(r) for r in conn.execute(q).mappings()]
+    return [cast(TrialRow, dict(r)) for r in conn.execute(q).mappings()]
 
 
 def update_trial(conn: sa.Connection, trial_id: int, **values: Any) -> None:
@@ -98,11 +106,9 @@ def update_trial(conn: sa.Connection, trial_id: int, **values: Any) -> None:
 
 def insert_allocation(
     conn: sa.Connection, trial_id: int, resources: list[dict[str, Any]]
-) -> dict[str, Any]:
+) -> AllocationRow:
     """A new run of the trial: run id + 1, allocation id ``<task_id>.<run_id>``."""
-    trial = get_trial(conn, trial_id)
-    if trial is None:
-        raise KeyError(trial_id)
+    trial = require_trial(conn, trial_id)
     run_id = int(trial["run_id"]) + 1
     allocation_id = f"{trial['task_id']}.{run_id}"
     conn.execute(
@@ -120,22 +126,30 @@ def insert_allocation(
         )
     )
     update_trial(conn, trial_id, run_id=run_id)
-    return get_allocation(conn, allocation_id) or {}
+    return require_allocation(conn, allocation_id)
 
 
-def get_allocation(conn: sa.Connection, allocation_id: str) -> dict[str, Any] | None:
+def get_allocation(conn: sa.Connection, allocation_id: str) -> AllocationRow | None:
     row = conn.execute(_GET_ALLOCATION, {"allocation_id": allocation_id}).mappings().first()
-    return None if row is None else dict(row)
+    return None if row is None else cast(AllocationRow, dict(row))
 
 
-def live_allocation(conn: sa.Connection, trial_id: int) -> dict[str, Any] | None:
+def require_allocation(conn: sa.Connection, allocation_id: str) -> AllocationRow:
+    """The allocation's row. Raises NotFound (404) when there is none."""
+    alloc = get_allocation(conn, allocation_id)
+    if alloc is None:
+        raise NotFound(f"allocation {allocation_id} not found")
+    return alloc
+
+
+def live_allocation(conn: sa.Connection, trial_id: int) -> AllocationRow | None:
     """The trial's allocation that has not terminated, if any."""
     q = sa.select(allocations).where(
         allocations.c.trial_id == trial_id,
         allocations.c.state != AllocationState.TERMINATED.value,
     )
     row = conn.execute(q).mappings().first()
-    return None if row is None else dict(row)
+    return None if row is None else cast(AllocationRow, dict(row))
 
 
 def update_allocation(conn: sa.Connection, allocation_id: str, **values: Any) -> None:
@@ -144,11 +158,9 @@ def update_allocation(conn: sa.Connection, allocation_id: str, **values: Any) ->
     conn.execute(allocations.update().where(allocations.c.id == allocation_id).values(**values))
 
 
-def runnable_trials(conn: sa.Connection) -> list[dict[str, Any]]:
+def runnable_trials(conn: sa.Connection) -> list[TrialRow]:
     """Trials that need a run now (docs/reference/master.md §4.2): ACTIVE in an ACTIVE
     experiment, with a pending operation and no live allocation; oldest first."""
-    from determined.master.store._schema import experiments
-
     live = sa.select(allocations.c.trial_id).where(
         allocations.c.state != AllocationState.TERMINATED.value
     )
@@ -163,14 +175,14 @@ def runnable_trials(conn: sa.Connection) -> list[dict[str, Any]]:
         )
         .order_by(trials.c.experiment_id, trials.c.id)
     )
-    return [dict(r) for r in conn.execute(q).mappings()]
+    return [cast(TrialRow, dict(r)) for r in conn.execute(q).mappings()]
 
 
-def live_allocations(conn: sa.Connection) -> list[dict[str, Any]]:
+def live_allocations(conn: sa.Connection) -> list[LiveAllocationRow]:
     """Every allocation that has not terminated, with its trial's state as ``trial_state``."""
     q = (
         sa.select(allocations, trials.c.state.label("trial_state"))
         .join(trials, trials.c.id == allocations.c.trial_id)
         .where(allocations.c.state != AllocationState.TERMINATED.value)
     )
-    return [dict(r) for r in conn.execute(q).mappings()]
+    return [cast(LiveAllocationRow, dict(r)) for r in conn.execute(q).mappings()]

@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from determined.master._errors import NotFound
 from determined.master.store import _time, _token_cache
 from determined.master.store._engine import inserted_id
 from determined.master.store._schema import tokens, users
@@ -100,6 +101,14 @@ def check_password(
 def get_user(conn: sa.Connection, user_id: int) -> dict[str, Any] | None:
     row = conn.execute(sa.select(users).where(users.c.id == user_id)).mappings().first()
     return None if row is None else dict(row)
+
+
+def require_user(conn: sa.Connection, user_id: int) -> dict[str, Any]:
+    """The user's row. Raises NotFound (404) when there is none."""
+    user = get_user(conn, user_id)
+    if user is None:
+        raise NotFound(f"user {user_id} not found")
+    return user
 
 
 def user_id_by_name(conn: sa.Connection, username: str) -> int | None:
