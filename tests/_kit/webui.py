@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 import yaml
-from master_kit import MasterProcess as MasterProcess  # every test folder is on sys.path
+
+from _kit.master import MasterProcess as MasterProcess
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 
