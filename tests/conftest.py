@@ -14,6 +14,7 @@ import determined._info
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The fast tier's guard: only tests marked e2e start master, det, launcher or trial processes.
     sys.addaudithook(tiers.audit_subprocess)
 
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _kit.webui import Cluster, MasterProcess, random_config
+from _kit.master import MasterProcess
+from _kit.webui import Cluster, random_config
 
 
 @pytest.fixture(scope="session")
