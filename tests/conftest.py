@@ -6,19 +6,36 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from _kit import tiers
+from _kit.master import MasterProcess
+from _kit.recording_master import RecordingMaster
 
-# Tests run under --import-mode=importlib (pyproject.toml): test files in different folders may
-# share a name. Helper modules are imported by plain name, so every test folder is on sys.path;
-# their names are unique across folders (``*_kit.py``), and nothing imports ``conftest``.
-_TESTS = pathlib.Path(__file__).parent
-_SKIP = ("fixtures", "__pycache__", ".")
-for _dir in [_TESTS, *sorted(d for d in _TESTS.rglob("*") if d.is_dir())]:
-    if _dir == _TESTS or not any(part.startswith(_SKIP) for part in _dir.relative_to(_TESTS).parts):
-        sys.path.insert(0, str(_dir))
+import determined._info
 
-from recording_master import RecordingMaster  # noqa: E402
 
-import determined._info  # noqa: E402
+def pytest_configure(config: pytest.Config) -> None:
+    # The fast tier's guard: only tests marked e2e start master, det, launcher or trial processes.
+    sys.addaudithook(tiers.audit_subprocess)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+    # Set before any fixture of the test (module- and session-scoped ones too) is set up.
+    tiers.current = item
+    MasterProcess.of_this_test = list(MasterProcess.running)
+    try:
+        return (yield)
+    finally:
+        tiers.current = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Iterator[pytest.TestReport]:
+    report = yield
+    if report.failed:
+        for master in MasterProcess.of_this_test:
+            report.sections.append((f"end of master log ({master.url})", master.log_tail()))
+    return report
 
 
 @pytest.fixture(autouse=True)

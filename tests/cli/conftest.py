@@ -1,4 +1,4 @@
-"""Fixtures of the CLI tests (the helpers live in cli_kit.py)."""
+"""Fixtures of the CLI tests (the helpers live in _kit/cli.py)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,19 @@ import pathlib
 from collections.abc import Iterator
 
 import pytest
-from cli_kit import CONFIG, Det, Master
+from _kit.cli import CONFIG, Det
+from _kit.master import MasterProcess
 
 
 @pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
-    m = Master(tmp_path_factory.mktemp("cli-master") / "data")
-    m.start()
-    yield m
-    m.stop()
+def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
+    """A master as users run it (no dev endpoints) with no resource manager: trials stay QUEUED."""
+    with MasterProcess(tmp_path_factory.mktemp("cli-master") / "data", dev_endpoints=False) as m:
+        yield m
 
 
 @pytest.fixture
-def det(master: Master, tmp_path: pathlib.Path) -> Det:
+def det(master: MasterProcess, tmp_path: pathlib.Path) -> Det:
     """``det`` pointed at the shared master through DET_MASTER, with its own data dir."""
     return Det(tmp_path / "home", master.url)
 

@@ -12,7 +12,10 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
-from cli_kit import Det, free_port
+from _kit.cli import Det
+from _kit.master import free_port
+
+pytestmark = pytest.mark.e2e
 
 TRAIN = """\
 from determined import core as det_core

@@ -8,7 +8,10 @@ import re
 
 import pytest
 import yaml
-from cli_kit import Det, free_port
+from _kit.cli import Det
+from _kit.master import free_port
+
+pytestmark = pytest.mark.e2e
 
 Model = tuple[pathlib.Path, pathlib.Path]
 

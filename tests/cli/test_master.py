@@ -11,7 +11,10 @@ import socket
 import psutil
 import pytest
 import requests
-from cli_kit import CONFIG, Det, free_port
+from _kit.cli import CONFIG, Det
+from _kit.master import free_port
+
+pytestmark = pytest.mark.e2e
 
 
 def _alive(pid: int) -> bool:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import pathlib
 
-from cli_kit import Det
+import pytest
+from _kit.cli import Det
+
+pytestmark = pytest.mark.e2e
 
 
 def test_confirmations_are_the_references_words(

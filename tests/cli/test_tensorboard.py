@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 import requests
-from master_kit import REPO, MasterProcess, free_port
-from trial_kit import Cluster, config
+from _kit.master import REPO, MasterProcess, free_port
+from _kit.trial_cluster import Cluster, config
+
+pytestmark = pytest.mark.e2e
 
 pytest.importorskip("moto")
 pytest.importorskip("tensorboard")

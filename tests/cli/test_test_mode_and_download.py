@@ -9,10 +9,12 @@ from collections.abc import Iterator
 import pytest
 import requests
 import yaml
-from cli_kit import Det
-from master_kit import MasterProcess
+from _kit.cli import Det
+from _kit.master import MasterProcess
 
 from determined.cli import _test_mode
+
+pytestmark = pytest.mark.e2e
 
 TRAIN = """
 import determined as det

@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import stat
 
+import pytest
 import requests
-from cli_kit import Det, Master
+from _kit.cli import Det
+from _kit.master import MasterProcess
+
+pytestmark = pytest.mark.e2e
 
 
-def _store(det: Det, master: Master) -> dict:
+def _store(det: Det, master: MasterProcess) -> dict:
     return json.loads((det.home / "auth.json").read_text())["masters"][master.url]
 
 
-def test_login_whoami_logout(det: Det, master: Master) -> None:
+def test_login_whoami_logout(det: Det, master: MasterProcess) -> None:
     assert "Logged in as user 'admin'" in det.ok("user", "login", "admin", input="\n")
     assert det.ok("user", "whoami").strip() == "You are logged in as user 'admin'"
     entry = _store(det, master)
@@ -31,7 +35,7 @@ def test_login_whoami_logout(det: Det, master: Master) -> None:
     assert det.ok("user", "whoami").strip() == "You are logged in as user 'determined'"
 
 
-def test_cached_token_is_reused(det: Det, master: Master) -> None:
+def test_cached_token_is_reused(det: Det, master: MasterProcess) -> None:
     det.ok("user", "whoami")
     first = _store(det, master)["tokens"]["determined"]
     det.ok("user", "whoami")

@@ -1,19 +1,13 @@
 """Fixtures for Core API tests: the environment a master gives a trial, pointed at a
-RecordingMaster with the routes every trial touches (ids and config: ``_cluster_env``)."""
+RecordingMaster with the routes every trial touches (ids and config: ``_kit.core_env``)."""
 
 from __future__ import annotations
 
 import pathlib
-import sys
 
 import pytest
-
-# The helper modules next to this file (_cluster_env, _dist_worker, ...) import by their plain
-# names under any --import-mode, not only under pytest's default "prepend".
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
-from _cluster_env import trial_env  # noqa: E402
-from recording_master import RecordingMaster  # noqa: E402
+from _kit.core_env import trial_env
+from _kit.recording_master import RecordingMaster
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from recording_master import RecordingMaster
+from _kit.recording_master import RecordingMaster
 
 from determined import errors
 from determined.common import storage

@@ -9,10 +9,10 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import _checkpoint_scenarios as sc
-import _dist_worker as w
 import pytest
-from recording_master import RecordingMaster
+from _kit import checkpoint_scenarios as sc
+from _kit import dist_worker as w
+from _kit.recording_master import RecordingMaster
 
 from determined.common import storage
 from determined.core._checkpoint import CheckpointContext, LocalCheckpointReporter

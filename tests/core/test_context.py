@@ -7,8 +7,8 @@ import pathlib
 import uuid
 
 import pytest
-from _cluster_env import TRIAL_ID
-from recording_master import RecordingMaster
+from _kit.core_env import TRIAL_ID
+from _kit.recording_master import RecordingMaster
 
 import determined as det
 from determined import core

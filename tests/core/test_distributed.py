@@ -11,8 +11,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import _dist_worker as w
 import pytest
+from _kit import dist_worker as w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

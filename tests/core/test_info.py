@@ -10,7 +10,7 @@ import json
 import pathlib
 
 import pytest
-from _cluster_env import ALLOCATION_ID, EXPERIMENT_ID, TRIAL_ID, trial_env
+from _kit.core_env import ALLOCATION_ID, EXPERIMENT_ID, TRIAL_ID, trial_env
 
 import determined as det
 from determined import _info

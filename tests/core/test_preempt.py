@@ -10,10 +10,10 @@ import sys
 import textwrap
 import time
 
-import _dist_worker as w
 import pytest
-from _cluster_env import ALLOCATION_ID, trial_env
-from recording_master import RecordingMaster, Request
+from _kit import dist_worker as w
+from _kit.core_env import ALLOCATION_ID, trial_env
+from _kit.recording_master import RecordingMaster, Request
 
 from determined import core
 

@@ -15,6 +15,8 @@ import sys
 import pytest
 from fixtures.reference_wire import compare, normalize, scenario_env
 
+pytestmark = pytest.mark.e2e
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from _cluster_env import ALLOCATION_ID, TRIAL_ID
+from _kit.core_env import ALLOCATION_ID, TRIAL_ID
+from _kit.recording_master import RecordingMaster, Request
 from hypothesis import given
 from hypothesis import strategies as st
-from recording_master import RecordingMaster, Request
 
 from determined import core
 from determined.core._searcher import _parse_searcher_units

@@ -7,8 +7,8 @@ import math
 import time
 
 import pytest
-from _cluster_env import TRIAL_ID
-from recording_master import RecordingMaster
+from _kit.core_env import TRIAL_ID
+from _kit.recording_master import RecordingMaster
 
 from determined import core, errors
 

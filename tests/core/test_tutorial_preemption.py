@@ -23,6 +23,8 @@ from typing import IO
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 TUTORIAL = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tutorials" / "core_api"
 BATCHES = 200
 

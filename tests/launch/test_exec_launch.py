@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from _kit.launch_env import trial_env
 from hypothesis import given
 from hypothesis import strategies as st
-from launch_kit import trial_env
 
 from determined.exec import launch
 
@@ -66,6 +66,7 @@ def _launch(tmp_path: pathlib.Path, **kw: object) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_runs_a_shell_entrypoint_and_passes_its_exit_code(tmp_path: pathlib.Path) -> None:
     out = _launch(tmp_path, entrypoint="echo hello-from-trial; exit 5")
     assert out.returncode == 5, out.stderr
@@ -74,6 +75,7 @@ def test_runs_a_shell_entrypoint_and_passes_its_exit_code(tmp_path: pathlib.Path
     assert [p.name for p in (tmp_path / "ckpts").iterdir()] == []
 
 
+@pytest.mark.e2e
 def test_unusable_storage_fails_before_the_entrypoint(tmp_path: pathlib.Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the storage directory should be")
@@ -87,6 +89,7 @@ def test_unusable_storage_fails_before_the_entrypoint(tmp_path: pathlib.Path) ->
     assert b"should-not-run" not in out.stdout
 
 
+@pytest.mark.e2e
 def test_refuses_to_run_off_cluster(tmp_path: pathlib.Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     out = subprocess.run(

@@ -7,7 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from determined.exec import pid_server
+
+pytestmark = pytest.mark.e2e
 
 PY = sys.executable
 

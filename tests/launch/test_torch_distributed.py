@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from launch_kit import trial_env
+from _kit.launch_env import trial_env
 
 import determined as det
 from determined.launch import torch_distributed as td
@@ -29,6 +29,7 @@ def test_arguments_before_the_separator_are_torchrun_overrides() -> None:
     assert script == ["python", "train.py"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("argv", [["--", "--trial", "a:B", "extra"], ["--"], [], ["--", "--trial"]])
 def test_bad_command_lines_exit_1(argv: list[str]) -> None:
     with pytest.raises(td.UsageError):
@@ -100,6 +101,7 @@ def _run_chain(tmp_path: pathlib.Path, script: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.e2e
 def test_two_workers_run_with_rank_prefixes(tmp_path: pathlib.Path) -> None:
     out = _run_chain(tmp_path, WORKER)
     assert out.returncode == 0, out.stderr.decode()[-3000:]
@@ -110,6 +112,7 @@ def test_two_workers_run_with_rank_prefixes(tmp_path: pathlib.Path) -> None:
     ]
 
 
+@pytest.mark.e2e
 def test_a_failing_rank_fails_the_launch_and_its_log_is_visible(tmp_path: pathlib.Path) -> None:
     script = (
         "import os, sys, time\n"
@@ -135,6 +138,7 @@ with core.init(distributed=dist, checkpoint_storage=sys.argv[1]) as ctx:
 """
 
 
+@pytest.mark.e2e
 def test_off_the_master_with_the_local_core_backend(tmp_path: pathlib.Path) -> None:
     """Issue 5 scope 4: no DET_* environment; torchrun's --nproc_per_node sets the workers."""
     (tmp_path / "worker.py").write_text(LOCAL_WORKER)
@@ -155,6 +159,7 @@ def test_off_the_master_with_the_local_core_backend(tmp_path: pathlib.Path) -> N
     assert {p.name for p in (tmp_path / "ckpts" / storage_id).iterdir()} >= {"rank0", "rank1"}
 
 
+@pytest.mark.e2e
 def test_a_bad_worker_count_is_refused() -> None:
     out = subprocess.run(
         [PY, "-m", "determined.launch.torch_distributed", "--nproc_per_node", "two", "--", "x"],

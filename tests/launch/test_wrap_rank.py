@@ -14,6 +14,8 @@ import pytest
 
 from determined.launch import wrap_rank
 
+pytestmark = pytest.mark.e2e
+
 PY = sys.executable
 
 

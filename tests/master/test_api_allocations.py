@@ -7,7 +7,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from master_kit import MasterProcess, Run
+import pytest
+from _kit.master import MasterProcess, Run
+
+pytestmark = pytest.mark.e2e
 
 
 def _poll(run: Run, timeout: int) -> tuple[bool, float]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import uuid
 
-from master_kit import MasterProcess, Run
+import pytest
+from _kit.master import MasterProcess, Run
+
+pytestmark = pytest.mark.e2e
 
 
 def _trial_with_checkpoints(master: MasterProcess) -> tuple[Run, dict[int, str]]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-from master_kit import MasterProcess, Run
+import pytest
+from _kit.master import MasterProcess, Run
+
+pytestmark = pytest.mark.e2e
 
 
 def _ckpt(run: Run, steps: int = 10, **extra: object) -> dict:

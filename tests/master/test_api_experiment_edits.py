@@ -11,8 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from master_kit import MasterProcess, login
-from trial_kit import TRAIN_PY, Cluster, config
+from _kit.master import MasterProcess, login
+from _kit.trial_cluster import TRAIN_PY, Cluster, config
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

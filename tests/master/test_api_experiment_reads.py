@@ -3,7 +3,10 @@ paged as Determined 0.37's SDK asks (``list_trials(sort_by, order_by)``, ``iter_
 
 from __future__ import annotations
 
-from master_kit import MasterProcess, Run
+import pytest
+from _kit.master import MasterProcess, Run
+
+pytestmark = pytest.mark.e2e
 
 RANDOM = """
 name: three

@@ -8,8 +8,11 @@ import threading
 import time
 import uuid
 
+import pytest
 import requests
-from master_kit import MasterProcess, Run
+from _kit.master import MasterProcess, Run
+
+pytestmark = pytest.mark.e2e
 
 
 def _checkpoint(run: Run, steps: int) -> str:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from master_kit import MasterProcess, Run
+import pytest
+from _kit.master import MasterProcess, Run
 
 from determined.master.store import _metrics, make_engine, sqlite_url
+
+pytestmark = pytest.mark.e2e
 
 
 def _rows(run: Run, group: str) -> list[tuple[int, dict]]:

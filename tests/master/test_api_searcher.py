@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from master_kit import MasterProcess, Run
+import pytest
+from _kit.master import MasterProcess, Run
+
+pytestmark = pytest.mark.e2e
 
 RANDOM = """
 entrypoint: python3 train.py

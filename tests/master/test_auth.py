@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 import requests
-from master_kit import MasterProcess, Run
+from _kit.master import MasterProcess, Run
+
+pytestmark = pytest.mark.e2e
 
 
 def test_info_answers_version_and_cluster_ids(shared_master: MasterProcess) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import requests
-from master_kit import MasterProcess, Run, login
+from _kit.master import MasterProcess, Run, login
 
 from determined.master._errors import Unauthenticated
 from determined.master.api import _auth
@@ -27,6 +27,8 @@ from determined.master.store import (
     make_engine,
     sqlite_url,
 )
+
+pytestmark = pytest.mark.e2e
 
 
 def _me(url: str, token: str) -> int:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import pathlib
 
+import pytest
 import yaml
-from master_kit import MasterProcess
-from trial_kit import TRAIN_PY, Cluster, config, env_of, model_definition
+from _kit.master import MasterProcess
+from _kit.trial_cluster import TRAIN_PY, Cluster, config, env_of, model_definition
+
+pytestmark = pytest.mark.e2e
 
 
 def test_bad_configs_refused_defaults_filled_seed_fixed(tmp_path: pathlib.Path) -> None:

@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from master_kit import REPO, MasterProcess
-from trial_kit import Cluster, config, env_of, wait_file
+from _kit.master import REPO, MasterProcess
+from _kit.trial_cluster import Cluster, config, env_of, wait_file
 
 from determined.master.store import _metrics, make_engine, sqlite_url
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,12 @@ and every acknowledged metric is there exactly once; the search continues where 
 
 from __future__ import annotations
 
-from master_kit import MasterProcess, Run
+import pytest
+from _kit.master import MasterProcess, Run
 
 from determined.master.store import _metrics, make_engine, sqlite_url
+
+pytestmark = pytest.mark.e2e
 
 
 def test_kill_9_loses_no_acknowledged_metric(master: MasterProcess) -> None:

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 import yaml
-from trial_kit import Cluster
+from _kit.trial_cluster import Cluster
+
+pytestmark = pytest.mark.e2e
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import pathlib
 
-from master_kit import MasterProcess
-from trial_kit import Cluster, config, env_of, wait_dead, wait_file
+import pytest
+from _kit.master import MasterProcess
+from _kit.trial_cluster import Cluster, config, env_of, wait_dead, wait_file
 
 from determined.master.store import _metrics, make_engine, sqlite_url
+
+pytestmark = pytest.mark.e2e
 
 HANG_PY = r"""
 import json, os, pathlib, time

@@ -16,12 +16,14 @@ import pytest
 import requests
 import schemathesis
 import yaml
+from _kit.master import MasterProcess, Run, login
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from master_kit import MasterProcess, Run, login
 from schemathesis import GenerationMode
 
 from determined.common import expconf
+
+pytestmark = pytest.mark.e2e
 
 EXAMPLES = 25  # per operation and mode: about 30 s for the whole API on 2 cores
 BLOCKING = r"(auth/logout|signals/preemption|/rendezvous|/all_gather|/logs$|trials/metrics/)"

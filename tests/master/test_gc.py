@@ -6,7 +6,8 @@ from __future__ import annotations
 import pathlib
 import time
 
-from trial_kit import GC_PY, Cluster, config
+import pytest
+from _kit.trial_cluster import GC_PY, Cluster, config
 
 from determined.master.resources import Candidate, select_deletions
 
@@ -45,6 +46,7 @@ def test_policy_zero_keeps_nothing_and_unvalidated_are_never_best() -> None:
     assert doomed == {"t1s1", "t1s2"}
 
 
+@pytest.mark.e2e
 def test_gc_at_experiment_end(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     storage = tmp_path / "ckpts"
     cfg = config(tmp_path / "out", max_length=5, losses=[5.0, 1.0, 4.0, 2.0, 3.0])

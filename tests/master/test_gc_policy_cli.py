@@ -11,8 +11,10 @@ import sys
 import time
 
 import pytest
-from master_kit import REPO, MasterProcess
-from trial_kit import GC_PY, Cluster, config
+from _kit.master import REPO, MasterProcess
+from _kit.trial_cluster import GC_PY, Cluster, config
+
+pytestmark = pytest.mark.e2e
 
 REF_DET = REPO / ".refvenv" / "bin" / "det"
 

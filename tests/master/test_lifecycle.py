@@ -8,10 +8,13 @@ import pathlib
 import signal
 import time
 
-from master_kit import MasterProcess
-from trial_kit import Cluster, alive, config, env_of, sleepers, wait_dead, wait_file
+import pytest
+from _kit.master import MasterProcess
+from _kit.trial_cluster import Cluster, alive, config, env_of, sleepers, wait_dead, wait_file
 
 from determined.master.store import _metrics, make_engine, sqlite_url
+
+pytestmark = pytest.mark.e2e
 
 
 def _checkpoints(cluster: Cluster, trial_id: int) -> list[dict]:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
-import subprocess
-import sys
-import time
 
 import pytest
 import requests
-from master_kit import REPO, free_port
+from _kit.master import MasterProcess, free_port
 
 from determined.master import __main__ as master_main
 
@@ -48,31 +44,16 @@ def test_bad_files_are_refused_with_what_to_fix(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_a_master_started_from_a_config_file(tmp_path: pathlib.Path) -> None:
     port, db = free_port(), tmp_path / "elsewhere" / "master.db"
     db.parent.mkdir()
     cfg = _write(
         tmp_path, f"port: {port}\ndb_url: sqlite:///{db}\ncluster_name: from-file\ncpu_slots: 1\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    env.update(PYTHONPATH=str(REPO), DET_HOME=str(tmp_path / "home"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "determined.master", "--config-file", str(cfg)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                info = requests.get(f"http://127.0.0.1:{port}/info", timeout=1).json()
-                break
-            except requests.ConnectionError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+    # The helper finds the port in the file and passes neither --port nor a resource manager.
+    with MasterProcess(tmp_path / "home", config_file=cfg, dev_endpoints=False) as master:
+        assert master.url == f"http://127.0.0.1:{port}"
+        info = requests.get(master.url + "/info", timeout=5).json()
         assert info["cluster_name"] == "from-file"
         assert db.exists()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from test_pytorch_trials import MODEL_DEF, SLOW_MODEL_DEF
-from trial_kit import Cluster
+from _kit.pytorch_model_def import MODEL_DEF, SLOW_MODEL_DEF
+from _kit.trial_cluster import Cluster
+
+pytestmark = pytest.mark.e2e
 
 TRAIN_PY = """
 import determined as det

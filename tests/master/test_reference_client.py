@@ -17,14 +17,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from master_kit import REPO, MasterProcess
-from trial_kit import Cluster
+from _kit.master import REPO, MasterProcess
+from _kit.trial_cluster import Cluster
 
 REF = REPO / ".refvenv"
-pytestmark = pytest.mark.skipif(
-    not (REF / "bin" / "det").exists(),
-    reason="no .refvenv with determined==0.37.0: run scripts/setup.sh to create it",
-)
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not (REF / "bin" / "det").exists(),
+        reason="no .refvenv with determined==0.37.0: run scripts/setup.sh to create it",
+    ),
+]
 
 TRAIN_PY = """
 import json

@@ -7,8 +7,9 @@ import json
 import pathlib
 import time
 
-from master_kit import MasterProcess
-from trial_kit import (
+import pytest
+from _kit.master import MasterProcess
+from _kit.trial_cluster import (
     TRAIN_PY,
     Cluster,
     alive,
@@ -20,6 +21,8 @@ from trial_kit import (
 )
 
 from determined.master.store import _time
+
+pytestmark = pytest.mark.e2e
 
 
 def test_experiment_runs_to_completion(cluster: Cluster, tmp_path: pathlib.Path) -> None:

@@ -16,10 +16,12 @@ import time
 from typing import Any
 
 import pytest
-from master_kit import MasterProcess, Run
-from trial_kit import Cluster
+from _kit.master import MasterProcess, Run
+from _kit.trial_cluster import Cluster
 
 from determined.master.store import _experiments, _metrics, make_engine, sqlite_url
+
+pytestmark = pytest.mark.e2e
 
 # Trains op.length steps, checkpointing at each validation, resuming from its latest
 # checkpoint. Its metric (lower is better) is hp "x" plus a learning curve, or its trial id

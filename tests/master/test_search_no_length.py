@@ -15,8 +15,10 @@ import time
 from typing import Any
 
 import pytest
-from master_kit import MasterProcess, Run
-from trial_kit import Cluster
+from _kit.master import MasterProcess, Run
+from _kit.trial_cluster import Cluster
+
+pytestmark = pytest.mark.e2e
 
 # ------------------------------------------------------------- through the API, no processes
 

@@ -7,9 +7,10 @@ import os
 import sys
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(__file__))
+# Run as a script: tests/ on sys.path makes ``_kit`` importable.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _trials import MLPTrial  # noqa: E402
+from _kit.pytorch_trials import MLPTrial  # noqa: E402
 
 import determined.pytorch as det_torch  # noqa: E402
 

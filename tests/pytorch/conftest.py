@@ -5,8 +5,8 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-from _cluster import Cluster, trial_env
-from recording_master import RecordingMaster
+from _kit.pytorch_cluster import Cluster, trial_env
+from _kit.recording_master import RecordingMaster
 
 
 @pytest.fixture

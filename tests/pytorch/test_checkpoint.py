@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from _trials import MLPTrial, ckpt_dir, params, run_local
+from _kit.pytorch_trials import MLPTrial, ckpt_dir, params, run_local
 
 import determined.pytorch as det_torch
 from determined.pytorch import Batch, Epoch
@@ -133,7 +133,7 @@ def test_resume_restores_counters_callbacks_and_epoch() -> None:
 
 def test_other_trial_resume_restores_weights_only() -> None:
     """§19 item 58: a checkpoint of another trial warm-starts weights only."""
-    from _trials import Capture
+    from _kit.pytorch_trials import Capture
 
     from determined.pytorch._controller import Controller, LoopSettings
     from determined.pytorch._periods import Periods
@@ -202,6 +202,7 @@ def test_code_copy_is_filtered_and_bounded(
     assert "skipped 2 files" in caplog.text
 
 
+@pytest.mark.e2e
 def test_trial_defined_in_a_script_loads_back() -> None:
     """§16: a trial class defined in the script being run (module ``__main__``) is recorded
     under the script's name and imports back from code/."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _cluster import HPARAMS, Cluster
-from _trials import MLPTrial
+from _kit.pytorch_cluster import HPARAMS, Cluster
+from _kit.pytorch_trials import MLPTrial
 
 import determined as det
 import determined.pytorch as det_torch
@@ -125,7 +125,7 @@ def test_searcher_units(
     in the op's unit."""
     import json
 
-    from _cluster import config
+    from _kit.pytorch_cluster import config
 
     monkeypatch.setenv("DET_EXPERIMENT_CONFIG", json.dumps(config(cluster.storage, {unit: 1})))
     cluster.ops(ops)
@@ -144,7 +144,7 @@ def test_run_trial_takes_every_fit_argument_from_the_config(
     no is_trainer for harness runs (§19 item 57)."""
     import json
 
-    from _cluster import config
+    from _kit.pytorch_cluster import config
 
     from determined.pytorch._harness import run_trial
 
@@ -185,7 +185,7 @@ def _no_length_config(
     """An experiment config without searcher.max_length (Determined 0.38 style)."""
     import json
 
-    from _cluster import config
+    from _kit.pytorch_cluster import config
 
     conf = config(cluster.storage)
     del conf["searcher"]["max_length"]

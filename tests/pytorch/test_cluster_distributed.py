@@ -9,9 +9,12 @@ import socket
 import subprocess
 import sys
 
-from _cluster import Cluster, trial_env
+import pytest
+from _kit.pytorch_cluster import Cluster, trial_env
 
-WORKER = pathlib.Path(__file__).with_name("_cluster_worker.py")
+pytestmark = pytest.mark.e2e
+
+WORKER = pathlib.Path(__file__).parents[1] / "_kit" / "cluster_worker.py"
 
 
 def _free_port() -> int:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from _trials import MLPTrial, params, run_local
+from _kit.pytorch_trials import MLPTrial, params, run_local
 
 import determined.pytorch as det_torch
 from determined import core, errors
@@ -256,7 +256,7 @@ class ScalerTrial(MLPTrial):
 def test_explicit_scaler_is_checkpointed_and_restored() -> None:
     """§10 wrap_scaler: the scaler's state is saved as scaler_state_dict and restored on
     resume; training with it matches training without (no overflow, exact unscale)."""
-    from _trials import ckpt_dir
+    from _kit.pytorch_trials import ckpt_dir
 
     trial, cap, _ = run_local(ScalerTrial, max_length=Batch(3))
     state = torch.load(ckpt_dir(cap.uuids[-1]) / "state_dict.pth", weights_only=True)

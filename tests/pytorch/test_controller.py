@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import torch
-from _trials import MLPTrial, run_local
+from _kit.pytorch_trials import MLPTrial, run_local
 
 import determined as det
 import determined.pytorch as det_torch

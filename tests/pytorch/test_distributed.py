@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-WORKER = pathlib.Path(__file__).with_name("_ddp_worker.py")
+pytestmark = pytest.mark.e2e
+
+WORKER = pathlib.Path(__file__).parents[1] / "_kit" / "ddp_worker.py"
 
 
 def _free_port() -> int:
@@ -110,7 +112,7 @@ def test_aggregation_with_ddp_matches_one_big_batch(ranks: list[dict[str, Any]])
     window, averaged gradients) equals plain SGD on 16-record batches: 4 per-rank batches are
     2 steps over records 0-15 and 16-31."""
     import torch
-    from _trials import Regression
+    from _kit.pytorch_trials import Regression
 
     torch.manual_seed(0)
     data = Regression(36, seed=0)
@@ -135,7 +137,7 @@ def test_local_run_with_two_ranks_needs_use_torch_distributed(
     ValueError on every rank, naming the variable, before any batch is trained."""
     import threading
 
-    from _trials import MLPTrial
+    from _kit.pytorch_trials import MLPTrial
 
     import determined.pytorch as det_torch
     from determined import core

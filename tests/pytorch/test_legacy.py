@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _trials import MLPTrial, params
+from _kit.pytorch_trials import MLPTrial, params
 
 import determined.pytorch as det_torch
 from determined.pytorch import _legacy, _state
@@ -166,7 +166,7 @@ class CompiledTrial(MLPTrial):
         self.model = context.wrap_model(model)
         self.opt = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.01))
         self.hp, self.events = context.get_hparams(), []
-        from _trials import Regression
+        from _kit.pytorch_trials import Regression
 
         self.train_set, self.val_set = Regression(), Regression(12, seed=1)
 
@@ -174,7 +174,7 @@ class CompiledTrial(MLPTrial):
 def test_compiled_model_trains_and_loads_into_a_plain_one() -> None:
     """§10: a model wrapped after torch.compile trains and checkpoints; its `_orig_mod.` keys
     load into an uncompiled model (and the reverse)."""
-    from _trials import ckpt_dir, run_local
+    from _kit.pytorch_trials import ckpt_dir, run_local
 
     trial, cap, _ = run_local(CompiledTrial, max_length=det_torch.Batch(3))
     assert trial.events == [(0, 0), (0, 1), (0, 2)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _trials import MLPTrial, run_local
+from _kit.pytorch_trials import MLPTrial, run_local
 
 from determined import errors
 from determined.pytorch import Batch, MetricReducer, Reducer

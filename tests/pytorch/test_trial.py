@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import torch
-from _trials import MLPTrial, Regression, run_local
+from _kit.pytorch_trials import MLPTrial, Regression, run_local
 
 import determined.pytorch as det_torch
 from determined import errors

@@ -10,31 +10,23 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-# _webui_kit imports by its plain name under any --import-mode.
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
-from _webui_kit import Cluster, MasterProcess, random_config  # noqa: E402
+from _kit.master import MasterProcess
+from _kit.webui import Cluster, random_config
 
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A master with 2 CPU slots and experiment ``done`` (random, 2 trials of 6 batches,
     finished) already run."""
-    m = MasterProcess(tmp_path_factory.mktemp("webui") / "master", cpu_slots=2)
-    m.start()
-    try:
+    with MasterProcess(tmp_path_factory.mktemp("webui") / "master", cpu_slots=2) as m:
         c = Cluster(m)
         c.done = c.create(random_config("webui-done", max_trials=2, max_length=6))
         c.wait_state(c.done, "STATE_COMPLETED")
         yield c
-    finally:
-        m.stop()
 
 
 def _chromium() -> tuple[str, str] | str:

@@ -7,8 +7,11 @@ import io
 import json
 import tarfile
 
+import pytest
 import requests
-from _webui_kit import Cluster, expected_training, expected_validation
+from _kit.webui import Cluster, expected_training, expected_validation
+
+pytestmark = pytest.mark.e2e
 
 
 def test_pages_and_vendored_chart_library_are_served(cluster: Cluster) -> None:

@@ -10,7 +10,9 @@ from urllib.parse import quote
 
 import pytest
 import yaml
-from _webui_kit import Cluster, expected_training, expected_validation, random_config
+from _kit.webui import Cluster, expected_training, expected_validation, random_config
+
+pytestmark = pytest.mark.e2e
 
 pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By  # noqa: E402

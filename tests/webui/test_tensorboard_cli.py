@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 import requests
-from _webui_kit import TESTS, Cluster
+from _kit.webui import TESTS, Cluster
 
 from determined.cli import _session, _tensorboard
+
+pytestmark = pytest.mark.e2e
 
 
 def _free_port() -> int:

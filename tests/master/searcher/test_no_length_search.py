@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 import pytest
+from _kit.searcher_driver import Driver
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from searcher_driver import Driver
 
 from determined.errors import InvalidSearcherConfig, SearcherEventRejected
 from determined.master.searcher import (

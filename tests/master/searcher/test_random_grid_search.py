@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from searcher_driver import Driver
+from _kit.searcher_driver import Driver
 
 from determined.errors import InvalidSearcherConfig, SearcherEventRejected
 from determined.master.searcher import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from _kit.searcher_driver import Driver
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from searcher_driver import Driver
 
 from determined.master.searcher import (
     Create,

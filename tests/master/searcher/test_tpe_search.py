@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from searcher_driver import Driver
+from _kit.searcher_driver import Driver
 
 from determined.errors import InvalidSearcherConfig
 from determined.master.searcher import Create, make_search_method

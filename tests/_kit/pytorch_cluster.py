@@ -7,7 +7,7 @@ import json
 import pathlib
 from typing import Any
 
-from recording_master import RecordingMaster, Request
+from _kit.recording_master import RecordingMaster, Request
 
 TRIAL_ID, EXPERIMENT_ID = 3, 7
 HPARAMS = {"lr": 0.01, "n": 40, "batch_size": 4, "global_batch_size": 4}

@@ -18,7 +18,8 @@ from typing import Any
 
 import requests
 import yaml
-from master_kit import MasterProcess
+
+from _kit.master import MasterProcess
 
 TRAIN_PY = r"""
 import json, os, pathlib, sys, time

@@ -14,11 +14,11 @@ from typing import Any
 import torch
 import torch.distributed as tdist
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from _trials import Capture, MLPTrial  # noqa: E402
+# Run as a script: tests/ on sys.path makes ``_kit`` importable.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import determined.pytorch as det_torch  # noqa: E402
+from _kit.pytorch_trials import Capture, MLPTrial  # noqa: E402
 from determined import core  # noqa: E402
 from determined.pytorch import Batch, PyTorchCallback  # noqa: E402
 

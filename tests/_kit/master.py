@@ -1,4 +1,11 @@
-"""A real master process on 127.0.0.1 for the master's tests (fixtures in conftest.py)."""
+"""A real master on 127.0.0.1: the one place tests start ``python -m determined.master``.
+
+``with MasterProcess(data_dir, cpu_slots=1) as m:`` starts it, waits until ``/info`` answers and
+stops it on the way out; fixtures that restart it call :meth:`~MasterProcess.start`,
+:meth:`~MasterProcess.kill` and :meth:`~MasterProcess.stop` themselves. Only tests marked
+``e2e`` may start one (``_kit.tiers``). When a test fails, tests/conftest.py adds the end of the
+log of every master it used to its report.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +16,13 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import requests
+import yaml
+
+from _kit import tiers
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -22,53 +33,97 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class MasterProcess:
-    """``python -m determined.master`` on a free port with its own data dir.
+def clean_env(home: pathlib.Path) -> dict[str, str]:
+    """This environment without DET_* (DET_MASTER above all), with this tree on PYTHONPATH (so
+    that child processes run it, not the installed copy) and ``home`` as DET_HOME."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    env["PYTHONPATH"] = str(REPO)
+    env["DET_HOME"] = str(home)
+    return env
 
-    ``url`` is ``http://127.0.0.1:<port>``; :meth:`kill` sends SIGKILL, :meth:`start` starts it
-    again on the same port and data dir (a restart). Without ``cpu_slots`` it runs no trials
-    (``--resource-manager none``: tests allocate through the dev endpoints); with it, the local
-    resource manager runs them on that many CPU slots.
+
+class MasterProcess:
+    """``python -m determined.master`` on a free port, with ``data_dir`` as its data dir and
+    DET_HOME, logging to ``data_dir / "master.log"``; ``url`` is ``http://127.0.0.1:<port>``.
+
+    Without ``cpu_slots`` it runs no trials (``--resource-manager none``: trials stay QUEUED, and
+    tests allocate through the dev endpoints); with it, the local resource manager runs them on
+    that many CPU slots (``slots_per_agent`` splits them into agents). ``dev_endpoints`` serves
+    ``/api/v1/dev``. With ``config_file`` the master reads its options from that YAML file
+    (its ``port`` too, when it sets one) and the resource manager is the file's; options given
+    here still win. ``args`` go last on the command line; ``env`` is added to the master's
+    environment.
+
+    :meth:`kill` is a SIGKILL; :meth:`start` after it is a restart on the same port and data dir.
     """
+
+    running: ClassVar[set[MasterProcess]] = set()
+    # Those running when the current test began or started since: a failed test's report gets
+    # the end of their logs (tests/conftest.py).
+    of_this_test: ClassVar[list[MasterProcess]] = []
 
     def __init__(
         self,
         data_dir: pathlib.Path,
         *,
-        db_url: str | None = None,
         cpu_slots: int | None = None,
         slots_per_agent: int | None = None,
+        db_url: str | None = None,
+        dev_endpoints: bool = True,
+        config_file: pathlib.Path | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
-        self.db_url = db_url
-        self.slots_per_agent = slots_per_agent
         self.cpu_slots = cpu_slots
-        self.port = free_port()
+        self.slots_per_agent = slots_per_agent
+        self.db_url = db_url
+        self.dev_endpoints = dev_endpoints
+        self.config_file = config_file
+        self.args = list(args)
+        self.env = dict(env or {})
+        file_port = _config_port(config_file) if config_file is not None else None
+        self._port_option = file_port is None
+        self.port = file_port if file_port is not None else free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir / "master.log"
+        self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> None:
-        cmd = [sys.executable, "-m", "determined.master", "--port", str(self.port)]
-        cmd += ["--data-dir", str(self.data_dir), "--dev-endpoints"]
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "determined.master", "--data-dir", str(self.data_dir)]
+        if self.config_file is not None:
+            cmd += ["--config-file", str(self.config_file)]
+        if self._port_option:
+            cmd += ["--port", str(self.port)]
+        if self.dev_endpoints:
+            cmd.append("--dev-endpoints")
         if self.db_url:
             cmd += ["--db-url", self.db_url]
-        if self.cpu_slots is None:
-            cmd += ["--resource-manager", "none"]
-        else:
+        if self.cpu_slots is not None:
             cmd += ["--cpu-slots", str(self.cpu_slots)]
+        elif self.config_file is None:
+            cmd += ["--resource-manager", "none"]
         if self.slots_per_agent is not None:
             cmd += ["--slots-per-agent", str(self.slots_per_agent)]
+        return cmd + self.args
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start it and wait until ``/info`` answers; raise with its log if it does not."""
+        tiers.require_e2e("starts a master process")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-        env["PYTHONPATH"] = str(REPO)
-        env["DET_HOME"] = str(self.data_dir)
+        env = {**clean_env(self.data_dir), **self.env}
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env
+            )
+        MasterProcess.running.add(self)
+        if self not in MasterProcess.of_this_test:
+            MasterProcess.of_this_test.append(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"master exited {self.proc.returncode}: {self.log.read_text()}")
+                MasterProcess.running.discard(self)
+                raise RuntimeError(f"master exited {self.proc.returncode}: {self.log_tail()}")
             try:
                 if requests.get(self.url + "/info", timeout=1).ok:
                     return
@@ -76,21 +131,37 @@ class MasterProcess:
                 pass
             time.sleep(0.05)
         self.kill()  # no orphan master when a test gives up on it
-        raise RuntimeError(f"master did not answer /info in {timeout}s: {self.log.read_text()}")
+        raise RuntimeError(f"master did not answer /info in {timeout}s: {self.log_tail()}")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+        MasterProcess.running.discard(self)
 
     def stop(self) -> None:
+        """SIGTERM (a clean shutdown), then SIGKILL after 10 s."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+        MasterProcess.running.discard(self)
+
+    def __enter__(self) -> MasterProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:] or "(empty log)"
+        except FileNotFoundError:
+            return "(no log)"
 
     def session(self, token: str | None = None, *, allocation: bool = False) -> requests.Session:
         """A requests session; with ``token`` as a user's or an allocation's bearer token."""
@@ -100,6 +171,12 @@ class MasterProcess:
         header = "Grpc-Metadata-x-allocation-token" if allocation else "Authorization"
         s.headers[header] = f"Bearer {token}"
         return s
+
+
+def _config_port(config_file: pathlib.Path) -> int | None:
+    config = yaml.safe_load(config_file.read_text())
+    port = config.get("port") if isinstance(config, dict) else None
+    return int(port) if port is not None else None
 
 
 def login(url: str, username: str, password: str = "") -> str:

@@ -1,4 +1,4 @@
-"""Helpers of the web UI tests: the master process, a Core API trial, a cluster session."""
+"""Helpers of the web UI tests: a Core API trial, experiment configs, a session on a real master."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 import yaml
-from master_kit import MasterProcess as MasterProcess  # every test folder is on sys.path
+
+from _kit.master import MasterProcess
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 
@@ -58,7 +59,7 @@ def expected_validation(lr: float, upto: int) -> list[list[float]]:
 class Cluster:
     """An admin session on a real master, with bounded waits."""
 
-    def __init__(self, master: Any) -> None:
+    def __init__(self, master: MasterProcess) -> None:
         self.master = master
         self.url: str = master.url
         self.s = master.session()

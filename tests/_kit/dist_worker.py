@@ -21,7 +21,7 @@ import numpy as np
 from determined.core._distributed import DistributedContext
 
 _CTX = mp.get_context("forkserver")
-_CTX.set_forkserver_preload(["_dist_worker", "determined.core._distributed"])
+_CTX.set_forkserver_preload(["_kit.dist_worker", "determined.core._distributed"])
 
 Scenario = Callable[[dict[str, Any], Any], Any]
 

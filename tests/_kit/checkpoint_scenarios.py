@@ -1,5 +1,5 @@
 """Rank programs for tests/core/test_checkpoint_shard.py, run in real processes by
-``_dist_worker.run``. Each builds a DistributedContext and a CheckpointContext over the storage
+``_kit.dist_worker.run``. Each builds a DistributedContext and a CheckpointContext over the storage
 config in ``arg["storage"]`` (shared_fs base path, or an s3 section for moto's server) that
 reports to the recording master at ``arg["master"]`` (or only logs when that is None), then
 returns what the test checks."""

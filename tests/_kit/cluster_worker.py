@@ -9,10 +9,10 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
+# Run as a script: tests/ on sys.path makes ``_kit`` importable.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _trials import MLPTrial  # noqa: E402
-
+from _kit.pytorch_trials import MLPTrial  # noqa: E402
 from determined.pytorch._harness import run_trial  # noqa: E402
 
 events: list[int] = []
