@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import requests
-from master_kit import MasterProcess, Run
+from _kit.master import MasterProcess, Run
 
 from determined.master._errors import NotFound
 from determined.master.store import (
@@ -100,6 +100,7 @@ def test_getters_return_every_column(tmp_path: pathlib.Path) -> None:
         store.close()
 
 
+@pytest.mark.e2e
 def test_routes_answer_404_for_missing_ids(shared_master: MasterProcess) -> None:
     admin = shared_master.session()
     url = shared_master.url + "/api/v1"
@@ -126,6 +127,7 @@ def test_routes_answer_404_for_missing_ids(shared_master: MasterProcess) -> None
         assert r.json()["code"] == 5 and "not found" in r.json()["message"], r.text
 
 
+@pytest.mark.e2e
 def test_following_the_logs_of_a_trial_deleted_meanwhile_ends_the_stream(
     shared_master: MasterProcess,
 ) -> None:
