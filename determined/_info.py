@@ -1,9 +1,9 @@
 """Where a task learns about the cluster it runs on.
 
 Determined writes ``/run/determined/info/{cluster,trial,rendezvous,resources}.json`` inside each
-container. A trial started by our own master gets no such files: it gets the ``DET_*``
-environment variables of ``spec/master.md`` §3.1, and we read those instead. With neither, the
-process runs locally and :func:`get_cluster_info` returns None.
+container. A trial started by our own master gets no such files: it gets the ``DET_*`` environment
+variables of ``docs/reference/master.md`` §3.1, and we read those instead. With neither, the process
+runs locally and :func:`get_cluster_info` returns None.
 """
 
 from __future__ import annotations

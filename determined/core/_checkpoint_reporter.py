@@ -56,7 +56,7 @@ class LocalCheckpointReporter:
 
 
 class ClusterCheckpointReporter:
-    """Reports to the master with the reference's wire format (``spec/master.md`` §3.2).
+    """Reports to the master with the reference's wire format (``docs/reference/master.md`` §3.2).
 
     Args:
         session: the trial's session (allocation token).

@@ -1,7 +1,7 @@
 """A real HTTP server on 127.0.0.1 that records every request and answers from a route table.
 
 Cluster-backend tests point a trial's ``DET_MASTER`` at it and then assert the exact paths,
-headers and bodies that were sent (``spec/master.md`` §3.2).
+headers and bodies that were sent (``docs/reference/master.md`` §3.2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""spec/master.md §6 item 48: ``det`` confirms each change in the reference's exact words
+"""docs/reference/master.md §6 item 48: ``det`` confirms each change in the reference's exact words
 (Determined 0.37's ``det``), against a real master. ``Created``, ``Activated``, ``Paused``,
 ``Killed experiment`` and ``Killed trial`` are pinned in test_experiment.py and test_cluster.py;
 ``Continued experiment`` in tests/master/test_continue.py."""

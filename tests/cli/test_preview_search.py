@@ -39,7 +39,8 @@ def test_text_shows_each_bracket_and_what_its_rungs_train(
     out = capsys.readouterr().out
     assert "Using search configuration:" in out and "name: adaptive_asha" in out
     assert "This search will create a total of 16 trial(s)." in out
-    # spec §1.7 worked example: brackets of 12 and 4 trials, rungs 62/250/1000 and 250/1000
+    # docs/reference/master.md §1.7 worked example: brackets of 12 and 4 trials, rungs 62/250/1000
+    # and 250/1000
     assert "Bracket 1: 12 trial(s); rungs at 62, 250, 1000 batches" in out
     assert "Bracket 2: 4 trial(s); rungs at 250, 1000 batches" in out
     groups = [line.split(" x train to ") for line in out.splitlines() if " x train to " in line]

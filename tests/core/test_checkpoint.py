@@ -1,5 +1,6 @@
-"""CheckpointContext on one process: §19 items 14-18, 21, 22, the atomic-commit guarantees and
-the deliberate deviations, over shared_fs and s3 (moto's real server on 127.0.0.1)."""
+"""CheckpointContext on one process: docs/reference/harness.md §19 items 14-18, 21, 22, the
+atomic-commit guarantees and the deliberate deviations, over shared_fs and s3 (moto's real
+server on 127.0.0.1)."""
 
 from __future__ import annotations
 

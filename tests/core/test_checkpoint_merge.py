@@ -1,4 +1,5 @@
-"""merge_metadata / merge_resources: the reference's table (§19 item 20) and properties."""
+"""merge_metadata / merge_resources: the reference's table (docs/reference/harness.md §19 item 20)
+and properties."""
 
 from __future__ import annotations
 

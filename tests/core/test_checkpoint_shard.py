@@ -1,5 +1,6 @@
-"""Sharded checkpoints and shared downloads across real processes (§19 items 14, 19, 21),
-over shared_fs and s3 (moto's server on 127.0.0.1), reporting to a recording master."""
+"""Sharded checkpoints and shared downloads across real processes
+(docs/reference/harness.md §19 items 14, 19, 21), over shared_fs and s3 (moto's server on
+127.0.0.1), reporting to a recording master."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""core.init() and core.Context (spec/harness.md §2; §19 items 2-5)."""
+"""core.init() and core.Context (docs/reference/harness.md §2; §19 items 2-5)."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def test_cluster_checkpoint_is_reported(cluster_trial: RecordingMaster) -> None:
 def test_non_trial_task_gets_local_parts_and_tells_the_master_nothing(
     cluster_trial: RecordingMaster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A command or notebook on a cluster (spec §2): no runs/start, dummy train and searcher,
+    """A command or notebook on a cluster (§2): no runs/start, dummy train and searcher,
     never preempted, checkpoints stored in the data dir but not reported."""
     monkeypatch.setenv("DET_TASK_TYPE", "COMMAND")
     with core.init() as ctx:

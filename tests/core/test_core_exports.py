@@ -1,5 +1,5 @@
-"""``determined.__all__`` and ``determined.core.__all__`` are exactly what the packages offer
-(STYLE.md §1): every listed name imports, nothing public is left out, nothing private is listed.
+"""``determined.__all__`` and ``determined.core.__all__`` are exactly what the packages offer:
+every listed name imports, nothing public is left out, nothing private is listed.
 
 The public names are read in a fresh interpreter, where no other test has imported submodules
 that would show up as attributes of the package.
@@ -17,7 +17,8 @@ import pytest
 import determined as det
 from determined import core
 
-# Determined 0.37's public Core API names, which user code may import (spec/harness.md §2-§8).
+# Determined 0.37's public Core API names, which user code may import
+# (docs/reference/harness.md §2-§8).
 REFERENCE_CORE_NAMES = {
     "CheckpointContext",
     "Context",

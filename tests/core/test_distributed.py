@@ -1,4 +1,5 @@
-"""DistributedContext with real processes and real ZMQ sockets (spec harness §3, §19 items 6-13).
+"""DistributedContext with real processes and real ZMQ sockets
+(docs/reference/harness.md §3, §19 items 6-13).
 
 Several "nodes" are simulated on this machine: ranks with the same cross_rank share a node-local
 channel, and every test uses its own free ports.

@@ -1,4 +1,4 @@
-"""det.get_cluster_info() and the info objects (spec/harness.md §1; §19 item 1).
+"""det.get_cluster_info() and the info objects (docs/reference/harness.md §1; §19 item 1).
 
 Two sources: Determined's ``/run/determined/info/*.json`` files (pointed at a temporary
 directory here) and the ``DET_*`` environment that our own master sets.

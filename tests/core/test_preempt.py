@@ -1,5 +1,5 @@
 """PreemptContext: the master's signal on a cluster, SIGTERM/SIGINT locally
-(spec/harness.md §5; §19 items 23-24; our local-signal deviation)."""
+(docs/reference/harness.md §5; §19 items 23-24; our local-signal deviation)."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def test_two_rank_trial_asks_the_master_per_mode(
     cluster_trial: RecordingMaster, tmp_path: pathlib.Path, mode: str
 ) -> None:
     """WorkersAskChief: only the chief polls and acknowledges, workers get its answer.
-    WorkersAskMaster: every rank polls and acknowledges on its own (spec §5)."""
+    WorkersAskMaster: every rank polls and acknowledges on its own (§5)."""
     cluster_trial.route("GET", r"/signals/preemption", {"preempt": True})
     env = trial_env(cluster_trial.url, tmp_path / "storage")
     env["DET_SLOT_IDS"] = "[0, 1]"

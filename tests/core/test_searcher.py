@@ -1,4 +1,4 @@
-"""SearcherContext and SearcherOperation (spec/harness.md §7; §19 items 30-33)."""
+"""SearcherContext and SearcherOperation (docs/reference/harness.md §7; §19 items 30-33)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """TrainContext: metric reports (async, checked), progress, status and early exits
-(spec/harness.md §6; §19 items 25-28)."""
+(docs/reference/harness.md §6; §19 items 25-28)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The module:Class loader of the harness (spec/harness.md §16; §19 item 77)."""
+"""The module:Class loader of the harness (docs/reference/harness.md §16; §19 item 77)."""
 
 from __future__ import annotations
 

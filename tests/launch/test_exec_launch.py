@@ -1,5 +1,5 @@
-"""determined.exec.launch: entrypoint forms, storage check, exit codes (spec/master.md §2.3;
-spec/harness.md §16; §19 item 72)."""
+"""determined.exec.launch: entrypoint forms, storage check, exit codes
+(docs/reference/master.md §2.3; docs/reference/harness.md §16; §19 item 72)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""pid_server / pid_client: one failed worker stops the rest (spec/harness.md §16)."""
+"""pid_server / pid_client: one failed worker stops the rest (docs/reference/harness.md §16)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """torch_distributed: argument rules, the launch chain, and a real 2-worker run
-(spec/harness.md §16; §19 items 73-75)."""
+(docs/reference/harness.md §16; §19 items 73-75)."""
 
 from __future__ import annotations
 

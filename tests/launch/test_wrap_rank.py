@@ -1,4 +1,4 @@
-"""wrap_rank: rank prefixes, rank from the environment, exit codes (spec/harness.md §16;
+"""wrap_rank: rank prefixes, rank from the environment, exit codes (docs/reference/harness.md §16;
 §19 item 76)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """determined/master/_api_allocations.py and _api_logs.py: preemption long poll, ack,
-rendezvous, all-gather, task logs (spec §6.37, §6.49)."""
+rendezvous, all-gather, task logs (docs/reference/master.md §6 items 37, 49)."""
 
 from __future__ import annotations
 

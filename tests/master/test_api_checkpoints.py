@@ -1,4 +1,5 @@
-"""determined/master/_api_checkpoints.py: runs/start and checkpoint records (spec §6.31)."""
+"""determined/master/_api_checkpoints.py: runs/start and checkpoint records
+(docs/reference/master.md §6 item 31)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""determined/master/_api_trials.py metrics + _store/_metrics.py over HTTP (spec §6.25–30)."""
+"""determined/master/_api_trials.py metrics + _store/_metrics.py over HTTP
+(docs/reference/master.md §6 items 25–30)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""determined/master/_experiment.py through the trial's searcher endpoints (spec §4.5, §6)."""
+"""determined/master/_experiment.py through the trial's searcher endpoints
+(docs/reference/master.md §4.5, §6)."""
 
 from __future__ import annotations
 

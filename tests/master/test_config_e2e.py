@@ -1,4 +1,4 @@
-"""spec/master.md §6 items 1–3 against a real master running a real trial: bad configs are
+"""docs/reference/master.md §6 items 1–3 against a real master running a real trial: bad configs are
 refused at create (and nothing is created), the stored config and the one the trial receives
 (``DET_EXPERIMENT_CONFIG``) hold every §2.2 default, and a missing ``experiment_seed`` is
 filled once and stays fixed (across a master restart and a continue)."""

@@ -2,7 +2,7 @@
 with a real master and real trial processes: the trial of an ended single-trial experiment
 trains on from its latest checkpoint to a new ``max_length`` and the experiment completes
 again; what a continue may not change is refused with a 400 that says so. Also warm starts
-(``searcher.source_trial_id`` / ``source_checkpoint_uuid``, spec/master.md §6 item 33)."""
+(``searcher.source_trial_id`` / ``source_checkpoint_uuid``, docs/reference/master.md §6 item 33)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The fault test of issue 7 and spec/master.md §6 item 27, made deterministic: a real trial
-reports steps 1–8 (validations at 4 and 8, a checkpoint at 5) and then hangs; the master is
+"""The fault test of issue 7 and docs/reference/master.md §6 item 27, made deterministic: a real
+trial reports steps 1–8 (validations at 4 and 8, a checkpoint at 5) and then hangs; the master is
 killed with SIGKILL and started again; it kills the orphaned run, runs the trial again from the
 checkpoint at 5, and the experiment completes with every metric present exactly once: run 1's
 reports past step 5 are archived and run 2's replace them."""

@@ -1,4 +1,4 @@
-"""The trial lifecycle of spec/master.md §4.2–§4.5 driven by real process exits: restarts,
+"""The trial lifecycle of docs/reference/master.md §4.2–§4.5 driven by real process exits: restarts,
 kill -9, kill, cancel, pause/activate, the preemption timeout, exits with and without an ack."""
 
 from __future__ import annotations

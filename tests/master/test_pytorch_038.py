@@ -1,5 +1,5 @@
 """Determined 0.38-style experiments with the Trainer on a real master: no searcher.max_length,
-``fit(max_length=...)`` decides the length (harness spec §17, item 78)."""
+``fit(max_length=...)`` decides the length (docs/reference/harness.md §17, §19 item 78)."""
 
 from __future__ import annotations
 

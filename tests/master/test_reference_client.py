@@ -1,4 +1,5 @@
-"""Determined 0.37's own SDK and ``det`` CLI against a real master of ours (spec/master.md §5).
+"""Determined 0.37's own SDK and ``det`` CLI against a real master of ours
+(docs/reference/master.md §5).
 
 The reference client lives in ``.refvenv`` (``scripts/setup.sh`` creates it with
 ``determined==0.37.0``); it is never imported here: every call runs in a subprocess of that

@@ -37,7 +37,7 @@ def test_experiment_runs_to_completion(cluster: Cluster, tmp_path: pathlib.Path)
     assert trial["checkpointCount"] >= 1
     assert trial["restarts"] == 0
     env = env_of(out, trial["id"], 1)
-    # The launch environment of spec §3.1.
+    # The launch environment of docs/reference/master.md §3.1.
     assert env["DET_TASK_TYPE"] == "TRIAL"
     assert env["DET_TRIAL_ID"] == str(trial["id"])
     assert env["DET_EXPERIMENT_ID"] == str(exp_id)

@@ -1,11 +1,10 @@
 """Search methods end to end: a real master with one CPU slot and real trial processes.
 
 Promotion ASHA on one slot (a waiting trial holds no slot; a promoted one resumes from its
-checkpoint with the next run id: spec §6 item 23), InvalidHP replaced by random and ASHA
-(spec §1.9, our fix), the 0.38-style ``time_metric`` ASHA stopping trials through the
-preemption signal, a non-numeric metric failing an ASHA experiment (§6 item 20), and a master
-killed with SIGKILL in the middle of an ASHA search making the same decisions as one that ran
-straight through.
+checkpoint with the next run id: docs/reference/master.md §6 item 23), InvalidHP replaced by random
+and ASHA (§1.9, our fix), the 0.38-style ``time_metric`` ASHA stopping trials through the preemption
+signal, a non-numeric metric failing an ASHA experiment (§6 item 20), and a master killed with
+SIGKILL in the middle of an ASHA search making the same decisions as one that ran straight through.
 """
 
 from __future__ import annotations
@@ -147,7 +146,7 @@ def _snapshot(master: MasterProcess, exp_id: int) -> dict[str, Any]:
 def test_promotion_asha_on_one_slot_resumes_waiting_trials(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
-    """Spec §6 item 23: successive halving on one slot. Metric = trial id, so the first
+    """§6 item 23: successive halving on one slot. Metric = trial id, so the first
     trial is best; rungs at 2 and 4 steps, divisor 2, four trials."""
     out = tmp_path / "out"
     exp_id = _create(cluster, _asha(out))
@@ -177,7 +176,7 @@ def test_promotion_asha_on_one_slot_resumes_waiting_trials(
 
 @pytest.mark.parametrize("name", ["random", "async_halving"])
 def test_invalid_hp_trial_is_replaced(cluster: Cluster, tmp_path: pathlib.Path, name: str) -> None:
-    """Spec §1.9 fixed: det.InvalidHP raised inside core.init() reaches the search, which
+    """§1.9 fixed: det.InvalidHP raised inside core.init() reaches the search, which
     starts a replacement; the invalid trial does not count against max_trials."""
     out = tmp_path / "out"
     cfg = _asha(out, name=name, max_trials=2, max_concurrent_trials=1)
@@ -224,7 +223,7 @@ def test_time_metric_asha_stops_trials_by_preemption(
 def test_non_numeric_metric_fails_an_asha_experiment(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
-    """Spec §6 item 20."""
+    """§6 item 20."""
     out = tmp_path / "out"
     cfg = _asha(out, max_trials=1, max_concurrent_trials=1)
     cfg["hyperparameters"]["metric"] = "not a number"
@@ -288,7 +287,7 @@ def _post_experiment(master: MasterProcess, config: str) -> Any:
 
 
 def test_same_seed_same_trials_across_experiments(shared_master: MasterProcess) -> None:
-    """Spec §6 item 4, through the master: hyperparameters and request ids (in the task ids)
+    """§6 item 4, through the master: hyperparameters and request ids (in the task ids)
     follow from the config and experiment_seed alone."""
     config = """
 entrypoint: python3 train.py
@@ -328,7 +327,7 @@ hyperparameters:
 def test_grid_configs_are_rejected_at_create(
     shared_master: MasterProcess, searcher: str, hparams: str, needle: str
 ) -> None:
-    """Spec §6 item 7, through the master: nothing is created."""
+    """§6 item 7, through the master: nothing is created."""
     listed = "/api/v1/experiments"
     before = [e["id"] for e in Cluster(shared_master).get(listed)["experiments"]]
     config = f"entrypoint: x\nsearcher: {searcher}\nhyperparameters: {hparams}\n"
@@ -338,7 +337,7 @@ def test_grid_configs_are_rejected_at_create(
 
 
 def test_op_lengths_are_in_max_length_units(shared_master: MasterProcess) -> None:
-    """Spec §6 item 13: {epochs: 12}, divisor 3, three rungs -> the first op trains to epoch 1
+    """§6 item 13: {epochs: 12}, divisor 3, three rungs -> the first op trains to epoch 1
     (rungs 1/4/12), absolute and unconverted; `single` with {records: 640} asks for 640."""
     for searcher, first in (
         (

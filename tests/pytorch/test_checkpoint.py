@@ -1,4 +1,4 @@
-"""Checkpoint layout, resume and loading (§13, §16)."""
+"""Checkpoint layout, resume and loading (docs/reference/harness.md §13, §16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Trainer.fit on a cluster: a RecordingMaster plays the master (§9, §12)."""
+"""Trainer.fit on a cluster: a RecordingMaster plays the master
+(docs/reference/harness.md §9, §12)."""
 
 from __future__ import annotations
 

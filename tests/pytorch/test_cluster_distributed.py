@@ -1,4 +1,5 @@
-"""A 2-slot trial on a RecordingMaster: two real processes, gloo, the harness path (§9)."""
+"""A 2-slot trial on a RecordingMaster: two real processes, gloo, the harness path
+(docs/reference/harness.md §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""PyTorchTrialContext: accessors, batch sizes, wrapping, gradient aggregation (§10)."""
+"""PyTorchTrialContext: accessors, batch sizes, wrapping, gradient aggregation
+(docs/reference/harness.md §10)."""
 
 from __future__ import annotations
 

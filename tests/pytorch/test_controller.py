@@ -1,4 +1,4 @@
-"""The training loop run locally with real torch training (spec/harness.md §12, §15)."""
+"""The training loop run locally with real torch training (docs/reference/harness.md §12, §15)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Two real processes training with DDP over gloo on CPU (§10 wrap_model, §12 metrics)."""
+"""Two real processes training with DDP over gloo on CPU
+(docs/reference/harness.md §10 wrap_model, §12 metrics)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``determined.pytorch.__all__`` matches what is importable (STYLE.md §1)."""
+"""``determined.pytorch.__all__`` matches what is importable."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Checkpoints written by Determined 0.37 itself and other old layouts (§13 _load, §16)."""
+"""Checkpoints written by Determined 0.37 itself and other old layouts
+(docs/reference/harness.md §13 _load, §16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The pure boundary logic (``_periods.due``) and TrainUnit, without torch training."""
+"""The pure boundary logic (``_periods.due``) and TrainUnit, without torch training
+(docs/reference/harness.md §9, §12)."""
 
 from __future__ import annotations
 

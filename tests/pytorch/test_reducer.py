@@ -1,4 +1,4 @@
-"""Validation reducers and custom MetricReducers (§10, §12 validation)."""
+"""Validation reducers and custom MetricReducers (docs/reference/harness.md §10, §12 validation)."""
 
 from __future__ import annotations
 

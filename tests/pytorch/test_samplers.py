@@ -1,4 +1,5 @@
-"""determined.pytorch.samplers: repeat, shard, skip and reproducible shuffles (harness §14)."""
+"""determined.pytorch.samplers: repeat, shard, skip and reproducible shuffles
+(docs/reference/harness.md §14)."""
 
 from __future__ import annotations
 

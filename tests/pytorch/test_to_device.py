@@ -1,4 +1,5 @@
-"""determined/pytorch/_to_device.py: to_device and data_length (harness §19 item 70)."""
+"""determined/pytorch/_to_device.py: to_device and data_length
+(docs/reference/harness.md §19 item 70)."""
 
 from __future__ import annotations
 

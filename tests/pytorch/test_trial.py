@@ -1,4 +1,4 @@
-"""PyTorchTrial checks and evaluation paths (§11)."""
+"""PyTorchTrial checks and evaluation paths (docs/reference/harness.md §11)."""
 
 from __future__ import annotations
 

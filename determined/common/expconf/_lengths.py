@@ -85,9 +85,9 @@ PeriodLength = Annotated[
 
 
 def searcher_unit(config: Any) -> Unit | None:
-    """The unit searcher operations are counted in (harness §7): ``searcher.unit`` when set,
-    else the single key of a ``searcher.max_length`` object; an int or missing ``max_length``
-    gives None.
+    """The unit searcher operations are counted in (docs/reference/harness.md §7): ``searcher.unit``
+    when set, else the single key of a ``searcher.max_length`` object; an int or missing
+    ``max_length`` gives None.
 
     Accepts an ExperimentConfig or a plain (defaulted or raw) config dict, so the harness can
     call it on ``ClusterInfo.trial._config``. Never raises on a malformed section: it returns

@@ -19,7 +19,7 @@ def _omit_none(value: Any) -> bool:
 
 
 class _StorageBase(Section):
-    # checkpoint GC at experiment end (master §4.7)
+    # checkpoint GC at experiment end (docs/reference/master.md §4.7)
     save_experiment_best: int = Field(default=0, ge=0)
     save_trial_best: int = Field(default=1, ge=0)
     save_trial_latest: int = Field(default=1, ge=0)

@@ -84,7 +84,7 @@ def test_directory_and_s3_and_gcs_configs() -> None:
     assert repr(s3) == "S3StorageManager(s3://bk/p/q)"
 
 
-# core.init(checkpoint_storage=...): §2 and §19 item 3.
+# core.init(checkpoint_storage=...): docs/reference/harness.md §2 and §19 item 3.
 
 
 def test_init_arg_none_is_shared_fs_at_the_default(tmp_path: pathlib.Path) -> None:

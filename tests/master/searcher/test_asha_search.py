@@ -1,4 +1,5 @@
-"""ASHA and adaptive_asha against the reference's numbers (spec §1.5-1.7, §6.16-24)."""
+"""ASHA and adaptive_asha against the reference's numbers
+(docs/reference/master.md §1.5–§1.7, §6 items 16-24)."""
 
 from __future__ import annotations
 

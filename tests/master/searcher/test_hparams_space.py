@@ -1,4 +1,5 @@
-"""Hyperparameter spaces: parsing, sampling bounds, grid axes (spec §1.2, §1.4, §6.5-9)."""
+"""Hyperparameter spaces: parsing, sampling bounds, grid axes
+(docs/reference/master.md §1.2, §1.4, §6 items 5-9)."""
 
 from __future__ import annotations
 

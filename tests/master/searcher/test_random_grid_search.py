@@ -1,4 +1,5 @@
-"""single, random and grid: trial counts, concurrency, shutdown, config errors (§1.3, §1.4)."""
+"""single, random and grid: trial counts, concurrency, shutdown, config errors
+(docs/reference/master.md §1.3, §1.4)."""
 
 from __future__ import annotations
 

@@ -230,8 +230,8 @@ def test_every_create_is_a_new_trial_and_rng_is_json() -> None:
 def test_never_more_live_trials_than_max_concurrent(
     name: str, mct: int, seed: int, order: int, exit_rate: float, length: int | None
 ) -> None:
-    """Spec §6 item 10: at no point are more than max_concurrent_trials trials alive (also
-    when trials decide their own length)."""
+    """docs/reference/master.md §6 item 10: at no point are more than max_concurrent_trials trials
+    alive (also when trials decide their own length)."""
     cfg = {"metric": "loss", "name": name, "max_length": length, "max_concurrent_trials": mct}
     if name == "random":
         cfg["max_trials"] = 9
