@@ -1,4 +1,4 @@
-"""determined/master/_api_allocations.py and _api_logs.py: preemption long poll, ack,
+"""determined/master/api/_allocations.py and api/_logs.py: preemption long poll, ack,
 rendezvous, all-gather, task logs (docs/reference/master.md §6 items 37, 49)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""determined/master/_api_checkpoint_lists.py: checkpoint listings sorted, filtered and paged as
+"""determined/master/api/_checkpoint_lists.py: checkpoint listings sorted, filtered and paged as
 Determined 0.37's SDK asks (``list_checkpoints(sort_by, order_by, max_results)``)."""
 
 from __future__ import annotations

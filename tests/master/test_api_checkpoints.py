@@ -1,4 +1,4 @@
-"""determined/master/_api_checkpoints.py: runs/start and checkpoint records
+"""determined/master/api/_checkpoints.py: runs/start and checkpoint records
 (docs/reference/master.md §6 item 31)."""
 
 from __future__ import annotations

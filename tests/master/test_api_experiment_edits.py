@@ -1,4 +1,4 @@
-"""determined/master/_api_experiment_edits.py, checkpoint deletion and the search preview, over
+"""determined/master/api/_experiment_edits.py, checkpoint deletion and the search preview, over
 HTTP against a real master whose local resource manager ran a real trial."""
 
 from __future__ import annotations

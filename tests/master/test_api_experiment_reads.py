@@ -1,4 +1,4 @@
-"""determined/master/_api_experiments.py reads: an experiment's trials sorted, filtered and
+"""determined/master/api/_experiments.py reads: an experiment's trials sorted, filtered and
 paged as Determined 0.37's SDK asks (``list_trials(sort_by, order_by)``, ``iter_trials``)."""
 
 from __future__ import annotations

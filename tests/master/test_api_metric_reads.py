@@ -1,4 +1,4 @@
-"""determined/master/_api_metrics.py: a trial's workloads and the metric streams the reference
+"""determined/master/api/_metrics.py: a trial's workloads and the metric streams the reference
 SDK reads, over HTTP against a real master (trials driven through the dev endpoints)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""determined/master/_api_trials.py metrics + _store/_metrics.py over HTTP
+"""determined/master/api/_trials.py metrics + store/_metrics.py over HTTP
 (docs/reference/master.md §6 items 25–30)."""
 
 from __future__ import annotations

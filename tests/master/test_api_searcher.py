@@ -1,4 +1,4 @@
-"""determined/master/_experiment.py through the trial's searcher endpoints
+"""determined/master/experiment/ through the trial's searcher endpoints
 (docs/reference/master.md §4.5, §6)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""determined/master/_auth.py and _api_auth.py: info, login, tokens, allocation scoping."""
+"""determined/master/api/_auth.py and api/_login.py: info, login, tokens, allocation scoping."""
 
 from __future__ import annotations
 

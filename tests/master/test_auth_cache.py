@@ -1,4 +1,4 @@
-"""The token cache of determined/master/_auth.py (_store/_token_cache.py): a cached token is
+"""The token cache of determined/master/api/_auth.py (store/_token_cache.py): a cached token is
 refused at once when it is revoked, its allocation exits or its experiment is deleted; it still
 reaches only its own trial; a token's user deactivated behind the master's back is refused
 within the cache's time limit; concurrent reports are stored exactly once."""

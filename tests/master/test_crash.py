@@ -1,4 +1,4 @@
-"""Crash safety of determined/master/_store: kill -9 of the master between reports, restart,
+"""Crash safety of determined/master/store: kill -9 of the master between reports, restart,
 and every acknowledged metric is there exactly once; the search continues where it was."""
 
 from __future__ import annotations

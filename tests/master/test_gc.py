@@ -1,5 +1,5 @@
-"""determined/master/_gc.py: the keep/delete policy of docs/reference/master.md §4.7, and GC at the
-end of a real experiment (files deleted from storage, records DELETED)."""
+"""determined/master/resources/_gc.py: the keep/delete policy of docs/reference/master.md §4.7,
+and GC at the end of a real experiment (files deleted from storage, records DELETED)."""
 
 from __future__ import annotations
 

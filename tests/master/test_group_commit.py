@@ -1,4 +1,4 @@
-"""determined/master/_store/_group_commit.py through ``Store.write`` (threads) and
+"""determined/master/store/_group_commit.py through ``Store.write`` (threads) and
 ``Store.write_async`` (tasks on an event loop) on a real SQLite file."""
 
 from __future__ import annotations

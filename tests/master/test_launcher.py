@@ -1,5 +1,5 @@
-"""determined/master/_launcher.py and _log_capture.py without a master: entrypoint forms, bind
-mounts, the work dir, the launch environment, log-line parsing."""
+"""determined/master/resources/_launcher.py and _log_capture.py without a master: entrypoint
+forms, bind mounts, the work dir, the launch environment, log-line parsing."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""determined/master/_rm.py and _launcher.py: a real master runs real Core API trial processes
-(launch environment, entrypoint forms, startup hook, bind mounts, logs, slots, shutdown)."""
+"""determined/master/resources/ (_local.py, _launcher.py): a real master runs real Core API trial
+processes (launch environment, entrypoint forms, startup hook, bind mounts, logs, slots,
+shutdown)."""
 
 from __future__ import annotations
 

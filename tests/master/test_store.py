@@ -1,4 +1,4 @@
-"""determined/master/_store: migrations, durability settings, schema = migrations."""
+"""determined/master/store: migrations, durability settings, schema = migrations."""
 
 from __future__ import annotations
 

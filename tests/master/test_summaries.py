@@ -1,4 +1,4 @@
-"""determined/master/_store/_metrics.py: summaries folded report by report equal summaries
+"""determined/master/store/_metrics.py: summaries folded report by report equal summaries
 rebuilt from scratch (the rollback path), for any sequence of values."""
 
 from __future__ import annotations

@@ -130,11 +130,14 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
         if target == "top":
             raw[draw(keys)] = value
         elif target == "searcher":
-            raw["searcher"][draw(st.sampled_from(SEARCHER_KEYS))] = value
+            # An earlier "top" mutation may have replaced the searcher with a non-mapping.
+            searcher = raw.get("searcher")
+            searcher = dict(searcher) if isinstance(searcher, dict) else {}
+            searcher[draw(st.sampled_from(SEARCHER_KEYS))] = value
+            raw["searcher"] = searcher
         else:
-            raw["hyperparameters"] = {draw(names): value} | (
-                raw["hyperparameters"] if isinstance(raw["hyperparameters"], dict) else {}
-            )
+            hps = raw.get("hyperparameters")
+            raw["hyperparameters"] = {draw(names): value} | (hps if isinstance(hps, dict) else {})
     return raw
 
 
