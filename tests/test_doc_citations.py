@@ -58,7 +58,7 @@ _NUMBERED_ITEM = re.compile(r"^(\d+)\.\s")
 
 
 def _scanned_files() -> list[pathlib.Path]:
-    files = [REPO / "README.md", *(REPO / "docs").rglob("*.md")]
+    files = [REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").rglob("*.md")]
     for tree in SCANNED_TREES:
         for pattern in ("*.py", "*.md", "*.sh"):
             files.extend((REPO / tree).rglob(pattern))
