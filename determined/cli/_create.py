@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from determined.cli import _context, _logs, _master, _render, _session, _test_mode
+from determined.cli import _context, _daemon, _logs, _render, _session, _test_mode
 from determined.common.api import Session
 
 
@@ -84,12 +84,12 @@ def _read_config(path: pathlib.Path, overrides: list[str]) -> str:
 
 def _ensure_master(args: argparse.Namespace) -> None:
     """Start the local master when nothing names one and none answers."""
-    if _session.explicit_master(args) or _master.running() is not None:
+    if _session.explicit_master(args) or _daemon.running() is not None:
         return
-    if _master.answers(_session.DEFAULT_MASTER):
+    if _daemon.answers(_session.DEFAULT_MASTER):
         return
     print("No master is running; starting a local one (stop it with `det master down`)...")
-    local = _master.start(_master.DEFAULT_PORT)
+    local = _daemon.start(_daemon.DEFAULT_PORT)
     print(f"Started a local master at {local.url} (data dir {local.data_dir})")
 
 

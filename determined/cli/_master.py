@@ -1,203 +1,41 @@
-"""``det master up|down|status|info``: a master daemon in the data dir, and finding it.
-
-``det master up`` starts ``python -m determined.master`` as a detached process (its own session,
-stdin closed, output appended to ``<data dir>/master.log``) and writes ``master.pid`` and
-``master.port`` next to its database. Other commands use that master when neither ``-m`` nor
-``DET_MASTER`` names one.
-"""
+"""``det master up|down|status|info``: the master daemon of this machine's data dir
+(``_daemon``), and what the running master says about itself."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
-import pathlib
-import signal
-import subprocess
-import sys
-import time
 
-import psutil
-import requests
-
-from determined.cli import _render
+from determined.cli import _daemon, _render, _session
 from determined.common import _paths
-
-PID_FILE = "master.pid"
-PORT_FILE = "master.port"
-LOG_FILE = "master.log"
-DEFAULT_PORT = 8080
-
-
-@dataclasses.dataclass(frozen=True)
-class LocalMaster:
-    """A master started by ``det master up`` from ``data_dir``."""
-
-    data_dir: pathlib.Path
-    pid: int
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-def _alive(pid: int) -> bool:
-    """True for a live (non-zombie) process that runs ``determined.master``."""
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return any("determined.master" in part for part in proc.cmdline())
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return False
-
-
-def _read_int(path: pathlib.Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _clear(data_dir: pathlib.Path) -> None:
-    for name in (PID_FILE, PORT_FILE):
-        (data_dir / name).unlink(missing_ok=True)
-
-
-def running(data_dir: pathlib.Path | None = None) -> LocalMaster | None:
-    """The master started from ``data_dir`` (default: the data dir), if it still runs."""
-    data_dir = data_dir or _paths.data_dir()
-    pid = _read_int(data_dir / PID_FILE)
-    port = _read_int(data_dir / PORT_FILE)
-    if pid is None or port is None or not _alive(pid):
-        return None
-    return LocalMaster(data_dir, pid, port)
-
-
-def answers(url: str, timeout: float = 1.0) -> bool:
-    """Whether a master answers ``GET /info`` at ``url``."""
-    try:
-        return requests.get(url.rstrip("/") + "/info", timeout=timeout).ok
-    except requests.RequestException:
-        return False
-
-
-def _log_tail(path: pathlib.Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def start(
-    port: int = DEFAULT_PORT,
-    *,
-    cpu_slots: int | None = None,
-    db_url: str | None = None,
-    timeout: float = 60.0,
-) -> LocalMaster:
-    """Start a master daemon from the data dir and wait until it answers ``/info``.
-
-    Raises:
-        CliError: one runs already, the port is taken, or the master exited or never answered
-            (the message carries the end of its log).
-    """
-    data_dir = _paths.data_dir().expanduser().resolve()
-    current = running(data_dir)
-    if current is not None:
-        raise _render.CliError(
-            f"a master from {data_dir} is already running at {current.url} (pid {current.pid}); "
-            "stop it with `det master down`"
-        )
-    url = f"http://127.0.0.1:{port}"
-    if answers(url):
-        raise _render.CliError(f"port {port} is in use by another master; pick one with --port")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "determined.master", "--port", str(port)]
-    cmd += ["--data-dir", str(data_dir)]
-    if cpu_slots is not None:
-        cmd += ["--cpu-slots", str(cpu_slots)]
-    if db_url:
-        cmd += ["--db-url", db_url]
-    env = dict(os.environ, DET_HOME=str(data_dir))
-    env.pop("DET_MASTER", None)
-    log_path = data_dir / LOG_FILE
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # survives the terminal that ran `det master up`
-            close_fds=True,
-        )
-    (data_dir / PID_FILE).write_text(f"{proc.pid}\n")
-    (data_dir / PORT_FILE).write_text(f"{port}\n")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            _clear(data_dir)
-            raise _render.CliError(
-                f"the master exited with status {proc.returncode}; the end of {log_path}:\n"
-                + _log_tail(log_path)
-            )
-        if answers(url, timeout=0.5):
-            return LocalMaster(data_dir, proc.pid, port)
-        time.sleep(0.1)
-    proc.kill()
-    proc.wait(10)
-    _clear(data_dir)
-    raise _render.CliError(f"the master did not answer within {timeout:.0f}s; see {log_path}")
-
-
-def stop(master: LocalMaster, timeout: float = 15.0) -> None:
-    """SIGTERM, then SIGKILL after ``timeout``; remove the pid and port files."""
-    try:
-        os.kill(master.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + timeout
-    while _alive(master.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(master.pid):
-        try:
-            os.kill(master.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    _clear(master.data_dir)
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    master = start(args.port, cpu_slots=args.cpu_slots, db_url=args.db_url)
+    master = _daemon.start(args.port, cpu_slots=args.cpu_slots, db_url=args.db_url)
     print(f"Master running at {master.url} (pid {master.pid}, data dir {master.data_dir})")
-    print(f"Logs: {master.data_dir / LOG_FILE}; stop it with `det master down`")
+    print(f"Logs: {master.data_dir / _daemon.LOG_FILE}; stop it with `det master down`")
 
 
 def cmd_down(args: argparse.Namespace) -> None:
     data_dir = _paths.data_dir()
-    master = running(data_dir)
+    master = _daemon.running(data_dir)
     if master is None:
-        _clear(data_dir)
+        _daemon.forget(data_dir)
         print(f"No master is running from {data_dir}")
         return
-    stop(master)
+    _daemon.stop(master)
     print(f"Stopped the master at {master.url} (pid {master.pid})")
 
 
 def cmd_status(args: argparse.Namespace) -> None:
     data_dir = _paths.data_dir()
-    master = running(data_dir)
+    master = _daemon.running(data_dir)
     if master is None:
         raise _render.CliError(f"No master is running from {data_dir}")
-    state = "answering" if answers(master.url) else "not answering"
+    state = "answering" if _daemon.answers(master.url) else "not answering"
     print(f"Master running at {master.url} (pid {master.pid}, data dir {data_dir}, {state})")
 
 
 def cmd_info(args: argparse.Namespace) -> None:
-    from determined.cli import _session
-
     info = _session.anonymous(args).get("/api/v1/master").json()
     if args.json:
         _render.print_json(info)
@@ -209,7 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("master", help="manage the master")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     up = cmds.add_parser("up", help="start a master daemon from the data dir ($DET_HOME)")
-    up.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (default 8080)")
+    up.add_argument(
+        "--port", type=int, default=_daemon.DEFAULT_PORT, help="TCP port (default 8080)"
+    )
     up.add_argument("--cpu-slots", type=int, default=None, help="CPU slots without GPUs")
     up.add_argument("--db-url", default=None, help="SQLAlchemy URL (default: SQLite)")
     up.set_defaults(func=cmd_up)

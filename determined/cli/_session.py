@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from determined import errors
-from determined.cli import _master, _render
+from determined.cli import _daemon, _render
 from determined.common import _paths
 from determined.common.api import Session
 
@@ -48,7 +48,7 @@ def master_url(args: argparse.Namespace) -> str:
     url = explicit_master(args)
     if url:
         return url
-    local = _master.running()
+    local = _daemon.running()
     return local.url if local is not None else DEFAULT_MASTER
 
 

@@ -75,7 +75,7 @@ class Controller:
     def __init__(
         self, trial: PyTorchTrial, context: PyTorchTrialContext, settings: LoopSettings
     ) -> None:
-        self.trial, self.context, self.s = trial, context, settings
+        self.trial, self.context, self.settings = trial, context, settings
         self.setup = context._training_setup()  # modes are fixed from here on
         self.core: core.Context = self.setup.core
         self.dist = context.distributed
@@ -96,7 +96,9 @@ class Controller:
     def run(self) -> ExitReason:
         with contextlib.ExitStack() as stack:
             for cb in self.callbacks.values():
-                cb.on_trial_startup(self.context.get_initial_batch(), self.s.latest_checkpoint)
+                cb.on_trial_startup(
+                    self.context.get_initial_batch(), self.settings.latest_checkpoint
+                )
                 stack.callback(cb.on_trial_shutdown)  # unwinds in reverse, even on error
             self._setup(stack)
             try:
@@ -110,8 +112,8 @@ class Controller:
         # restored counters decide how many batches the iterator skips, as indices only.
         train_loader = self.trial.build_training_data_loader()
         self.validator.set_loader(self.trial.build_validation_data_loader())
-        if self.s.latest_checkpoint is not None:
-            self._restore(self.s.latest_checkpoint)
+        if self.settings.latest_checkpoint is not None:
+            self._restore(self.settings.latest_checkpoint)
         self._batches, epoch_len = self._training_batches(train_loader)
         stack.callback(self._drop_iterator)  # loader workers shut down with the iterator
         self.epoch_len = self.dist.broadcast(epoch_len if self.chief else None)
@@ -122,11 +124,11 @@ class Controller:
             )
         for cb in self.callbacks.values():
             cb.on_training_start()
-        if self.s.progress_bar and self.chief:
+        if self.settings.progress_bar and self.chief:
             self._bar = stack.enter_context(self._progress_bar())
         if self.setup.profiler is not None:
             stack.enter_context(self.setup.profiler)
-        if self.s.profiling_enabled:
+        if self.settings.profiling_enabled:
             self.core.profiler.on()
             stack.callback(self.core.profiler.off)
 
@@ -137,7 +139,7 @@ class Controller:
                 skip=self.progress.batches_trained,
                 num_replicas=self.dist.get_size(),
                 rank=self.dist.get_rank(),
-                seed=self.s.data_seed,
+                seed=self.settings.data_seed,
             )
             return iter(torch_loader), len(torch_loader)
         self.validator.check_raw_loader(loader, "build_training_data_loader")
@@ -150,7 +152,7 @@ class Controller:
     def _progress_bar(self) -> Any:
         import tqdm
 
-        length = self.s.max_length
+        length = self.settings.max_length
         total = None
         if length is not None and isinstance(length.value, int):
             per = self.epoch_len if isinstance(length, Epoch) else 1
@@ -160,7 +162,7 @@ class Controller:
     def _restore(self, storage_id: str) -> None:
         with self.core.checkpoint.restore_path(storage_id) as path:
             saved = _state.read_progress(path)
-            same_trial = saved is not None and saved.trial_id == self.s.trial_id
+            same_trial = saved is not None and saved.trial_id == self.settings.trial_id
             _checkpoint_io.restore(path, self.setup, self.callbacks, weights_only=not same_trial)
         if same_trial and saved is not None:
             self.progress = saved
@@ -169,23 +171,23 @@ class Controller:
     # ---- operations ------------------------------------------------------------------------
 
     def _ops(self) -> Iterator[tuple[TrainUnit, core.SearcherOperation | None]]:
-        if self.s.max_length is not None:
-            yield self.s.max_length, None
+        if self.settings.max_length is not None:
+            yield self.settings.max_length, None
             return
         for op in self.core.searcher.operations():
             yield (
                 TrainUnit._from_searcher_unit(
-                    op.length, self.s.searcher_unit, self.s.global_batch_size
+                    op.length, self.settings.searcher_unit, self.settings.global_batch_size
                 ),
                 op,
             )
 
     def _run_ops(self) -> ExitReason:
         fresh = self.progress.batches_trained == 0 and self.progress.last_val is None
-        if self.s.step_zero_validation and fresh and self._validate(None, None):
+        if self.settings.step_zero_validation and fresh and self._validate(None, None):
             self._checkpoint_if_needed()
         for length, op in self._ops():
-            if self.s.test_mode:
+            if self.settings.test_mode:
                 length = Batch(self.progress.batches_trained + 1)
             if not self._train_for_op(length, op):
                 return ExitReason.STOPPED
@@ -222,7 +224,7 @@ class Controller:
         for m in self.setup.models:
             m.train()
         self.validator.reset_reducers(training=True)
-        args = (self.epoch_len, length, self.s.periods, self.s.test_mode)
+        args = (self.epoch_len, length, self.settings.periods, self.settings.test_mode)
         while True:
             stop = next_stop(self.progress.batches_trained, *args)
             self._train_batches(stop)  # no boundary checks in between
@@ -284,7 +286,9 @@ class Controller:
         chunk, self._chunk = self._chunk, []
         if self._bar is not None:
             self._bar.update(len(chunk))  # per chunk: no per-batch cost
-        reduced = _metrics.reduce_training(chunk, self.dist.gather, self.s.average_training_metrics)
+        reduced = _metrics.reduce_training(
+            chunk, self.dist.gather, self.settings.average_training_metrics
+        )
         extra = self.validator.run_reducers(training=True)
         avg, per_batch = ({**reduced[0], **extra}, reduced[1]) if reduced else ({}, [])
         if self.chief:
@@ -298,7 +302,7 @@ class Controller:
         if not self.chief:
             return
         if op is None:  # the trial's own length: the fraction of it done
-            if self.s.on_cluster:
+            if self.settings.on_cluster:
                 assert isinstance(length.value, int)  # fit() checked it
                 total = length.value * (self.epoch_len if isinstance(length, Epoch) else 1)
                 self.core.train.report_progress(min(1.0, self.progress.batches_trained / total))
@@ -306,16 +310,16 @@ class Controller:
         if self._done(op):
             return
         batches = self.progress.batches_trained
-        if self.s.searcher_unit == core.Unit.EPOCHS:
+        if self.settings.searcher_unit == core.Unit.EPOCHS:
             op.report_progress(batches / self.epoch_len)
-        elif self.s.searcher_unit == core.Unit.RECORDS and self.s.global_batch_size:
-            op.report_progress(float(batches * self.s.global_batch_size))
+        elif self.settings.searcher_unit == core.Unit.RECORDS and self.settings.global_batch_size:
+            op.report_progress(float(batches * self.settings.global_batch_size))
         else:
             op.report_progress(float(batches))
 
     def _with_length_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
         # A 0.38-style search may rank trials by these (searcher.time_metric: batches).
-        if not self.s.length_metrics:
+        if not self.settings.length_metrics:
             return metrics
         done = {"batches": self.progress.batches_trained, "epochs": self.progress.epochs_trained}
         return {**done, **metrics}
@@ -336,7 +340,7 @@ class Controller:
 
     def _validate_if_needed(self, length: TrainUnit | None, op: Any) -> None:
         stale = self.progress.last_val != self.progress.batches_trained
-        if stale and self._validate(length, op) and self.s.checkpoint_policy != "none":
+        if stale and self._validate(length, op) and self.settings.checkpoint_policy != "none":
             self._checkpoint_if_needed()
 
     def _validate(self, length: TrainUnit | None, op: core.SearcherOperation | None) -> bool:
@@ -363,14 +367,14 @@ class Controller:
         if op is not None and done and not self._done(op):
             op.report_completed(metric)
             self._last_completed = op
-        if self.s.checkpoint_policy == "all":
+        if self.settings.checkpoint_policy == "all":
             return True
-        if self.s.checkpoint_policy != "best" or metric is None:
+        if self.settings.checkpoint_policy != "best" or metric is None:
             return False
         better = best_before is None or (
-            metric < best_before if self.s.smaller_is_better else metric > best_before
+            metric < best_before if self.settings.smaller_is_better else metric > best_before
         )
-        if better and not self.s.on_cluster:
+        if better and not self.settings.on_cluster:
             self._best = metric  # locally, the loop keeps the experiment's best itself
         return better
 
@@ -378,17 +382,17 @@ class Controller:
         return op is self._last_completed  # ops complete in order, one at a time
 
     def _best_before(self) -> float | None:
-        if not self.s.on_cluster:
+        if not self.settings.on_cluster:
             return self._best
         return self.core.train.get_experiment_best_validation()
 
     def _searcher_metric(self, metrics: dict[str, Any], required: bool) -> Any:
-        name = self.s.searcher_metric
+        name = self.settings.searcher_metric
         if name is None:
             return None
         value = metrics.get(name)
         if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-            if not required and self.s.checkpoint_policy != "best":
+            if not required and self.settings.checkpoint_policy != "best":
                 return None
             raise RuntimeError(
                 f"the searcher metric {name!r} must be a numeric scalar in the validation "
@@ -416,7 +420,7 @@ class Controller:
                 _checkpoint_io.write_rank_files(path, self.dist.get_rank())
                 if self.chief:
                     _checkpoint_io.write_chief_files(
-                        path, self.setup, self.callbacks, self.progress, self.s
+                        path, self.setup, self.callbacks, self.progress, self.settings
                     )
         uuid = self.dist.broadcast(uuid if self.chief else None)
         for cb in self.callbacks.values():

@@ -17,6 +17,7 @@ from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import ContinueExperiment
 from determined.master.api._wire import experiment_json
 from determined.master.experiment import Experiments
+from determined.master.searcher import max_length_units
 from determined.master.store import ExperimentRow, Store, TrialRow, _experiments
 
 router = APIRouter(prefix="/api/v1")
@@ -85,7 +86,7 @@ def continued_config(
             f"searcher.max_length must stay in {_unit(was)}, as the trial trained in them"
         )
     try:
-        length = experiment.max_length_units(new, minimum=1)
+        length = max_length_units(new, minimum=1)
     except errors.InvalidSearcherConfig as e:
         raise InvalidArgument(str(e)) from e
     trained = trial["op_length"] if trial["op_complete"] else None

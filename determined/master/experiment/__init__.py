@@ -6,7 +6,6 @@ Layering: imports ``store`` and ``searcher`` (and the master's top-level ``_erro
 """
 
 from determined.master.experiment._config import (
-    max_length_units,
     parse_experiment_config,
     searcher_metric,
 )
@@ -20,7 +19,6 @@ __all__ = [
     "Experiments",
     "State",
     "decide_exit",
-    "max_length_units",
     "parse_experiment_config",
     "preemption_key",
     "searcher_metric",

@@ -12,9 +12,8 @@ from determined.errors import InvalidExperimentConfig
 from determined.master._errors import InvalidArgument
 
 # The one import of it in the master (the searcher is to export it from its package).
-from determined.master.searcher._factory import max_length_units
 
-__all__ = ["max_length_units", "parse_experiment_config", "searcher_metric"]
+__all__ = ["parse_experiment_config", "searcher_metric"]
 
 
 def parse_experiment_config(raw: str | dict[str, Any]) -> dict[str, Any]:

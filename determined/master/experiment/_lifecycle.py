@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -24,7 +24,6 @@ from determined import errors
 from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument
 from determined.master._signals import Signals
-from determined.master.experiment._config import max_length_units
 from determined.master.experiment._states import terminal_of, trial_escalation
 from determined.master.store import (
     ExperimentRow,
@@ -40,17 +39,6 @@ from determined.master.store import (
 logger = logging.getLogger("determined.master")
 
 
-class SearchMethod(searcher.SearchMethod, Protocol):
-    """The search method as the master drives it: ``searcher.SearchMethod`` and the two
-    0.38-style flags it reads (not in that protocol yet)."""
-
-    @property
-    def every_validation(self) -> bool: ...
-
-    @property
-    def trials_decide_length(self) -> bool: ...
-
-
 def preemption_key(allocation_id: str) -> str:
     return f"preempt:{allocation_id}"
 
@@ -58,7 +46,9 @@ def preemption_key(allocation_id: str) -> str:
 class Event:
     """One transaction's working set: the experiment row, its method, what to wake after."""
 
-    def __init__(self, conn: sa.Connection, exp: ExperimentRow, method: SearchMethod) -> None:
+    def __init__(
+        self, conn: sa.Connection, exp: ExperimentRow, method: searcher.SearchMethod
+    ) -> None:
         self.conn = conn
         self.exp = exp
         self.method = method
@@ -88,7 +78,7 @@ class Lifecycle:
     def __init__(self, store: Store, signals: Signals) -> None:
         self._store = store
         self._signals = signals
-        self._methods: dict[int, SearchMethod] = {}
+        self._methods: dict[int, searcher.SearchMethod] = {}
         self._lock = threading.RLock()
         self._on_change: list[Callable[[], None]] = []
         self._on_end: list[Callable[[int], None]] = []
@@ -213,12 +203,14 @@ class Lifecycle:
                     "ended; continue it once it has (or pause and activate it instead)"
                 )
             config = check(event.exp, trial)
-            length = max_length_units(config["searcher"])
+            length = searcher.max_length_units(config["searcher"])
             rid = trial["request_id"]
-            snapshot = _reopened(event.method.snapshot(), rid, length)
+            # The search as it was, under the new config (its longer max_length counts in
+            # progress), with its one trial live again.
             event.method = searcher.restore_search_method(
-                config["searcher"], config.get("hyperparameters"), snapshot
+                config["searcher"], config.get("hyperparameters"), event.method.snapshot()
             )
+            event.method.reopen(rid, length)
             self._methods[experiment_id] = event.method
             _trials.update_trial(
                 event.conn,
@@ -367,7 +359,7 @@ class Lifecycle:
             _experiments.update_experiment(event.conn, event.exp["id"], **values)
         _experiments.save_snapshot(event.conn, event.exp["id"], event.method.snapshot())
 
-    def _method(self, conn: sa.Connection, exp: ExperimentRow) -> SearchMethod:
+    def _method(self, conn: sa.Connection, exp: ExperimentRow) -> searcher.SearchMethod:
         method = self._methods.get(exp["id"])
         if method is None:
             config = exp["config"]
@@ -442,16 +434,3 @@ def warm_start_of(conn: sa.Connection, config: dict[str, Any]) -> str | None:
         why = "has no COMPLETED checkpoint" if exists else "does not exist"
         raise InvalidArgument(f"searcher.source_trial_id: trial {trial_id} {why}")
     return str(latest["uuid"])
-
-
-def _reopened(snapshot: dict[str, Any], request_id: str, length: int) -> dict[str, Any]:
-    """A single search's snapshot with its one trial live again and owing ``ValidateAfter
-    (length)``: not closed, not exited, not shut down (``continue_trial``)."""
-    return {
-        **snapshot,
-        "shutdown": False,
-        "closed": [r for r in snapshot["closed"] if r != request_id],
-        "exits": {r: why for r, why in snapshot["exits"].items() if r != request_id},
-        "outstanding": {**snapshot["outstanding"], request_id: [length]},
-        "completed": [k for k in snapshot["completed"] if k != f"{request_id}:{length}"],
-    }

@@ -2,9 +2,10 @@
 
 The master builds one with :func:`make_search_method` from the experiment config, feeds it
 trial events (``on_trial_created``, ``on_validation_completed``, ``on_trial_exited_early``,
-``on_trial_closed``) and carries out the operations it returns (:class:`Create`,
-:class:`ValidateAfter`, :class:`Close`, :class:`Shutdown`). After every event it can persist
-``snapshot()``; :func:`restore_search_method` continues the same search after a restart.
+``on_trial_closed``; :class:`SearchMethod` lists everything it uses) and carries out the
+operations it returns (:class:`Create`, :class:`ValidateAfter`, :class:`Close`,
+:class:`Shutdown`). After every event it can persist ``snapshot()``;
+:func:`restore_search_method` continues the same search after a restart.
 :func:`preview` simulates a search without training, for ``det preview-search``.
 """
 
@@ -14,24 +15,27 @@ from determined.master.searcher._adaptive_asha import (
     Bracket,
     plan_brackets,
 )
-from determined.master.searcher._base import (
+from determined.master.searcher._factory import (
+    make_search_method,
+    max_length_units,
+    restore_search_method,
+)
+from determined.master.searcher._grid import GridSearch
+from determined.master.searcher._hparams import grid, parse_hyperparameters, sample
+from determined.master.searcher._method import SearcherBase, SearchMethod
+from determined.master.searcher._nprand import NpRand
+from determined.master.searcher._operations import (
     Close,
     Create,
     ExitedReason,
     Operation,
-    SearchMethod,
     Shutdown,
     ValidateAfter,
     operation_from_dict,
     operation_to_dict,
 )
-from determined.master.searcher._factory import make_search_method, restore_search_method
-from determined.master.searcher._grid import GridSearch
-from determined.master.searcher._hparams import grid, parse_hyperparameters, sample
 from determined.master.searcher._preview import Preview, PreviewTrial, preview
-from determined.master.searcher._rand import NpRand
 from determined.master.searcher._random import RandomSearch, SingleSearch
-from determined.master.searcher._searcher import SearcherBase
 from determined.master.searcher._tpe import TPESearch
 
 __all__ = [
@@ -55,6 +59,7 @@ __all__ = [
     "ValidateAfter",
     "grid",
     "make_search_method",
+    "max_length_units",
     "operation_from_dict",
     "operation_to_dict",
     "parse_hyperparameters",

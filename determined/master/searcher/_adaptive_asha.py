@@ -15,9 +15,9 @@ from typing import Any
 from determined.errors import InvalidSearcherConfig
 from determined.master.searcher._asha import AshaCoreBase, AshaPromotionCore
 from determined.master.searcher._asha_stopping import AshaStoppingCore, AshaTimeCore
-from determined.master.searcher._base import Create, ExitedReason, Operation
-from determined.master.searcher._core import Context, MethodCore, Sampler
-from determined.master.searcher._searcher import SearcherBase
+from determined.master.searcher._method import SearcherBase
+from determined.master.searcher._method_core import MethodCore, Sampler, SearchContext
+from determined.master.searcher._operations import Create, ExitedReason, Operation
 
 MODES = ("aggressive", "standard", "conservative")
 
@@ -92,22 +92,26 @@ class _TournamentCore(MethodCore):
                 self.table[op.request_id] = i
         return ops
 
-    def initial(self, ctx: Context) -> list[Operation]:
+    def initial(self, ctx: SearchContext) -> list[Operation]:
         return [op for i, sub in enumerate(self.subs) for op in self._mark(i, sub.initial(ctx))]
 
-    def created(self, ctx: Context, request_id: str) -> list[Operation]:
+    def created(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         i = self.table[request_id]
         return self._mark(i, self.subs[i].created(ctx, request_id))
 
-    def validated(self, ctx: Context, request_id: str, metric: Any, length: int) -> list[Operation]:
+    def validated(
+        self, ctx: SearchContext, request_id: str, metric: Any, length: int
+    ) -> list[Operation]:
         i = self.table[request_id]
         return self._mark(i, self.subs[i].validated(ctx, request_id, metric, length))
 
-    def exited_early(self, ctx: Context, request_id: str, reason: ExitedReason) -> list[Operation]:
+    def exited_early(
+        self, ctx: SearchContext, request_id: str, reason: ExitedReason
+    ) -> list[Operation]:
         i = self.table[request_id]
         return self._mark(i, self.subs[i].exited_early(ctx, request_id, reason))
 
-    def closed(self, ctx: Context, request_id: str) -> list[Operation]:
+    def closed(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         i = self.table[request_id]
         return self._mark(i, self.subs[i].closed(ctx, request_id))
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from determined.master.searcher._base import Close, ExitedReason, Operation, ValidateAfter
-from determined.master.searcher._core import Context, MethodCore
+from determined.master.searcher._method_core import MethodCore, SearchContext
+from determined.master.searcher._operations import Close, ExitedReason, Operation, ValidateAfter
 from determined.master.searcher._rungs import EXITED_METRIC, Rung, TrialMetric, rung_targets
 
 
@@ -46,7 +46,7 @@ class AshaCoreBase(MethodCore):
         self.trials_completed = 0
         self.invalid_trials = 0
 
-    def _new_trial(self, ctx: Context) -> list[Operation]:
+    def _new_trial(self, ctx: SearchContext) -> list[Operation]:
         create = ctx.create()
         self.trial_rungs[create.request_id] = 0
         self.pending[create.request_id] = True
@@ -55,19 +55,19 @@ class AshaCoreBase(MethodCore):
     def _may_create(self) -> bool:
         return len(self.trial_rungs) - self.invalid_trials < self.max_trials
 
-    def initial(self, ctx: Context) -> list[Operation]:
+    def initial(self, ctx: SearchContext) -> list[Operation]:
         if self.mct > 0:
             n = min(self.mct, self.max_trials)
         else:
             n = max(min(int(self.divisor ** (self.num_rungs - 1)), self.max_trials), 1)
         return [op for _ in range(n) for op in self._new_trial(ctx)]
 
-    def created(self, ctx: Context, request_id: str) -> list[Operation]:
+    def created(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         self.rungs[0].outstanding += 1
         self.trial_rungs[request_id] = 0
         return []
 
-    def closed(self, ctx: Context, request_id: str) -> list[Operation]:
+    def closed(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         self.trials_completed += 1
         self.closed_trials[request_id] = True
         return []
@@ -76,7 +76,7 @@ class AshaCoreBase(MethodCore):
         value = float(metric)
         return value if self.smaller_is_better else -value
 
-    def _drop_invalid(self, ctx: Context, request_id: str) -> list[Operation]:
+    def _drop_invalid(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         """Forget an invalid-hyperparameter trial and start a replacement. (The reference also
         sends the exiting trial a Close; it has already exited, so we send nothing.)"""
         self.early_exit[request_id] = True
@@ -122,11 +122,15 @@ class AshaCoreBase(MethodCore):
 class AshaPromotionCore(AshaCoreBase):
     """``stop_once: false``: promotions, waiting trials, close-out."""
 
-    def validated(self, ctx: Context, request_id: str, metric: Any, length: int) -> list[Operation]:
+    def validated(
+        self, ctx: SearchContext, request_id: str, metric: Any, length: int
+    ) -> list[Operation]:
         self.pending.pop(request_id, None)
         return self._promote(ctx, request_id, self._signed(metric))
 
-    def exited_early(self, ctx: Context, request_id: str, reason: ExitedReason) -> list[Operation]:
+    def exited_early(
+        self, ctx: SearchContext, request_id: str, reason: ExitedReason
+    ) -> list[Operation]:
         if reason.is_invalid_hp:
             if self.pending.pop(request_id, None):
                 self.rungs[self.trial_rungs[request_id]].outstanding -= 1
@@ -150,7 +154,7 @@ class AshaPromotionCore(AshaCoreBase):
             return rung.metrics[old_quota].request_id
         return None
 
-    def _promote(self, ctx: Context, request_id: str, metric: float) -> list[Operation]:
+    def _promote(self, ctx: SearchContext, request_id: str, metric: float) -> list[Operation]:
         r = self.trial_rungs[request_id]
         rung = self.rungs[r]
         rung.outstanding -= 1

@@ -10,20 +10,24 @@ from __future__ import annotations
 from typing import Any
 
 from determined.master.searcher._asha import AshaCoreBase
-from determined.master.searcher._base import Close, ExitedReason, Operation, ValidateAfter
-from determined.master.searcher._core import Context
+from determined.master.searcher._method_core import SearchContext
+from determined.master.searcher._operations import Close, ExitedReason, Operation, ValidateAfter
 from determined.master.searcher._rungs import EXITED_METRIC, TrialMetric
 
 
 class AshaStoppingCore(AshaCoreBase):
     """0.37 ``stop_once: true``: decisions at op completions, one rung at a time."""
 
-    def validated(self, ctx: Context, request_id: str, metric: Any, length: int) -> list[Operation]:
+    def validated(
+        self, ctx: SearchContext, request_id: str, metric: Any, length: int
+    ) -> list[Operation]:
         self.pending.pop(request_id, None)
         ctx.sampler.report(request_id, length, float(metric))
         return self._decide(ctx, request_id, self._signed(metric), float(metric))
 
-    def exited_early(self, ctx: Context, request_id: str, reason: ExitedReason) -> list[Operation]:
+    def exited_early(
+        self, ctx: SearchContext, request_id: str, reason: ExitedReason
+    ) -> list[Operation]:
         was_pending = self.pending.pop(request_id, None)
         if reason.is_invalid_hp:
             return self._drop_invalid(ctx, request_id)
@@ -35,7 +39,7 @@ class AshaStoppingCore(AshaCoreBase):
         return self._decide(ctx, request_id, EXITED_METRIC, None)
 
     def _decide(
-        self, ctx: Context, request_id: str, metric: float, raw: float | None
+        self, ctx: SearchContext, request_id: str, metric: float, raw: float | None
     ) -> list[Operation]:
         r = self.trial_rungs[request_id]
         rung = self.rungs[r]
@@ -75,13 +79,15 @@ class AshaTimeCore(AshaCoreBase):
 
     every_validation = True
 
-    def _new_trial(self, ctx: Context) -> list[Operation]:
+    def _new_trial(self, ctx: SearchContext) -> list[Operation]:
         create = ctx.create()
         self.trial_rungs[create.request_id] = 0
         self.pending[create.request_id] = True
         return [create, ValidateAfter(create.request_id, self.targets[-1])]
 
-    def validated(self, ctx: Context, request_id: str, metric: Any, length: int) -> list[Operation]:
+    def validated(
+        self, ctx: SearchContext, request_id: str, metric: Any, length: int
+    ) -> list[Operation]:
         if self.closed_trials.get(request_id):
             return []  # already told to stop; late reports change nothing
         ctx.sampler.report(request_id, length, float(metric))
@@ -99,7 +105,7 @@ class AshaTimeCore(AshaCoreBase):
                 return self._stop(ctx, request_id)
         return []
 
-    def _stop(self, ctx: Context, request_id: str) -> list[Operation]:
+    def _stop(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         self.closed_trials[request_id] = True
         self.pending.pop(request_id, None)
         ops: list[Operation] = [Close(request_id)]
@@ -107,7 +113,9 @@ class AshaTimeCore(AshaCoreBase):
             ops += self._new_trial(ctx)
         return ops
 
-    def exited_early(self, ctx: Context, request_id: str, reason: ExitedReason) -> list[Operation]:
+    def exited_early(
+        self, ctx: SearchContext, request_id: str, reason: ExitedReason
+    ) -> list[Operation]:
         was_running = self.pending.pop(request_id, None)
         if reason.is_invalid_hp:
             return self._drop_invalid(ctx, request_id)

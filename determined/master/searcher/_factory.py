@@ -12,8 +12,8 @@ from typing import Any
 from determined.errors import InvalidSearcherConfig
 from determined.master.searcher._adaptive_asha import MODES, AdaptiveASHASearch, ASHASearch
 from determined.master.searcher._grid import GridSearch
+from determined.master.searcher._method import SearcherBase
 from determined.master.searcher._random import RandomSearch, SingleSearch
-from determined.master.searcher._searcher import SearcherBase
 
 _REMOVED = {
     "adaptive": "adaptive_asha",

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from determined.master.searcher import _hparams
-from determined.master.searcher._base import Close, Operation, ValidateAfter
-from determined.master.searcher._core import Context, MethodCore
-from determined.master.searcher._searcher import SearcherBase
+from determined.master.searcher._method import SearcherBase
+from determined.master.searcher._method_core import MethodCore, SearchContext
+from determined.master.searcher._operations import Close, Operation, ValidateAfter
 
 
 class _GridCore(MethodCore):
@@ -19,18 +19,18 @@ class _GridCore(MethodCore):
         self.total = len(points)
         self.remaining = points  # consumed from the end, as in the reference
 
-    def _next_point(self, ctx: Context) -> list[Operation]:
+    def _next_point(self, ctx: SearchContext) -> list[Operation]:
         create = ctx.create(self.remaining.pop())
         rid = create.request_id
         if self.max_length is None:
             return [create, Close(rid)]  # the trial trains as long as it decides
         return [create, ValidateAfter(rid, self.max_length), Close(rid)]
 
-    def initial(self, ctx: Context) -> list[Operation]:
+    def initial(self, ctx: SearchContext) -> list[Operation]:
         n = min(self.total, self.mct) if self.mct > 0 else self.total
         return [op for _ in range(n) for op in self._next_point(ctx)]
 
-    def closed(self, ctx: Context, request_id: str) -> list[Operation]:
+    def closed(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         return self._next_point(ctx) if self.remaining else []
 
     def rung_lengths(self) -> list[list[int]]:

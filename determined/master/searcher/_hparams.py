@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from determined.errors import InvalidSearcherConfig
-from determined.master.searcher._rand import NpRand
+from determined.master.searcher._nprand import NpRand
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from determined.errors import InternalException
-from determined.master.searcher._base import Close, Create, Operation, Shutdown, ValidateAfter
 from determined.master.searcher._factory import make_search_method
-from determined.master.searcher._rand import NpRand
-from determined.master.searcher._searcher import SearcherBase
+from determined.master.searcher._method import SearcherBase
+from determined.master.searcher._nprand import NpRand
+from determined.master.searcher._operations import Close, Create, Operation, Shutdown, ValidateAfter
 
 _MAX_EVENTS = 1_000_000
 

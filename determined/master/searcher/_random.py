@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from determined.master.searcher._base import Close, ExitedReason, Operation, ValidateAfter
-from determined.master.searcher._core import Context, MethodCore
-from determined.master.searcher._searcher import SearcherBase
+from determined.master.searcher._method import SearcherBase
+from determined.master.searcher._method_core import MethodCore, SearchContext
+from determined.master.searcher._operations import Close, ExitedReason, Operation, ValidateAfter
 
 
 class _RandomCore(MethodCore):
@@ -22,7 +22,7 @@ class _RandomCore(MethodCore):
         self.replace_invalid = replace_invalid
         self.created_trials = 0
 
-    def _new_trial(self, ctx: Context) -> list[Operation]:
+    def _new_trial(self, ctx: SearchContext) -> list[Operation]:
         create = ctx.create()
         self.created_trials += 1
         rid = create.request_id
@@ -30,17 +30,19 @@ class _RandomCore(MethodCore):
             return [create, Close(rid)]  # the trial trains as long as it decides
         return [create, ValidateAfter(rid, self.max_length), Close(rid)]
 
-    def initial(self, ctx: Context) -> list[Operation]:
+    def initial(self, ctx: SearchContext) -> list[Operation]:
         n = min(self.max_trials, self.mct) if self.mct > 0 else self.max_trials
         return [op for _ in range(n) for op in self._new_trial(ctx)]
 
-    def exited_early(self, ctx: Context, request_id: str, reason: ExitedReason) -> list[Operation]:
+    def exited_early(
+        self, ctx: SearchContext, request_id: str, reason: ExitedReason
+    ) -> list[Operation]:
         # The replacement is created when the invalid trial's close arrives.
         if self.replace_invalid and reason.is_invalid_hp:
             self.created_trials -= 1
         return []
 
-    def closed(self, ctx: Context, request_id: str) -> list[Operation]:
+    def closed(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         return self._new_trial(ctx) if self.created_trials < self.max_trials else []
 
     def rung_lengths(self) -> list[list[int]]:

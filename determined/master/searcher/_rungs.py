@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from determined.master.searcher._core import float_from_json, float_to_json
+from determined.master.searcher._method_core import float_from_json, float_to_json
 
 #: the metric an exited trial is given at a rung: the worst possible (lower is better inside)
 EXITED_METRIC = sys.float_info.max

@@ -15,9 +15,9 @@ from typing import Any
 from determined.errors import InvalidSearcherConfig
 from determined.master.searcher import _hparams
 from determined.master.searcher._asha_stopping import AshaStoppingCore, AshaTimeCore
-from determined.master.searcher._core import Sampler
-from determined.master.searcher._rand import NpRand
-from determined.master.searcher._searcher import SearcherBase
+from determined.master.searcher._method import SearcherBase
+from determined.master.searcher._method_core import Sampler
+from determined.master.searcher._nprand import NpRand
 
 
 def _import_optuna() -> Any:

@@ -1,8 +1,9 @@
-"""``SearcherBase``: the bookkeeping every search method shares, around a method core.
+"""``SearchMethod``, what the master drives, and ``SearcherBase``, the bookkeeping every search
+method shares around its method core.
 
-It counts Creates issued and trials closed, failed and canceled, emits ``Shutdown`` once every
-requested trial is closed, accepts each event once, checks that a completed operation is one
-it asked for, and snapshots everything (RNG included) as JSON.
+``SearcherBase`` counts Creates issued and trials closed, failed and canceled, emits
+``Shutdown`` once every requested trial is closed, accepts each event once, checks that a
+completed operation is one it asked for, and snapshots everything (RNG included) as JSON.
 """
 
 from __future__ import annotations
@@ -10,22 +11,59 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
 from determined.errors import InternalException, InvalidSearcherMetric, SearcherEventRejected
 from determined.master.searcher import _hparams
-from determined.master.searcher._base import (
+from determined.master.searcher._method_core import MethodCore, Sampler, SearchContext
+from determined.master.searcher._nprand import NpRand
+from determined.master.searcher._operations import (
     Create,
     ExitedReason,
     Operation,
     Shutdown,
     ValidateAfter,
 )
-from determined.master.searcher._core import Context, MethodCore, Sampler
-from determined.master.searcher._rand import NpRand
 
 SNAPSHOT_VERSION = 1
-_T = TypeVar("_T", bound="SearcherBase")
+
+
+class SearchMethod(Protocol):
+    """Everything the master uses on a search method. Every event returns the operations to
+    carry out, in order.
+
+    Calls come from one thread at a time (the experiment's). Events name trials by the
+    ``request_id`` of their ``Create``; each event is accepted once (see :class:`SearcherBase`).
+    The master persists :meth:`snapshot` in the transaction of each event; the searcher
+    factory's ``restore_search_method`` rebuilds the method from the config and a snapshot.
+    """
+
+    def initial_operations(self) -> list[Operation]: ...
+
+    def on_trial_created(self, request_id: str) -> list[Operation]: ...
+
+    def on_validation_completed(
+        self, request_id: str, metric: Any, length: int
+    ) -> list[Operation]: ...
+
+    def on_trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Operation]: ...
+
+    def on_trial_closed(self, request_id: str) -> list[Operation]: ...
+
+    def reopen(self, request_id: str, length: int) -> None: ...
+
+    def progress(self, trial_progress: Mapping[str, float]) -> float: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    @property
+    def every_validation(self) -> bool: ...
+
+    @property
+    def trials_decide_length(self) -> bool: ...
+
+    @property
+    def rung_lengths(self) -> list[list[int]]: ...
 
 
 class SearcherBase:
@@ -33,7 +71,7 @@ class SearcherBase:
 
     The master calls the ``on_*`` methods from the experiment's single thread, in the order
     events happen, and carries out the returned operations in order. After each call it may
-    persist :meth:`snapshot`; :meth:`restore` continues the same search exactly.
+    persist :meth:`snapshot`; ``restore_search_method`` continues the same search exactly.
 
     Raises (from the ``on_*`` methods, with no state changed):
         SearcherEventRejected: an event for an unknown trial, or an operation completed twice
@@ -57,7 +95,7 @@ class SearcherBase:
         self.kind = kind
         self.experiment_seed = int(seed) & 0xFFFFFFFF
         self._core = core
-        self._ctx = Context(NpRand(self.experiment_seed), space, sampler or Sampler())
+        self._ctx = SearchContext(NpRand(self.experiment_seed), space, sampler or Sampler())
         self._started = False
         self._shutdown = False
         self._requested: dict[str, bool] = {}  # request ids of every Create, in order
@@ -163,6 +201,18 @@ class SearcherBase:
             )
         return ops
 
+    def reopen(self, request_id: str, length: int) -> None:
+        """Make the ended trial ``request_id`` live again, owing ``ValidateAfter(length)``: not
+        closed, not exited, the search not shut down, and that length no longer completed
+        (``det e continue`` of a single-trial experiment). The master issues the operation
+        itself; no event follows from this call."""
+        self._check_created(request_id)
+        self._shutdown = False
+        self._closed.pop(request_id, None)
+        self._exits.pop(request_id, None)
+        self._outstanding[request_id] = [int(length)]
+        self._completed.pop(f"{request_id}:{int(length)}", None)
+
     # ----------------------------------------------------------------------------- queries
 
     def progress(self, trial_progress: Mapping[str, float]) -> float:
@@ -210,27 +260,6 @@ class SearcherBase:
             "core": self._core.state(),
             "sampler": self._ctx.sampler.state(),
         }
-
-    @classmethod
-    def restore(cls: type[_T], config: Mapping[str, Any], snapshot: Mapping[str, Any]) -> _T:
-        """Rebuild the search from the experiment config (``searcher`` and ``hyperparameters``
-        sections) and a :meth:`snapshot`.
-
-        Raises:
-            InvalidSearcherConfig: the config no longer describes a valid search.
-            SearcherEventRejected: the snapshot is from another searcher kind or version.
-        """
-        from determined.master.searcher._factory import make_search_method
-
-        method = make_search_method(
-            config["searcher"], config.get("hyperparameters"), int(snapshot["experiment_seed"])
-        )
-        if not isinstance(method, cls):
-            raise SearcherEventRejected(
-                f"the config describes a {type(method).__name__}, not a {cls.__name__}"
-            )
-        method.load_snapshot(snapshot)
-        return method
 
     def load_snapshot(self, snapshot: Mapping[str, Any]) -> None:
         """Replace this search's state with ``snapshot`` (same config and kind)."""

@@ -1,4 +1,4 @@
-"""Operations, events and the ``SearchMethod`` protocol shared by every search method.
+"""Operations and the early-exit reasons that every search method and the master share.
 
 A search method is a pure state machine: the master tells it what happened to trials (events)
 and it answers with operations. It touches no clock, database, network or global RNG; the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, Union
+from typing import Any, Union
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,6 @@ class Shutdown:
 
 
 Operation = Union[Create, ValidateAfter, Close, Shutdown]
-_S = TypeVar("_S", bound="SearchMethod")
 
 
 class ExitedReason(str, enum.Enum):
@@ -65,33 +64,6 @@ class ExitedReason(str, enum.Enum):
     @property
     def is_invalid_hp(self) -> bool:
         return self in (ExitedReason.INVALID_HP, ExitedReason.INIT_INVALID_HP)
-
-
-class SearchMethod(Protocol):
-    """What the master drives. Every call returns the operations to carry out, in order.
-
-    Calls come from one thread at a time (the experiment's). Events name trials by the
-    ``request_id`` of their ``Create``; each event is accepted once (see the methods).
-    """
-
-    def initial_operations(self) -> list[Operation]: ...
-
-    def on_trial_created(self, request_id: str) -> list[Operation]: ...
-
-    def on_validation_completed(
-        self, request_id: str, metric: Any, length: int
-    ) -> list[Operation]: ...
-
-    def on_trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Operation]: ...
-
-    def on_trial_closed(self, request_id: str) -> list[Operation]: ...
-
-    def progress(self, trial_progress: dict[str, float]) -> float: ...
-
-    def snapshot(self) -> dict[str, Any]: ...
-
-    @classmethod
-    def restore(cls: type[_S], config: Any, snapshot: dict[str, Any]) -> _S: ...
 
 
 def operation_to_dict(op: Operation) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """The inside of a search method: a core that makes decisions, and where new trials come from.
 
 A :class:`MethodCore` is the method-specific state machine (random, grid, one ASHA bracket...).
-It is driven by :class:`~determined.master.searcher._searcher.SearcherBase`, which owns the
+It is driven by :class:`~determined.master.searcher._method.SearcherBase`, which owns the
 bookkeeping every method shares (shutdown, duplicate events, progress). A core gets a
-:class:`Context` with the seeded RNG and a :class:`Sampler`; a Create's randomness is consumed in
-the reference's order: hyperparameters, then the request id, then the trial seed.
+:class:`SearchContext` with the seeded RNG and a :class:`Sampler`; a Create's randomness is
+consumed in the reference's order: hyperparameters, then the request id, then the trial seed.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 from typing import Any
 
 from determined.master.searcher import _hparams
-from determined.master.searcher._base import Create, ExitedReason, Operation
-from determined.master.searcher._rand import NpRand
+from determined.master.searcher._nprand import NpRand
+from determined.master.searcher._operations import Create, ExitedReason, Operation
 
 
 class Sampler:
@@ -47,7 +47,7 @@ class Sampler:
         """Restore what :meth:`state` returned."""
 
 
-class Context:
+class SearchContext:
     """What a core may use to make new trials: the RNG, the space and the sampler."""
 
     def __init__(self, rand: NpRand, space: _hparams.HyperparameterSpace, sampler: Sampler):
@@ -82,19 +82,23 @@ class MethodCore:
     #: long as it decides and its exit 0 (without a preemption) ends it
     trials_decide_length = False
 
-    def initial(self, ctx: Context) -> list[Operation]:
+    def initial(self, ctx: SearchContext) -> list[Operation]:
         raise NotImplementedError
 
-    def created(self, ctx: Context, request_id: str) -> list[Operation]:
+    def created(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         return []
 
-    def validated(self, ctx: Context, request_id: str, metric: Any, length: int) -> list[Operation]:
+    def validated(
+        self, ctx: SearchContext, request_id: str, metric: Any, length: int
+    ) -> list[Operation]:
         return []
 
-    def exited_early(self, ctx: Context, request_id: str, reason: ExitedReason) -> list[Operation]:
+    def exited_early(
+        self, ctx: SearchContext, request_id: str, reason: ExitedReason
+    ) -> list[Operation]:
         return []
 
-    def closed(self, ctx: Context, request_id: str) -> list[Operation]:
+    def closed(self, ctx: SearchContext, request_id: str) -> list[Operation]:
         return []
 
     def progress(self, trial_progress: dict[str, float], closed: set[str]) -> float:
