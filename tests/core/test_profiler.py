@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
+from _kit.master import free_port
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -54,12 +54,6 @@ def single() -> DistributedContext:
 
 def sampler_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "profiler-sampler"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

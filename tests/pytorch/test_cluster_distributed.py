@@ -6,22 +6,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 
 import pytest
+from _kit.master import free_port
 from _kit.pytorch_cluster import Cluster, trial_env
 
 pytestmark = pytest.mark.e2e
 
 WORKER = pathlib.Path(__file__).parents[1] / "_kit" / "cluster_worker.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_two_slot_trial_reports_once_from_the_chief(
@@ -38,13 +32,13 @@ def test_two_slot_trial_reports_once_from_the_chief(
         DET_HOME=str(tmp_path / "home"),
         USE_TORCH_DISTRIBUTED="1",
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
+        MASTER_PORT=str(free_port()),
         WORLD_SIZE="2",
         LOCAL_WORLD_SIZE="2",
         GROUP_RANK="0",
         GROUP_WORLD_SIZE="1",
-        INTER_TRAIN_PROCESS_COMM_PORT_1=str(_free_port()),
-        INTER_TRAIN_PROCESS_COMM_PORT_2=str(_free_port()),
+        INTER_TRAIN_PROCESS_COMM_PORT_1=str(free_port()),
+        INTER_TRAIN_PROCESS_COMM_PORT_2=str(free_port()),
         OMP_NUM_THREADS="1",
     )
     procs = [

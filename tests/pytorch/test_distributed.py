@@ -6,23 +6,17 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 from typing import Any
 
 import numpy as np
 import pytest
+from _kit.master import free_port
 
 pytestmark = pytest.mark.e2e
 
 WORKER = pathlib.Path(__file__).parents[1] / "_kit" / "ddp_worker.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +25,14 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("DET_") and k != "RANK"}
     base.update(
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
+        MASTER_PORT=str(free_port()),
         WORLD_SIZE="2",
         LOCAL_WORLD_SIZE="2",
         GROUP_RANK="0",
         GROUP_WORLD_SIZE="1",
         USE_TORCH_DISTRIBUTED="1",
-        INTER_TRAIN_PROCESS_COMM_PORT_1=str(_free_port()),
-        INTER_TRAIN_PROCESS_COMM_PORT_2=str(_free_port()),
+        INTER_TRAIN_PROCESS_COMM_PORT_1=str(free_port()),
+        INTER_TRAIN_PROCESS_COMM_PORT_2=str(free_port()),
         DET_HOME=str(tmp / "det_home"),
         OMP_NUM_THREADS="1",
     )
@@ -144,7 +138,7 @@ def test_local_run_with_two_ranks_needs_use_torch_distributed(
     from determined import core
 
     monkeypatch.delenv("USE_TORCH_DISTRIBUTED", raising=False)
-    pub, pull = _free_port(), _free_port()
+    pub, pull = free_port(), free_port()
     outcome: dict[int, Any] = {}
 
     def rank(r: int) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,12 @@ from typing import Any
 
 import pytest
 import requests
+from _kit.master import free_port
 from _kit.webui import TESTS, Cluster
 
 from determined.cli import _session, _tensorboard
 
 pytestmark = pytest.mark.e2e
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _det_env(cluster: Cluster, home: pathlib.Path) -> dict[str, str]:
@@ -65,7 +59,7 @@ def test_det_tensorboard_start_serves_each_trials_scalars(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
     pytest.importorskip("tensorboard")
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "determined.cli", "tensorboard", "start", str(cluster.done)]
     cmd += ["--port", str(port)]
     proc = subprocess.Popen(
