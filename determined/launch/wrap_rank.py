@@ -1,11 +1,12 @@
 """``python -m determined.launch.wrap_rank [--no-redirect-stdio] RANK SCRIPT...``
 
-Runs SCRIPT and copies its stdout and stderr line by line, each line prefixed with
-``[rank=N] ``, so the logs of many workers can be told apart. A line ends at ``\\n`` or ``\\r``
-(progress bars redraw with ``\\r``). RANK is an integer, or a comma-separated list of environment
-variable names whose first set value is the rank (e.g. ``RANK,OMPI_COMM_WORLD_RANK``). When the
-files ``/run/determined/train/logs/std{out,err}.log`` exist (Determined's containers), the
-unprefixed output is also appended there unless ``--no-redirect-stdio`` is given.
+Runs SCRIPT and copies its stdout and stderr line by line, each line prefixed with ``[rank=N] ``,
+so the logs of many workers can be told apart. A line ends at ``\\n``, ``\\r`` or ``\\r\\n`` and is
+written with ``\\n`` (progress bars redraw with ``\\r``). RANK is an integer, or a comma-separated
+list of environment variable names whose first set value is the rank (e.g.
+``RANK,OMPI_COMM_WORLD_RANK``). When the files ``/run/determined/train/logs/std{out,err}.log``
+exist (Determined's containers), the unprefixed output is also appended there unless
+``--no-redirect-stdio`` is given.
 
 Exits with SCRIPT's exit code (128 + N when a signal N killed it). INT, TERM, HUP, USR1 and USR2
 received by this process are forwarded to SCRIPT.
@@ -24,7 +25,9 @@ from typing import BinaryIO
 from determined.launch import _signals
 
 LOG_DIR = "/run/determined/train/logs"
-_LINE_END = re.compile(rb"[\r\n]")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+# Output with no line end for this long is passed on as a line of its own (bounded memory).
+MAX_LINE = 65536
 
 
 def resolve_rank(spec: str, environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
@@ -44,8 +47,10 @@ def resolve_rank(spec: str, environ: dict[str, str] | os._Environ[str] = os.envi
 
 
 def copy_lines(src: BinaryIO, dst: BinaryIO, prefix: bytes, tee: BinaryIO | None = None) -> None:
-    """Copy ``src`` to ``dst`` until EOF, prefixing every line; a final unterminated line is
-    copied too (with a newline added)."""
+    """Copy ``src`` to ``dst`` until EOF, prefixing every line. ``\n``, ``\r`` and ``\r\n`` each
+    end a line, written with ``\n``: a progress bar's redraws become separate tagged lines, and
+    no bare ``\r`` reaches the log to hide a line behind another rank's. A final unterminated
+    line is copied too, and a line longer than ``MAX_LINE`` bytes is cut into lines."""
     pending = b""
     while True:
         chunk = src.read1(65536) if hasattr(src, "read1") else src.read(65536)
@@ -57,12 +62,17 @@ def copy_lines(src: BinaryIO, dst: BinaryIO, prefix: bytes, tee: BinaryIO | None
         pending += chunk
         start = 0
         for m in _LINE_END.finditer(pending):
-            dst.write(prefix + pending[start : m.end()])
+            if m.group() == b"\r" and m.end() == len(pending):
+                break  # a "\r\n" may be split across reads: decide once more has come
+            dst.write(prefix + pending[start : m.start()] + b"\n")
             start = m.end()
         pending = pending[start:]
+        while len(pending) >= MAX_LINE:
+            dst.write(prefix + pending[:MAX_LINE] + b"\n")
+            pending = pending[MAX_LINE:]
         dst.flush()
     if pending:
-        dst.write(prefix + pending + b"\n")
+        dst.write(prefix + pending.removesuffix(b"\r") + b"\n")
         dst.flush()
 
 
