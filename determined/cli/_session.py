@@ -22,7 +22,7 @@ from typing import Any
 from determined import errors
 from determined.cli import _daemon, _render
 from determined.common import _paths
-from determined.common.api import Session
+from determined.common.api import Session, canonicalize_master_url
 
 DEFAULT_MASTER = "http://localhost:8080"
 DEFAULT_USER = "determined"
@@ -32,9 +32,12 @@ _PASSWORD_SALT = "GubPEmmotfiK9TMD6Zdw"
 
 
 def normalize(url: str) -> str:
-    if "://" not in url:
-        url = "http://" + url
-    return url.rstrip("/")
+    """The canonical form of a master URL (``canonicalize_master_url``), or a ``CliError``
+    saying what is wrong with it."""
+    try:
+        return canonicalize_master_url(url)
+    except ValueError as e:
+        raise _render.CliError(str(e)) from None
 
 
 def explicit_master(args: argparse.Namespace) -> str | None:
