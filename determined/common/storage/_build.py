@@ -117,18 +117,22 @@ def build(config: Mapping[str, Any], container_path: str | None = None) -> Stora
             ``host_path`` itself (the reference mounts it at ``/determined_shared_fs``).
 
     Raises:
-        TypeError: an unknown ``type`` (as in the reference).
+        ValueError: no ``type``, or one that is not a string (as in the reference).
+        TypeError: an unknown ``type`` string (as in the reference).
         determined.errors.StorageConfigError: a missing or unknown key, a bad path; or azure,
             which redetermined does not support.
         ImportError: s3/gcs without their extra installed.
     """
     kind = config.get("type")
+    if kind is None or not isinstance(kind, str):
+        what = "has no 'type'" if kind is None else f"has type {kind!r}, which is not a string"
+        raise ValueError(f"checkpoint_storage {what}; set type to one of {sorted(_BUILDERS)}")
     if kind == "azure":
         raise errors.StorageConfigError(
             "checkpoint_storage type azure is not supported by redetermined; use shared_fs, "
             "directory, s3 or gcs"
         )
-    builder = _BUILDERS.get(kind) if isinstance(kind, str) else None
+    builder = _BUILDERS.get(kind)
     if builder is None:
         raise TypeError(f"unknown checkpoint_storage type {kind!r}; use one of {sorted(_BUILDERS)}")
     return builder(config, container_path)

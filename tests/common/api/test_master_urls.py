@@ -52,7 +52,8 @@ def test_bad_urls_say_what_to_fix(url: str) -> None:
 @pytest.mark.skipif(not REF_PYTHON.exists(), reason="no .refvenv: run scripts/setup.sh")
 def test_same_answers_as_the_reference() -> None:
     program = (
-        "import json, sys\n"
+        "import json, sys, determined\n"
+        "print(determined.__file__)\n"
         "from determined.common.api import canonicalize_master_url as c\n"
         "out = {}\n"
         "for u in json.load(sys.stdin):\n"
@@ -62,14 +63,15 @@ def test_same_answers_as_the_reference() -> None:
     )
     urls = [*GOOD, *BAD]
     done = subprocess.run(
-        [str(REF_PYTHON), "-c", program],
+        [str(REF_PYTHON), "-I", "-c", program],  # -I: the reference, not this tree
         input=json.dumps(urls),
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     )
-    reference = json.loads(done.stdout)
+    reference = json.loads(done.stdout.splitlines()[-1])
+    assert ".refvenv" in done.stdout.splitlines()[0]
     ours = {}
     for u in urls:
         try:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import subprocess
 from typing import Any
 
 import pytest
@@ -69,10 +71,46 @@ def test_storage_config_error_is_a_value_error() -> None:
     assert issubclass(errors.StorageConfigError, ValueError)
 
 
-@pytest.mark.parametrize("kind", ["hdfs", None, 3])
-def test_unknown_type_raises_type_error(kind: Any) -> None:
-    with pytest.raises(TypeError, match="unknown checkpoint_storage type"):
-        storage.build({"type": kind})
+def test_unknown_type_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="unknown checkpoint_storage type 'hdfs'; use one of"):
+        storage.build({"type": "hdfs"})
+
+
+@pytest.mark.parametrize("config", [{}, {"type": None}, {"type": 4}, {"type": ["s3"]}])
+def test_a_missing_or_non_string_type_raises_value_error(config: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"set type to one of \['directory', 'gcs', 's3'"):
+        storage.build(config)
+
+
+REF_PYTHON = pathlib.Path(__file__).resolve().parents[3] / ".refvenv" / "bin" / "python"
+
+
+@pytest.mark.skipif(not REF_PYTHON.exists(), reason="no .refvenv: run scripts/setup.sh")
+def test_the_same_exception_classes_as_the_reference() -> None:
+    configs = [{}, {"type": None}, {"type": 4}, {"type": "hdfs"}]
+    program = (
+        "import json, sys\n"
+        "from determined.common import storage\n"
+        "for c in json.load(sys.stdin):\n"
+        "    try: storage.build(c, container_path=None); print('ok')\n"
+        "    except Exception as e: print(type(e).__name__)\n"
+    )
+    done = subprocess.run(
+        [str(REF_PYTHON), "-I", "-c", program],  # -I: the reference, not this tree
+        input=json.dumps(configs),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    ours = []
+    for c in configs:
+        try:
+            storage.build(c)
+            ours.append("ok")
+        except Exception as e:
+            ours.append(type(e).__name__)
+    assert ours == done.stdout.split() == ["ValueError", "ValueError", "ValueError", "TypeError"]
 
 
 def test_directory_and_s3_and_gcs_configs() -> None:
