@@ -89,6 +89,18 @@ class _Experimental:
         self._context._auto_amp = True
 
 
+class PassThroughDDP(torch.nn.parallel.DistributedDataParallel):
+    """DistributedDataParallel whose missing attributes are looked up on the wrapped module, so
+    trial code written for one slot (``self.model.weight``, ``self.model.my_method()``) runs
+    unchanged on several (0.37's wrapper does the same)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.module, name)
+
+
 class PyTorchTrialContext:
     """Built by ``det.pytorch.init()``; handed to the trial's ``__init__``.
 
@@ -194,14 +206,15 @@ class PyTorchTrialContext:
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move ``model`` to the device and, with several ranks under torch.distributed
-        (``USE_TORCH_DISTRIBUTED`` set), wrap it in DistributedDataParallel. Call on every rank
-        in the same order."""
+        (``USE_TORCH_DISTRIBUTED`` set), wrap it in DistributedDataParallel whose attribute
+        lookups fall through to the model (``self.model.weight``, the model's own methods), as
+        in 0.37. Call on every rank in the same order."""
         if not self._managed:
             return model
         model = model.to(self.device)
         if self.distributed.get_size() > 1 and os.environ.get("USE_TORCH_DISTRIBUTED"):
             ids = [self.device.index] if self.device.type == "cuda" else None
-            model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+            model = PassThroughDDP(model, device_ids=ids)
         self.models.append(model)
         return model
 

@@ -26,6 +26,16 @@ HP = {"lr": 0.005, "dropout": 0.3, "shuffle": True, "n": 36, "batch_size": 4, "v
 CONF = {"reproducibility": {"experiment_seed": 3}}
 
 
+class AttributeTrial(MLPTrial):
+    """Reads the model's own attributes through the DDP wrapper, as one-slot code does."""
+
+    def evaluate_batch(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        first = getattr(self.model, "0")  # a submodule of the wrapped Sequential
+        out = super().evaluate_batch(batch, batch_idx)
+        out["weight_sum"] = first.weight.detach().sum()
+        return out
+
+
 class Outputs(PyTorchCallback):
     def __init__(self) -> None:
         self.val_batches: list[list[float]] = []
@@ -52,12 +62,14 @@ def run(
     with det_torch.init(
         hparams=hp, exp_conf=CONF, distributed=dist, aggregation_frequency=agg
     ) as ctx:
-        trial = MLPTrial(ctx)
+        trial = AttributeTrial(ctx)
         trial.build_callbacks = lambda: {"capture": capture, "out": outputs}  # type: ignore
         det_torch.Trainer(trial, ctx).fit(max_length=Batch(length), latest_checkpoint=latest, **fit)
     module = trial.model.module
     return {
         "ddp": isinstance(trial.model, torch.nn.parallel.DistributedDataParallel),
+        "weight_via_wrapper": getattr(trial.model, "0").weight.sum().item(),
+        "weight": module[0].weight.sum().item(),
         "events": [i for _, i in trial.events],
         "params": [p.detach().flatten().tolist() for p in module.parameters()],
         "training": capture.training,

@@ -57,6 +57,15 @@ def test_models_are_ddp_and_ranks_stay_in_sync(ranks: list[dict[str, Any]]) -> N
     assert ranks[0]["straight"]["params"] == ranks[1]["straight"]["params"]
 
 
+def test_the_ddp_wrapper_passes_attribute_lookups_to_the_model(ranks: list[dict[str, Any]]) -> None:
+    """0.37's wrap_model: ``self.model.<attr>`` of the wrapped module works under DDP, also in
+    ``evaluate_batch`` (the worker's trial reads ``self.model`` submodules there)."""
+    for r in ranks:
+        assert r["straight"]["weight_via_wrapper"] == r["straight"]["weight"]
+        validations = r["straight"]["validation"]
+        assert validations and all("weight_sum" in v for v in validations), validations
+
+
 def test_training_metrics_are_averaged_across_ranks(ranks: list[dict[str, Any]]) -> None:
     """§12 training metric aggregation: every rank gets the chief's dict (broadcast); each
     batch's loss is the mean over ranks, and avg is the mean over batches."""
