@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import inspect
 import logging
 import pathlib
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -248,7 +249,9 @@ class Controller:
         scaler = setup.scaler if setup.auto_amp else None
         schedulers, agg = setup.lr_schedulers, setup.aggregation_frequency
         epoch_hooks = [
-            cb for cb in self.callbacks.values() if _overrides(cb, "on_training_epoch_start")
+            _epoch_start_hook(name, cb)
+            for name, cb in self.callbacks.items()
+            if _overrides(cb, "on_training_epoch_start")
         ]
         epoch_end_hooks = [
             cb for cb in self.callbacks.values() if _overrides(cb, "on_training_epoch_end")
@@ -258,8 +261,8 @@ class Controller:
             epoch_idx, in_epoch = divmod(idx, epoch_len)
             ctx._set_progress(idx, epoch_len)
             if in_epoch == 0:
-                for cb in epoch_hooks:
-                    cb.on_training_epoch_start(epoch_idx)
+                for hook in epoch_hooks:
+                    hook(epoch_idx)
             if move is not None:
                 batch = move(batch)
             if setup.auto_amp:
@@ -436,6 +439,26 @@ def _warn_deprecated_hooks(callbacks: dict[str, PyTorchCallback]) -> None:
                 FutureWarning,
                 stacklevel=3,
             )
+
+
+def _epoch_start_hook(name: str, callback: PyTorchCallback) -> Callable[[int], None]:
+    """``callback.on_training_epoch_start`` as a call with the epoch index. Callbacks written
+    before 0.17.8 take no argument: they are called without it, with a deprecation warning
+    (once per callback, where 0.37 logs one per epoch)."""
+    hook = callback.on_training_epoch_start
+    try:
+        takes_epoch = bool(inspect.signature(hook).parameters)
+    except (TypeError, ValueError):  # no signature to read (a C function): pass the index
+        takes_epoch = True
+    if takes_epoch:
+        return hook
+    message = (
+        f"callback {name!r}: on_training_epoch_start() without parameters is deprecated since "
+        "0.17.8; add the epoch_idx parameter"
+    )
+    logger.warning(message)
+    warnings.warn(message, FutureWarning, stacklevel=2)
+    return lambda epoch_idx: hook()  # type: ignore[call-arg]
 
 
 def _overrides(callback: PyTorchCallback, hook: str) -> bool:

@@ -86,6 +86,32 @@ def test_train_batch_sees_global_indices_and_epochs() -> None:
     assert [log[i][1] for i in ends] == [0, 1]
 
 
+class _OldStyleEpochStart(det_torch.PyTorchCallback):
+    """A callback written before 0.17.8: ``on_training_epoch_start`` takes no epoch index."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_training_epoch_start(self) -> None:  # type: ignore[override]
+        self.calls += 1
+
+
+class _OldStyleTrial(MLPTrial):
+    def build_callbacks(self) -> dict[str, det_torch.PyTorchCallback]:
+        self.old = _OldStyleEpochStart()
+        return {**super().build_callbacks(), "old": self.old}
+
+
+def test_an_epoch_start_hook_without_the_epoch_argument_still_runs() -> None:
+    """0.37 detects the old signature and calls it without the index, with a deprecation
+    warning; here the warning comes once per callback, not once per epoch."""
+    with pytest.warns(FutureWarning, match="'old': on_training_epoch_start\\(\\) without "):
+        trial, _, log = run_local(_OldStyleTrial, hparams={"n": 20}, max_length=Epoch(3))
+    assert trial.old.calls == 3
+    # The new-style hook of the other callback still gets the index.
+    assert [e[1] for e in log if e[0] == "on_training_epoch_start"] == [0, 1, 2]
+
+
 def test_training_metrics_at_every_boundary() -> None:
     """§19 items 47 and 48: metrics at every boundary (report every 3, validate every 4),
     avg is the batch mean, one batch_metrics entry per batch, Tensor -> loss."""
