@@ -10,7 +10,7 @@ class InvalidHP(Exception):
     master does not restart it; random and ASHA searches replace it with a new trial.
     """
 
-    def __init__(self, msg: str = "InvalidHP") -> None:
+    def __init__(self, msg: str = "...") -> None:
         if not isinstance(msg, str):
             raise TypeError(f"InvalidHP takes a str message, not {type(msg).__name__}: {msg!r}")
         super().__init__(msg)

@@ -107,9 +107,16 @@ class Context:
         self.start()
         return self
 
-    def close(self) -> None:
+    def close(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_val: BaseException | None = None,
+        exc_tb: types.TracebackType | None = None,
+    ) -> None:
         """Stop in order: preemption, sockets, metrics (drained; errors re-raised), profiler,
-        TensorBoard (final sync), HTTP session."""
+        TensorBoard (final sync), HTTP session. The exception arguments (0.37's signature, as
+        ``__exit__`` passes them) change nothing: the master learns of a failure from the
+        process's exit code."""
         try:
             self.preempt.close()
             self.distributed.close()
@@ -129,7 +136,7 @@ class Context:
         exc_val: BaseException | None,
         exc_tb: types.TracebackType | None,
     ) -> None:
-        self.close()
+        self.close(exc_type, exc_val, exc_tb)
         if isinstance(exc_val, det.InvalidHP):
             self.train.report_early_exit(EarlyExitReason.INVALID_HP)
             logger.info("InvalidHP raised: reported an early exit; exiting with status 0")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import pathlib
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,12 @@ from determined import core, errors
 from determined.pytorch import _to_device
 from determined.pytorch._lr_scheduler import LRScheduler
 from determined.pytorch._optimization import _Optimization
-from determined.pytorch._reducer import MetricReducer, _SimpleReducer, _WrappedReducer
+from determined.pytorch._reducer import (
+    MetricReducer,
+    _cross_slot_reduce,
+    _SimpleReducer,
+    _WrappedReducer,
+)
 
 logger = logging.getLogger("determined.pytorch")
 
@@ -69,11 +75,11 @@ def _batch_sizes(hparams: dict[str, Any] | None, slots: int) -> tuple[int, int] 
     return per_slot, per_slot * slots
 
 
-class _Experimental:
+class PyTorchExperimentalContext:
     """``context.experimental``: switches that change how the loop treats the trial."""
 
-    def __init__(self, context: PyTorchTrialContext) -> None:
-        self._context = context
+    def __init__(self, parent: PyTorchTrialContext) -> None:
+        self._context = parent
 
     def disable_dataset_reproducibility_checks(self) -> None:
         """Allow plain torch loaders (no repeat, shard or skip on resume)."""
@@ -87,6 +93,17 @@ class _Experimental:
         """Automatic mixed precision: autocast around ``train_batch`` plus a GradScaler."""
         self._context.wrap_scaler(torch.amp.GradScaler(self._context.device.type))
         self._context._auto_amp = True
+
+
+def _float32(output: Any) -> Any:
+    """float16 tensors in ``output`` (a tensor, or dicts/lists/tuples of them) as float32."""
+    if isinstance(output, torch.Tensor):
+        return output.float() if output.dtype in (torch.float16, torch.bfloat16) else output
+    if isinstance(output, dict):
+        return {k: _float32(v) for k, v in output.items()}
+    if isinstance(output, (list, tuple)):
+        return type(output)(_float32(v) for v in output)
+    return output
 
 
 class PassThroughDDP(torch.nn.parallel.DistributedDataParallel):
@@ -147,7 +164,7 @@ class PyTorchTrialContext:
         self._tb_writer: Any = None
         self._profiler: Any = None
         self._epoch_len: int | None = None
-        self.experimental = _Experimental(self)
+        self.experimental = PyTorchExperimentalContext(self)
 
     # ---- configuration -------------------------------------------------------------------------
 
@@ -201,6 +218,18 @@ class PyTorchTrialContext:
 
     def get_enable_tensorboard_logging(self) -> bool:
         return self._tb_logging
+
+    def set_enable_tensorboard_logging(self, enable_tensorboard_logging: bool) -> None:
+        """Whether the loop writes reported metrics to TensorBoard (as ``pytorch.init``'s
+        ``enable_tensorboard_logging``)."""
+        if not isinstance(enable_tensorboard_logging, bool):
+            raise AssertionError("enable_tensorboard_logging must be a boolean")
+        self._tb_logging = enable_tensorboard_logging
+
+    def get_tensorboard_path(self) -> pathlib.Path:
+        """The directory for TensorBoard files (the trial's; ``./runs`` without a master)."""
+        path = self._core.train.get_tensorboard_path()
+        return path if path is not None else pathlib.Path("runs").absolute()
 
     # ---- registration --------------------------------------------------------------------------
 
@@ -280,6 +309,46 @@ class PyTorchTrialContext:
             dtype = torch.bfloat16
         return torch.autocast(self.device.type, dtype=dtype, enabled=enabled)
 
+    def autocast_forward_pass(self, to_wrap: torch.nn.Module) -> torch.nn.Module:
+        """``to_wrap`` with its forward pass under :meth:`autocast` and float16 outputs turned
+        back into float32 (so losses need no autocast), as 0.37's deprecated helper; prefer
+        ``experimental.use_amp()`` or ``with context.autocast():``."""
+        context = self
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            with context.autocast():
+                return _float32(original(*args, **kwargs))
+
+        original = to_wrap.forward
+        to_wrap.forward = forward
+        return to_wrap
+
+    def configure_apex_amp(
+        self,
+        models: torch.nn.Module | list[torch.nn.Module],
+        optimizers: torch.optim.Optimizer | list[torch.optim.Optimizer],
+        enabled: bool | None = True,
+        opt_level: str | None = "O1",
+        cast_model_type: torch.dtype | None = None,
+        patch_torch_functions: bool | None = None,
+        keep_batchnorm_fp32: bool | str | None = None,
+        master_weights: bool | None = None,
+        loss_scale: float | str | None = None,
+        cast_model_outputs: torch.dtype | None = None,
+        num_losses: int | None = 1,
+        verbosity: int | None = 1,
+        min_loss_scale: float | None = None,
+        max_loss_scale: float | None = 2.0**24,
+    ) -> tuple[Any, Any]:
+        """NVIDIA Apex is not supported (it is unmaintained and does not build against current
+        PyTorch): raises with the native-AMP replacement."""
+        raise errors.InvalidExperimentException(
+            "configure_apex_amp() is not supported: Apex AMP is replaced by PyTorch's native AMP. "
+            "Call context.experimental.use_amp() in __init__ (automatic), or "
+            "context.wrap_scaler(torch.amp.GradScaler()) with `with context.autocast():` in "
+            "train_batch, and pass the scaler to step_optimizer"
+        )
+
     def wrap_reducer(
         self,
         reducer: Callable[[list[Any]], Any] | MetricReducer,
@@ -299,6 +368,31 @@ class PyTorchTrialContext:
             raise AssertionError(f"wrap_reducer needs a MetricReducer or a function: {reducer!r}")
         self._reducers.append(_WrappedReducer(wrapped, name, for_training, for_validation))
         return wrapped
+
+    def reset_reducers(self) -> None:
+        """Clear every wrapped reducer (the loop does this before each training chunk and each
+        validation)."""
+        for wrapped in self._reducers:
+            wrapped.reducer.reset()
+
+    def reduce_metrics(self, for_training: bool) -> dict[str, Any]:
+        """The metrics of the reducers wrapped for training (or validation), reduced across all
+        ranks; a collective that every rank calls and every rank gets the result of."""
+        selected = [
+            w for w in self._reducers if (w.for_training if for_training else w.for_validation)
+        ]
+        if not selected:
+            return {}
+        return self.run_cross_slot_reduction(
+            selected, self.distributed.allgather([w.reducer.per_slot_reduce() for w in selected])
+        )
+
+    def run_cross_slot_reduction(
+        self, reducables: list[_WrappedReducer], gathered: list[Any]
+    ) -> dict[str, Any]:
+        """Cross-rank reduction of ``gathered`` (one list of per-slot results per rank, in the
+        order of ``reducables``) into metrics by name."""
+        return _cross_slot_reduce(reducables, gathered)
 
     # ---- training-time helpers -----------------------------------------------------------------
 

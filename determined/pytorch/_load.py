@@ -36,7 +36,9 @@ class CheckpointLoadContext(PyTorchTrialContext):
     """The context a trial gets when rebuilt from a checkpoint: one slot, seed 0, unmanaged
     (``wrap_*`` register but models are neither moved nor wrapped in DDP)."""
 
-    def __init__(self, hparams: dict[str, Any] | None, exp_conf: dict[str, Any] | None) -> None:
+    def __init__(
+        self, hparams: dict[str, Any] | None = None, exp_conf: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(
             _dummy_core(), hparams=hparams, exp_conf=exp_conf, trial_seed=0, managed_training=False
         )

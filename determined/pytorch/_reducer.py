@@ -81,8 +81,11 @@ def _run_reducers(
     """Gather every reducer's per-slot result to the chief and cross-reduce it there; workers
     get ``{}``. A collective: every rank calls it with the same reducers."""
     partials = gather([w.reducer.per_slot_reduce() for w in wrapped])
-    if partials is None:
-        return {}
+    return {} if partials is None else _cross_slot_reduce(wrapped, partials)
+
+
+def _cross_slot_reduce(wrapped: Sequence[_WrappedReducer], partials: list[Any]) -> dict[str, Any]:
+    """Metrics by name from ``partials`` (per rank, one per-slot result per reducer)."""
     out: dict[str, Any] = {}
     for i, w in enumerate(wrapped):
         try:

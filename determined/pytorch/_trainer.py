@@ -159,6 +159,22 @@ class Trainer:
         self._info = _on_cluster()
         self._is_trainer = True  # False when the harness runs the trial (load_data.json)
 
+    def configure_profiler(
+        self,
+        sync_timings: bool = True,
+        enabled: bool = False,
+        begin_on_batch: int = 0,
+        end_after_batch: int | None = None,
+    ) -> None:
+        """Deprecated, and as in 0.37 it changes nothing: profile with
+        ``fit(..., profiling_enabled=True)`` instead."""
+        message = (
+            "Trainer.configure_profiler() does nothing (as in Determined 0.37): pass "
+            "profiling_enabled=True to Trainer.fit() instead"
+        )
+        logger.warning(message)
+        warnings.warn(message, FutureWarning, stacklevel=2)
+
     def fit(
         self,
         checkpoint_period: TrainUnit | None = None,
