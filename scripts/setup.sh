@@ -1,29 +1,84 @@
 #!/usr/bin/env bash
-# Create .venv and install redetermined with everything its tests need, from nothing.
-# torch is pinned here (a CPU build on the project's machines); the package itself asks for a range.
+# Set up redetermined from nothing, saying what each step does and how long it took.
+#
+#   ./scripts/setup.sh          what the main job needs: .venv with torch (CPU build) and the package
+#   ./scripts/setup.sh --tests  and what the tests need: the dev extra, Determined 0.37 in .refvenv
+#                               (the reference the tests compare with), Chromium for the browser tests
+#
+# Safe to run again: when nothing it installs from has changed since the last run, it says so and
+# returns at once. torch is pinned here (a CPU build on the project's machines); the package itself
+# asks for a range.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,s3]'
-# Determined 0.37's own SDK and CLI, for tests/master/test_reference_client.py (never a
-# dependency of redetermined: a separate venv, skipped when it already exists).
-if [ ! -x .refvenv/bin/det ]; then
-  python3 -m venv .refvenv
-  .refvenv/bin/python -m pip install --quiet --disable-pip-version-check determined==0.37.0
+
+TORCH=torch==2.13.0
+REFERENCE=determined==0.37.0
+tests=0
+case "${1:-}" in
+  "") ;;
+  --tests) tests=1 ;;
+  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+esac
+
+say() { echo "setup: $*"; }
+# step NAME COMMAND...: run it and say how long it took.
+step() {
+  local name=$1 start=$SECONDS
+  shift
+  say "$name ..."
+  "$@"
+  say "$name: done in $((SECONDS - start)) s"
+}
+pip_install() { "$1" -m pip install --quiet --disable-pip-version-check "${@:2}"; }
+
+# What the installed state depends on; a run with the same fingerprint has nothing to do.
+fingerprint() {
+  { echo "$TORCH $REFERENCE tests=$1"; cat pyproject.toml "$0"; } | sha256sum | cut -d' ' -f1
+}
+stamp=.venv/.setup-done
+wanted=$(fingerprint "$tests")
+done_before=$(cat "$stamp" 2>/dev/null || true)
+if [ -x .venv/bin/det ] && { [ "$tests" = 0 ] || [ -x .refvenv/bin/det ]; } &&
+  { [ "$done_before" = "$wanted" ] || { [ "$tests" = 0 ] && [ "$done_before" = "$(fingerprint 1)" ]; }; }; then
+  say "already set up (.venv$([ "$tests" = 1 ] && echo ", .refvenv, browser")); nothing to do"
+  exit 0
 fi
 
-# Headless Chromium for the web UI's browser tests (tests/webui; Selenium is in the dev extra).
-# Skipped when it is already there; without apt (or root) the browser tests skip and say why.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    # Not fatal: without a browser the browser tests skip and say why; everything else runs.
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq chromium chromium-driver >/dev/null; } ||
-      echo "setup.sh: could not install chromium; tests/webui's browser tests will skip" >&2
-  else
-    echo "setup.sh: no apt-get as root here; install chromium + chromium-driver for tests/webui" >&2
+total=$SECONDS
+if [ ! -x .venv/bin/python ]; then
+  step "virtual environment .venv" python3 -m venv .venv
+fi
+step "PyTorch ($TORCH, CPU build)" pip_install .venv/bin/python "$TORCH"
+if [ "$tests" = 1 ]; then
+  step "redetermined with the test tools (editable, [dev,s3])" pip_install .venv/bin/python -e '.[dev,s3]'
+else
+  step "redetermined (editable)" pip_install .venv/bin/python -e .
+fi
+
+if [ "$tests" = 1 ]; then
+  # Determined 0.37's own SDK and CLI, which tests compare with (never a dependency of
+  # redetermined: a separate venv, skipped when it already exists).
+  if [ ! -x .refvenv/bin/det ]; then
+    step "reference venv .refvenv ($REFERENCE, for tests)" \
+      bash -c "python3 -m venv .refvenv && .refvenv/bin/python -m pip install --quiet \
+        --disable-pip-version-check $REFERENCE"
   fi
+  # Headless Chromium for the web UI's browser tests (Selenium is in the dev extra). Without apt
+  # (or root) the browser tests skip and say why; everything else runs.
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+      step "Chromium (for the browser tests)" bash -c "{ apt-get update -qq && \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+        >/dev/null; } || echo 'setup: could not install chromium; browser tests will skip' >&2"
+    else
+      say "no apt-get as root here: install chromium and chromium-driver for tests/webui" >&2
+    fi
+  fi
+fi
+
+echo "$wanted" >"$stamp"
+if [ "$tests" = 1 ]; then
+  say "ready in $((SECONDS - total)) s: .venv (det, python), .refvenv and the browser for the tests"
+else
+  say "ready in $((SECONDS - total)) s: .venv/bin/det and .venv/bin/python (or: source .venv/bin/activate)"
 fi

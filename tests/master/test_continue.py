@@ -216,7 +216,7 @@ def test_det_e_continue(cluster: Cluster, tmp_path: pathlib.Path) -> None:
 REF_DET = REPO / ".refvenv" / "bin" / "det"
 
 
-@pytest.mark.skipif(not REF_DET.exists(), reason="no .refvenv: run scripts/setup.sh")
+@pytest.mark.skipif(not REF_DET.exists(), reason="no .refvenv: run scripts/setup.sh --tests")
 def test_reference_det_e_continue(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     """Determined 0.37's own ``det e continue`` (POST /api/v1/experiments/continue)."""
     out = tmp_path / "out"

@@ -1,7 +1,7 @@
 """Determined 0.37's own SDK and ``det`` CLI against a real master of ours
 (docs/reference/master.md §5).
 
-The reference client lives in ``.refvenv`` (``scripts/setup.sh`` creates it with
+The reference client lives in ``.refvenv`` (``scripts/setup.sh --tests`` creates it with
 ``determined==0.37.0``); it is never imported here: every call runs in a subprocess of that
 venv, in a scratch directory so that this repository's ``determined`` is not on its path.
 """
@@ -26,7 +26,7 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(
         not (REF / "bin" / "det").exists(),
-        reason="no .refvenv with determined==0.37.0: run scripts/setup.sh to create it",
+        reason="no .refvenv with determined==0.37.0: run scripts/setup.sh --tests to create it",
     ),
 ]
 

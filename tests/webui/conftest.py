@@ -2,7 +2,7 @@
 Chromium driven by Selenium, for the web UI's end-to-end tests.
 
 The browser tests skip, saying why, when Chromium, its driver or selenium is missing
-(``scripts/setup.sh`` installs all three).
+(``scripts/setup.sh --tests`` installs all three).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ def _chromium() -> tuple[str, str] | str:
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "selenium is not installed (scripts/setup.sh installs it)"
+        return "selenium is not installed (scripts/setup.sh --tests installs it)"
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if not browser or not driver:
-        return "Debian's chromium and chromium-driver are not installed (scripts/setup.sh)"
+        return "Debian's chromium and chromium-driver are not installed (scripts/setup.sh --tests)"
     return browser, driver
 
 

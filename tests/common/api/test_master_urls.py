@@ -49,7 +49,7 @@ def test_bad_urls_say_what_to_fix(url: str) -> None:
     assert any(w in str(e.value) for w in ("no host", "remove"))
 
 
-@pytest.mark.skipif(not REF_PYTHON.exists(), reason="no .refvenv: run scripts/setup.sh")
+@pytest.mark.skipif(not REF_PYTHON.exists(), reason="no .refvenv: run scripts/setup.sh --tests")
 def test_same_answers_as_the_reference() -> None:
     program = (
         "import json, sys, determined\n"

@@ -85,7 +85,7 @@ def test_a_missing_or_non_string_type_raises_value_error(config: dict[str, Any])
 REF_PYTHON = pathlib.Path(__file__).resolve().parents[3] / ".refvenv" / "bin" / "python"
 
 
-@pytest.mark.skipif(not REF_PYTHON.exists(), reason="no .refvenv: run scripts/setup.sh")
+@pytest.mark.skipif(not REF_PYTHON.exists(), reason="no .refvenv: run scripts/setup.sh --tests")
 def test_the_same_exception_classes_as_the_reference() -> None:
     configs = [{}, {"type": None}, {"type": 4}, {"type": "hdfs"}]
     program = (
