@@ -2,9 +2,10 @@
 
 As in Determined: the config is validated (``validateOnly``), then a test experiment runs one
 trial for one batch with a validation and a checkpoint after it, no restarts, and checkpoint GC
-that keeps nothing. ``det`` follows it and exits 0 when it completes, else prints the trial's
-logs and exits 1. No real experiment is created. Hyperparameters take one fixed value each
-(the reference samples them at random): a failure can then be reproduced.
+that keeps nothing. ``det`` follows it and exits 0 when it completes, else prints the trial's logs
+and exits 1. Either way the test experiment is then deleted, so nothing is left in ``det e list``
+or the web UI (``--test`` creates no experiment). Hyperparameters take one fixed value each (the
+reference samples them at random): a failure can then be reproduced.
 """
 
 from __future__ import annotations
@@ -85,11 +86,22 @@ def run(sess: Session, body: dict[str, Any], timeout: float = 3600) -> int:
         if time.monotonic() > deadline:
             raise _render.CliError(f"test experiment {exp_id} did not end within {timeout:g}s")
         time.sleep(0.5)
-    if state == "STATE_COMPLETED":
-        print("Model definition test succeeded!", flush=True)
-        return exp_id
-    trials = sess.get(f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
-    if trials:
-        _logs.print_logs(_logs.trial_logs(sess, int(trials[0]["id"])))
-    print(f"Model definition test (experiment {exp_id}) ended in {state}", file=sys.stderr)
-    raise _render.CliError(f"the test experiment {exp_id} failed; its logs are above")
+    try:
+        if state == "STATE_COMPLETED":
+            print("Model definition test succeeded!", flush=True)
+            return exp_id
+        trials = sess.get(f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
+        if trials:
+            _logs.print_logs(_logs.trial_logs(sess, int(trials[0]["id"])))
+        print(f"Model definition test (experiment {exp_id}) ended in {state}", file=sys.stderr)
+        raise _render.CliError(f"the test experiment {exp_id} failed; its logs are above")
+    finally:
+        _forget(sess, exp_id)
+
+
+def _forget(sess: Session, exp_id: int) -> None:
+    """Delete the ended test experiment; a failure to do so is reported, not fatal."""
+    try:
+        sess.delete(f"/api/v1/experiments/{exp_id}")
+    except Exception as e:  # the test's own outcome matters more than its clean-up
+        print(f"Could not delete test experiment {exp_id}: {e}", file=sys.stderr)

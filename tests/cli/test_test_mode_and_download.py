@@ -78,22 +78,18 @@ def test_the_test_config_follows_determined_rules() -> None:
     assert CONFIG["searcher"]["name"] == "random"  # the input is not changed
 
 
-def test_a_working_model_passes_and_creates_no_real_experiment(
+def test_a_working_model_passes_and_leaves_no_experiment(
     master: MasterProcess, tmp_path: pathlib.Path
 ) -> None:
-    before = len(_experiments(master))
+    before = {e["id"] for e in _experiments(master)}
     cfg, model = _model(tmp_path, TRAIN, CONFIG)
     out = Det(tmp_path / "home", master.url).ok("e", "create", str(cfg), str(model), "--test")
     assert "Experiment configuration validation succeeded!" in out
     assert "Model definition test succeeded!" in out
-    exps = _experiments(master)
-    assert len(exps) == before + 1
-    test = max(exps, key=lambda e: int(e["id"]))
-    assert test["state"] == "STATE_COMPLETED"
-    assert test["description"].startswith("[test-mode]")
-    trials = master.session().get(f"{master.url}/api/v1/experiments/{test['id']}/trials")
-    [trial] = trials.json()["trials"]
-    assert trial["totalBatchesProcessed"] == 1
+    test_id = int(out.split("Created test experiment ")[1].split()[0])
+    assert {e["id"] for e in _experiments(master)} == before  # nothing left in `det e list`
+    r = master.session().get(f"{master.url}/api/v1/experiments/{test_id}")
+    assert r.status_code == 404
 
 
 def test_a_failing_model_exits_1_with_its_logs(
@@ -105,6 +101,8 @@ def test_a_failing_model_exits_1_with_its_logs(
     assert r.returncode == 1
     assert "the model is broken" in r.stdout
     assert "failed" in r.stderr
+    test_id = int(r.stdout.split("Created test experiment ")[1].split()[0])
+    assert master.session().get(f"{master.url}/api/v1/experiments/{test_id}").status_code == 404
 
 
 def test_an_invalid_config_creates_nothing(master: MasterProcess, tmp_path: pathlib.Path) -> None:
