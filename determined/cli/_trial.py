@@ -8,6 +8,7 @@ import pathlib
 import sys
 from typing import Any
 
+from determined import errors
 from determined.cli import _checkpoint, _describe, _logs, _render, _session
 
 
@@ -43,16 +44,18 @@ def cmd_logs(args: argparse.Namespace) -> None:
     if args.follow and (args.head is not None or args.tail is not None):
         raise _render.CliError("use at most one of --follow, --head and --tail")
     sess = _session.session(args)
+    ended = f"Trial log stream ended. To reopen log stream, run: det trial logs -f {args.trial_id}"
     try:
         entries = _logs.trial_logs(
             sess, args.trial_id, follow=args.follow, head=args.head, tail=args.tail
         )
         _logs.print_logs(entries, as_json=args.json)
-    finally:
-        print(
-            f"Trial log stream ended. To reopen log stream, run: det trial logs -f {args.trial_id}",
-            file=sys.stderr,
-        )
+    except errors.MasterError:
+        raise  # a missing trial (404) or a refused request: the error's message alone
+    except BaseException:
+        print(ended, file=sys.stderr)  # Ctrl-C: the stream can be reopened
+        raise
+    print(ended, file=sys.stderr)
 
 
 def cmd_kill(args: argparse.Namespace) -> None:

@@ -45,3 +45,11 @@ def test_confirmations_are_the_references_words(
     assert det.ok("e", "delete", n, "--yes") == f"Deletion of experiment {n} is in progress\n"
     gone = det("e", "describe", n)
     assert gone.returncode == 1 and "not found" in gone.stderr
+
+
+def test_logs_of_a_missing_trial_print_only_the_404(det: Det) -> None:
+    """No "Trial log stream ended ... reopen" hint for a trial that does not exist."""
+    r = det("trial", "logs", "987654")
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr == "det: trial 987654 not found (HTTP 404)\n"
