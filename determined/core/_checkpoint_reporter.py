@@ -40,7 +40,9 @@ class LocalCheckpointReporter:
         pass
 
     def report(self, storage_id: str, resources: dict[str, int], metadata: dict[str, Any]) -> None:
-        logger.info(f"saved checkpoint {storage_id}")
+        steps = metadata.get("steps_completed")
+        at = "" if steps is None else f" (steps_completed {steps})"
+        logger.info(f"saved checkpoint {storage_id}{at}")
 
     def get_metadata(self, storage_id: str) -> dict[str, Any]:
         # As in the reference's DummyCheckpointContext: there is no master to ask. The file is

@@ -93,7 +93,7 @@ def test_signal_gives_a_final_checkpoint_exit_0_and_a_rerun_resumes(
         lines = _lines(proc.stderr)
         seen: list[str] = []
         # The first checkpoint (batch 20) proves core.init() is in place and training runs.
-        _wait_for(lines, r"saved checkpoint \S+ at batch 20$", seen, timeout=60)
+        _wait_for(lines, r"saved checkpoint \S+ \(steps_completed 20\)$", seen, timeout=60)
         os.killpg(proc.pid, sig)
         assert proc.wait(timeout=60) == 0, "".join(seen)
     finally:
@@ -110,7 +110,7 @@ def test_signal_gives_a_final_checkpoint_exit_0_and_a_rerun_resumes(
     assert 20 <= stopped_at < BATCHES
     assert "validation metrics" not in out
     final_id = (tutorial / "latest_checkpoint").read_text().strip()
-    assert re.findall(r"saved checkpoint (\S+) at batch", out)[-1] == final_id
+    assert re.findall(r"saved checkpoint (\S+) \(steps_completed", out)[-1] == final_id
     metadata, _ = _checkpoint(final_id)
     assert metadata == {"steps_completed": stopped_at}
 

@@ -44,7 +44,7 @@ def save(core_context: core.Context, model: LinearModel, steps_completed: int) -
         (path / "model.json").write_text(json.dumps(model.state()))
     if det.get_cluster_info() is None:
         LOCAL_LATEST.write_text(storage_id)
-    logging.info(f"saved checkpoint {storage_id} at batch {steps_completed}")
+    # core logs "saved checkpoint <id> (steps_completed N)" itself.
 
 
 def load(core_context: core.Context, model: LinearModel, storage_id: str) -> int:
