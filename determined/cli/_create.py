@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-import threading
 from typing import Any
 
 import yaml
@@ -93,42 +92,14 @@ def _ensure_master(args: argparse.Namespace) -> None:
     print(f"Started a local master at {local.url} (data dir {local.data_dir})")
 
 
-class _Progress(threading.Thread):
-    """Print ``Experiment N: STATE, P%`` on stderr whenever it changes, until stopped."""
-
-    def __init__(self, sess: Session, experiment_id: int, interval: float = 2.0) -> None:
-        super().__init__(daemon=True)
-        self.sess = sess
-        self.experiment_id = experiment_id
-        self.interval = interval
-        self.halt = threading.Event()
-        self.last = ""
-
-    def poll(self) -> None:
-        try:
-            exp = self.sess.get(f"/api/v1/experiments/{self.experiment_id}").json()["experiment"]
-        except Exception:  # a display thread must never kill the command
-            return
-        line = (
-            f"Experiment {self.experiment_id}: {_render.strip_state(exp.get('state'))}, "
-            f"progress {_render.format_percent(exp.get('progress') or 0.0)}"
-        )
-        if line != self.last:
-            self.last = line
-            print(line, file=sys.stderr, flush=True)
-
-    def run(self) -> None:
-        while not self.halt.wait(self.interval):
-            self.poll()
-
-
 def follow_first_trial(sess: Session, experiment_id: int, progress_sess: Session) -> None:
     """Print the first trial's logs until it ends; ``progress_sess`` (a second session: the
     display thread must not share one with the log reader) polls the experiment."""
     print("Waiting for first trial to begin...", flush=True)
-    progress = _Progress(progress_sess, experiment_id)
+    progress = _logs.Watcher(progress_sess, experiment_id=experiment_id)
     trial_id = _logs.wait_for_first_trial(sess, experiment_id, tick=progress.poll)
     print(f"Following first trial with ID {trial_id}", flush=True)
+    progress.trial_id = trial_id
     progress.start()
     try:
         _logs.print_logs(_logs.trial_logs(sess, trial_id, follow=True))

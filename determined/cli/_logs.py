@@ -9,6 +9,8 @@ polled while following.
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,6 +24,77 @@ TERMINAL_STATES = frozenset(
 )
 _STREAM_TIMEOUT = 24 * 3600.0  # a followed stream may stay quiet for long stretches
 _POLL_SECONDS = 0.5
+
+
+class Watcher(threading.Thread):
+    """While logs are followed, print on stderr ``Experiment N: STATE, P%`` whenever it changes
+    (with ``experiment_id``) and each new validation of ``trial_id`` as it arrives:
+    ``Trial T validation after B batches: name=value, ...``. Its own session: the log reader's
+    must not be shared across threads."""
+
+    def __init__(
+        self,
+        sess: Session,
+        *,
+        experiment_id: int | None = None,
+        trial_id: int | None = None,
+        interval: float = 2.0,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.sess = sess
+        self.experiment_id = experiment_id
+        self.trial_id = trial_id
+        self.interval = interval
+        self.halt = threading.Event()
+        self._last_state = ""
+        self._last_validation: int | None = None
+        self._lock = threading.Lock()  # the thread and a final poll() from the caller
+
+    def poll(self) -> None:
+        with self._lock:
+            try:
+                if self.experiment_id is not None:
+                    self._experiment()
+                if self.trial_id is not None:
+                    self._validation()
+            except Exception:  # a display thread must never kill the command
+                return
+
+    def _experiment(self) -> None:
+        exp = self.sess.get(f"/api/v1/experiments/{self.experiment_id}").json()["experiment"]
+        line = (
+            f"Experiment {self.experiment_id}: {_render.strip_state(exp.get('state'))}, "
+            f"progress {_render.format_percent(exp.get('progress') or 0.0)}"
+        )
+        if line != self._last_state:
+            self._last_state = line
+            print(line, file=sys.stderr, flush=True)
+
+    def _validation(self) -> None:
+        trial = self.sess.get(f"/api/v1/trials/{self.trial_id}").json()["trial"]
+        latest = trial.get("latestValidation") or {}
+        batches = latest.get("totalBatches")
+        if batches is None or batches == self._last_validation:
+            return
+        self._last_validation = batches
+        metrics = (latest.get("metrics") or {}).get("avgMetrics") or {}
+        shown = ", ".join(f"{k}={_metric(v)}" for k, v in sorted(metrics.items()))
+        print(
+            f"Trial {self.trial_id} validation after {batches} batches: {shown}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def run(self) -> None:
+        while not self.halt.wait(self.interval):
+            self.poll()
+
+
+def _metric(value: Any) -> str:
+    """A metric for a one-line summary: numbers with 6 significant digits."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
 
 
 def format_line(entry: dict[str, Any]) -> str:

@@ -45,11 +45,18 @@ def cmd_logs(args: argparse.Namespace) -> None:
         raise _render.CliError("use at most one of --follow, --head and --tail")
     sess = _session.session(args)
     ended = f"Trial log stream ended. To reopen log stream, run: det trial logs -f {args.trial_id}"
+    watcher = None
+    if args.follow and not args.json:
+        watcher = _logs.Watcher(_session.session(args), trial_id=args.trial_id)
+        watcher.start()
     try:
         entries = _logs.trial_logs(
             sess, args.trial_id, follow=args.follow, head=args.head, tail=args.tail
         )
         _logs.print_logs(entries, as_json=args.json)
+        if watcher is not None:
+            watcher.halt.set()
+            watcher.poll()  # the last validation, if it came after the previous poll
     except errors.MasterError:
         raise  # a missing trial (404) or a refused request: the error's message alone
     except BaseException:

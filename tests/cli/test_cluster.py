@@ -72,6 +72,8 @@ def test_follow_checkpoints_and_logs(cluster: Det, tmp_path: pathlib.Path) -> No
         f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}"
     )
     assert f"Experiment {exp_id}: COMPLETED, progress 100.0%" in r.stderr
+    # Each validation as it arrives (here one, at the end: shown by the final poll at least).
+    assert f"Trial {trial_id} validation after 10 batches: loss=0.5" in r.stderr.splitlines()
 
     ckpts = json.loads(cluster.ok("e", "lc", str(exp_id), "--json"))
     assert len(ckpts) == 1
@@ -91,6 +93,10 @@ def test_follow_checkpoints_and_logs(cluster: Det, tmp_path: pathlib.Path) -> No
     assert len(tail) == 2 and tail[0].endswith(" done training")
     head = cluster.ok("t", "logs", str(trial_id), "--head", "1").splitlines()
     assert len(head) == 1 and "have started" in head[0]
+    followed = cluster("t", "logs", str(trial_id), "-f")
+    assert followed.returncode == 0
+    assert any(line.endswith(" done training") for line in followed.stdout.splitlines())
+    assert f"Trial {trial_id} validation after 10 batches: loss=0.5" in followed.stderr
 
 
 def test_kill_experiment_and_wait(cluster: Det, tmp_path: pathlib.Path) -> None:
