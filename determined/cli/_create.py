@@ -101,8 +101,9 @@ def follow_first_trial(sess: Session, experiment_id: int, progress_sess: Session
     print(f"Following first trial with ID {trial_id}", flush=True)
     progress.trial_id = trial_id
     progress.start()
+    causes = _logs.CauseFinder()
     try:
-        _logs.print_logs(_logs.trial_logs(sess, trial_id, follow=True))
+        _logs.print_logs(causes.watch(_logs.trial_logs(sess, trial_id, follow=True)))
     finally:
         progress.halt.set()
         progress.poll()
@@ -110,6 +111,7 @@ def follow_first_trial(sess: Session, experiment_id: int, progress_sess: Session
             f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}",
             flush=True,
         )
+    _logs.report_failure(sess, trial_id, causes.cause)
 
 
 def cmd_create(args: argparse.Namespace) -> None:

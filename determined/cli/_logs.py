@@ -202,6 +202,32 @@ def trial_logs(
     yield from _poll_task(sess, trial_id, follow, head, tail)
 
 
+class CauseFinder:
+    """Remembers the first ERROR-level line of the log entries passed through :meth:`watch`:
+    the trial's own report of why it failed (the harness and core log their fatal errors at
+    that level, before any traceback of the launcher's)."""
+
+    def __init__(self) -> None:
+        self.cause: str | None = None
+
+    def watch(self, entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for entry in entries:
+            if self.cause is None and entry.get("level") == "LOG_LEVEL_ERROR":
+                self.cause = str(entry.get("log") or "").strip() or None
+            yield entry
+
+
+def report_failure(sess: Session, trial_id: int, cause: str | None) -> None:
+    """When the trial ended in ERROR, say so on stderr in one line, with its cause if found."""
+    try:
+        state = sess.get(f"/api/v1/trials/{trial_id}").json()["trial"].get("state")
+    except errors.MasterError:
+        return
+    if state == "STATE_ERROR":
+        why = cause or "no error line in its logs; the lines above show how it ended"
+        print(f"Trial {trial_id} failed: {why}", file=sys.stderr, flush=True)
+
+
 def print_logs(entries: Iterator[dict[str, Any]], *, as_json: bool = False) -> None:
     for entry in entries:
         print(json.dumps(entry) if as_json else format_line(entry), flush=True)

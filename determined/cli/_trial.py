@@ -49,14 +49,24 @@ def cmd_logs(args: argparse.Namespace) -> None:
     if args.follow and not args.json:
         watcher = _logs.Watcher(_session.session(args), trial_id=args.trial_id)
         watcher.start()
+    causes = _logs.CauseFinder()
     try:
+        if not args.follow and not args.json:
+            # A failed trial's cause first: one line above the logs that explain it.
+            state = sess.get(f"/api/v1/trials/{args.trial_id}").json()["trial"].get("state")
+            if state == "STATE_ERROR":
+                for _ in causes.watch(_logs.trial_logs(sess, args.trial_id)):
+                    if causes.cause is not None:
+                        break
+                _logs.report_failure(sess, args.trial_id, causes.cause)
         entries = _logs.trial_logs(
             sess, args.trial_id, follow=args.follow, head=args.head, tail=args.tail
         )
-        _logs.print_logs(entries, as_json=args.json)
+        _logs.print_logs(causes.watch(entries), as_json=args.json)
         if watcher is not None:
             watcher.halt.set()
             watcher.poll()  # the last validation, if it came after the previous poll
+            _logs.report_failure(sess, args.trial_id, causes.cause)
     except errors.MasterError:
         raise  # a missing trial (404) or a refused request: the error's message alone
     except BaseException:

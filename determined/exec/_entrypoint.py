@@ -31,12 +31,25 @@ def trial_class_from_entrypoint(entrypoint: str, model_dir: str | None = None) -
     try:
         obj: object = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
+        if e.name == module_name:
+            fix = f"put {module_name}.py in the model definition directory or fix the entrypoint"
+        else:
+            fix = (
+                f"install {e.name!r} in the trial's environment (pip install in a "
+                f"startup-hook.sh) or fix the import in {module_name}"
+            )
+        raise ValueError(f"entrypoint {entrypoint!r}: {e}; {fix}") from e
+    except SyntaxError as e:
         raise ValueError(
-            f"cannot import {module_name!r} from {directory} for entrypoint {entrypoint!r}: {e}"
+            f"entrypoint {entrypoint!r}: {module_name} does not parse: {e.msg} "
+            f"({os.path.basename(e.filename or '?')}, line {e.lineno}); fix the syntax error"
         ) from e
     for part in qualname.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"{module_name!r} has no {qualname!r} (entrypoint {entrypoint!r})")
+            raise ValueError(
+                f"entrypoint {entrypoint!r}: {module_name} has no {qualname!r}; name a class "
+                f"defined in {module_name}.py"
+            )
         obj = getattr(obj, part)
     if not isinstance(obj, type) or not issubclass(obj, det.LegacyTrial):
         raise TypeError(

@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         trial_class = trial_class_from_entrypoint(argv[0])
     except (ValueError, TypeError) as e:
-        print(f"harness: {e}", file=sys.stderr)
+        # ERROR: the level the master records, so `det` shows this line as the cause.
+        print(f"ERROR: cannot load the trial class: {e}", file=sys.stderr)
         return 1
     # Imported here: torch is only needed once a trial class is known.
     from determined import pytorch
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not issubclass(trial_class, pytorch.PyTorchTrial):
         print(
-            f"harness: {argv[0]} is a {trial_class.__mro__[1].__name__} subclass; this release "
+            f"ERROR: {argv[0]} is a {trial_class.__mro__[1].__name__} subclass; this release "
             "runs determined.pytorch.PyTorchTrial classes (use a script entrypoint for others)",
             file=sys.stderr,
         )

@@ -117,3 +117,24 @@ def test_kill_experiment_and_wait(cluster: Det, tmp_path: pathlib.Path) -> None:
         if 'print("sleeping"' in " ".join(p.info["cmdline"] or [])
     ]
     assert stray == []
+
+
+def test_a_failing_import_is_named_as_the_cause(cluster: Det, tmp_path: pathlib.Path) -> None:
+    """The one-line cause (with its fix) comes first for `det t logs` and last for `-f`."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model_def.py").write_text("import no_such_package_zz\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        CONFIG.format(name="broken", entrypoint="model_def:MyTrial") + "max_restarts: 0\n"
+    )
+    cause = (
+        "cannot load the trial class: entrypoint 'model_def:MyTrial': No module named "
+        "'no_such_package_zz'; install 'no_such_package_zz' in the trial's environment"
+    )
+    r = cluster("e", "create", str(config), str(model), "-f")
+    trial_id = int(re.search(r"Following first trial with ID (\d+)", r.stdout).group(1))  # type: ignore[union-attr]
+    failed = [line for line in r.stderr.splitlines() if line.startswith(f"Trial {trial_id} failed")]
+    assert len(failed) == 1 and cause in failed[0], r.stderr
+    logs = cluster("t", "logs", str(trial_id))
+    assert logs.stderr.splitlines()[0].startswith(f"Trial {trial_id} failed: {cause}")

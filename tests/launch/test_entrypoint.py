@@ -50,8 +50,8 @@ def test_reimports_the_module_each_time(tmp_path: pathlib.Path) -> None:
     [
         ("model_def_e:NotATrial", TypeError, "not a trial class"),
         ("model_def_e:not_a_class", TypeError, "not a trial class"),
-        ("model_def_e:Missing", ValueError, "has no 'Missing'"),
-        ("no_such_module_x:T", ValueError, "cannot import"),
+        ("model_def_e:Missing", ValueError, "has no 'Missing'; name a class defined in"),
+        ("no_such_module_x:T", ValueError, "put no_such_module_x.py in the model definition"),
         ("model_def_e", ValueError, "module:Class"),
     ],
 )
@@ -59,3 +59,15 @@ def test_bad_entrypoints(tmp_path: pathlib.Path, ep: str, error: type, match: st
     _write(tmp_path, 1)
     with pytest.raises(error, match=match):
         trial_class_from_entrypoint(ep, str(tmp_path))
+
+
+def test_an_import_error_inside_the_model_names_the_missing_package(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "model_def_f.py").write_text("import not_installed_pkg_q\n")
+    with pytest.raises(ValueError, match="install 'not_installed_pkg_q' in the trial's"):
+        trial_class_from_entrypoint("model_def_f:T", str(tmp_path))
+
+
+def test_a_syntax_error_says_where(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "model_def_g.py").write_text("x = 1\ndef broken(:\n")
+    with pytest.raises(ValueError, match=r"does not parse: .*\(model_def_g.py, line 2\)"):
+        trial_class_from_entrypoint("model_def_g:T", str(tmp_path))
