@@ -29,7 +29,8 @@ step() {
   "$@"
   say "$name: done in $((SECONDS - start)) s"
 }
-pip_install() { "$1" -m pip install --quiet --disable-pip-version-check "${@:2}"; }
+# -qq: errors only (pip warns about every unusable find-links location on some machines).
+pip_install() { "$1" -m pip install -qq --disable-pip-version-check "${@:2}"; }
 
 # What the installed state depends on; a run with the same fingerprint has nothing to do.
 fingerprint() {

@@ -105,8 +105,7 @@ def follow_first_trial(sess: Session, experiment_id: int, progress_sess: Session
     try:
         _logs.print_logs(causes.watch(_logs.trial_logs(sess, trial_id, follow=True)))
     finally:
-        progress.halt.set()
-        progress.poll()
+        progress.stop()
         print(
             f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}",
             flush=True,

@@ -28,9 +28,10 @@ _POLL_SECONDS = 0.5
 
 class Watcher(threading.Thread):
     """While logs are followed, print on stderr ``Experiment N: STATE, P%`` whenever it changes
-    (with ``experiment_id``) and each new validation of ``trial_id`` as it arrives:
-    ``Trial T validation after B batches: name=value, ...``. Its own session: the log reader's
-    must not be shared across threads."""
+    (with ``experiment_id``) and, once ``trial_id`` is set (before :meth:`start`), each
+    validation of that trial as it arrives: ``Trial T validation after B batches: name=value``
+    (read from the master's validation-metrics stream on a second thread). Its own session:
+    the log reader's must not be shared across threads."""
 
     def __init__(
         self,
@@ -47,43 +48,63 @@ class Watcher(threading.Thread):
         self.interval = interval
         self.halt = threading.Event()
         self._last_state = ""
-        self._last_validation: int | None = None
         self._lock = threading.Lock()  # the thread and a final poll() from the caller
+        self._validations: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.trial_id is not None:
+            self._validations = threading.Thread(target=self._follow_validations, daemon=True)
+            self._validations.start()
+        super().start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling, print the experiment's final state, and let the validation stream
+        (which ends once the trial has ended) print what it still has."""
+        self.halt.set()
+        if self._validations is not None:
+            self._validations.join(timeout)
+        self.poll()
 
     def poll(self) -> None:
+        if self.experiment_id is None:
+            return
         with self._lock:
             try:
-                if self.experiment_id is not None:
-                    self._experiment()
-                if self.trial_id is not None:
-                    self._validation()
+                exp = self.sess.get(f"/api/v1/experiments/{self.experiment_id}").json()
             except Exception:  # a display thread must never kill the command
                 return
+            exp = exp["experiment"]
+            line = (
+                f"Experiment {self.experiment_id}: {_render.strip_state(exp.get('state'))}, "
+                f"progress {_render.format_percent(exp.get('progress') or 0.0)}"
+            )
+            if line != self._last_state:
+                self._last_state = line
+                print(line, file=sys.stderr, flush=True)
 
-    def _experiment(self) -> None:
-        exp = self.sess.get(f"/api/v1/experiments/{self.experiment_id}").json()["experiment"]
-        line = (
-            f"Experiment {self.experiment_id}: {_render.strip_state(exp.get('state'))}, "
-            f"progress {_render.format_percent(exp.get('progress') or 0.0)}"
-        )
-        if line != self._last_state:
-            self._last_state = line
-            print(line, file=sys.stderr, flush=True)
-
-    def _validation(self) -> None:
-        trial = self.sess.get(f"/api/v1/trials/{self.trial_id}").json()["trial"]
-        latest = trial.get("latestValidation") or {}
-        batches = latest.get("totalBatches")
-        if batches is None or batches == self._last_validation:
+    def _follow_validations(self) -> None:
+        try:
+            resp = self.sess.get(
+                "/api/v1/trials/metrics/validation_metrics",
+                params={"trialIds": self.trial_id},
+                stream=True,
+                timeout=_STREAM_TIMEOUT,
+            )
+            for raw in resp.iter_lines():
+                if not raw:
+                    continue
+                for report in json.loads(raw).get("result", {}).get("metrics", []):
+                    values = report.get("metrics") or {}
+                    metrics = values.get("validation_metrics") or values.get("avg_metrics") or {}
+                    shown = ", ".join(f"{k}={_metric(v)}" for k, v in sorted(metrics.items()))
+                    print(
+                        f"Trial {self.trial_id} validation after {report.get('totalBatches')} "
+                        f"batches: {shown}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        except Exception:  # a display thread must never kill the command
             return
-        self._last_validation = batches
-        metrics = (latest.get("metrics") or {}).get("avgMetrics") or {}
-        shown = ", ".join(f"{k}={_metric(v)}" for k, v in sorted(metrics.items()))
-        print(
-            f"Trial {self.trial_id} validation after {batches} batches: {shown}",
-            file=sys.stderr,
-            flush=True,
-        )
 
     def run(self) -> None:
         while not self.halt.wait(self.interval):

@@ -64,8 +64,7 @@ def cmd_logs(args: argparse.Namespace) -> None:
         )
         _logs.print_logs(causes.watch(entries), as_json=args.json)
         if watcher is not None:
-            watcher.halt.set()
-            watcher.poll()  # the last validation, if it came after the previous poll
+            watcher.stop()
             _logs.report_failure(sess, args.trial_id, causes.cause)
     except errors.MasterError:
         raise  # a missing trial (404) or a refused request: the error's message alone
