@@ -61,7 +61,9 @@ def _cmd_version(args: argparse.Namespace) -> None:
     except errors.MasterUnreachable:
         print(f"master: not reachable at {url}")
         return
-    print(f"master: {info.get('version')} at {url}")
+    own = info.get("redeterminedVersion")
+    served = f" (serving Determined {info.get('version')}'s API)" if own else ""
+    print(f"master: {own or info.get('version')}{served} at {url}")
 
 
 def _master_message(e: errors.MasterError) -> str:

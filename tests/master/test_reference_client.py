@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 from _kit.master import REPO, MasterProcess
 from _kit.trial_cluster import Cluster
 
@@ -219,7 +220,13 @@ def test_cli_preview_search(env: tuple[Ref, Cluster, dict]) -> None:
 
 def test_cli_master_info_and_experiment_settings(env: tuple[Ref, Cluster, dict]) -> None:
     ref, cluster, info = env
-    assert re.search(r"^clusterId: \S+", ref.det("master", "info"), re.M)
+    master_info = ref.det("master", "info")
+    assert re.search(r"^clusterId: \S+", master_info, re.M)
+    # The master serves 0.37's API and says so, so the 0.37 CLI warns about no version skew;
+    # our own version is reported beside it.
+    assert re.search(r"^version: 0\.37\.0$", master_info, re.M)
+    assert requests.get(ref.url + "/info", timeout=10).json()["redeterminedVersion"]
+    assert "is less than" not in ref.det("e", "list")  # no "Master version ... CLI version"
     exp = str(info["exp_id"])
     policy = ["--save-experiment-best", "3", "--save-trial-best", "1", "--save-trial-latest", "1"]
     assert "Set GC policy of experiment" in ref.det("e", "set", "gc-policy", exp, *policy, "--yes")

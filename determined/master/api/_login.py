@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from determined._version import __version__
+from determined._version import REFERENCE_VERSION, __version__
 from determined.master._errors import Unauthenticated
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
@@ -20,7 +20,10 @@ def master_info(request: Request) -> dict[str, Any]:
     """``GetMasterResponse``."""
     state = request.app.state
     return {
-        "version": __version__,
+        # 0.37 clients warn on every command when the master's version differs from theirs
+        # (PEP 440: even 0.37.0+local sorts above 0.37.0), so this is the API's version.
+        "version": REFERENCE_VERSION,
+        "redeterminedVersion": __version__,
         "masterId": state.master_id,
         "clusterId": state.store.cluster_id,
         "clusterName": state.cluster_name,
