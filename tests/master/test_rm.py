@@ -105,6 +105,23 @@ def test_absolute_bind_mount_elsewhere_is_refused(cluster: Cluster, tmp_path: pa
     assert "container_path '/data' is absolute" in r.json()["message"]
 
 
+def test_a_trial_larger_than_the_cluster_is_refused_at_create(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """One slot in all: a 2-slot trial could never start, so it is a 400, not a queued trial."""
+    cfg = {**config(tmp_path / "out"), "resources": {"slots_per_trial": 2}}
+    before = cluster.s.get(cluster.url + "/api/v1/experiments").json()["experiments"]
+    for validate_only in (True, False):
+        r = cluster.s.post(
+            cluster.url + "/api/v1/experiments",
+            json={"config": json.dumps(cfg), "activate": True, "validateOnly": validate_only},
+        )
+        assert r.status_code == 400, r.text
+        assert "slots_per_trial is 2, but this cluster has 1 slots" in r.json()["message"]
+    after = cluster.s.get(cluster.url + "/api/v1/experiments").json()["experiments"]
+    assert after == before
+
+
 def test_one_slot_runs_trials_one_after_the_other(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     outs = [tmp_path / "a", tmp_path / "b"]
     exps = [cluster.create(config(out, max_length=3, sleep=0.3)) for out in outs]

@@ -8,7 +8,7 @@ import io
 import tarfile
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
@@ -52,13 +52,25 @@ def _tar_model_definition(files: list[dict[str, Any]]) -> bytes:
     return out
 
 
+def _check_capacity(config: dict[str, Any], rm: resources.ResourceManager | None) -> None:
+    """Refuse a trial size this cluster can never provide: it would stay queued forever."""
+    wanted = int((config.get("resources") or {}).get("slots_per_trial", 1))
+    if rm is not None and wanted > rm.capacity():
+        raise InvalidArgument(
+            f"resources.slots_per_trial is {wanted}, but this cluster has {rm.capacity()} slots "
+            "in all, so the trial could never start; lower slots_per_trial, or give the master "
+            "more slots (det master up --cpu-slots N, without GPUs)"
+        )
+
+
 @router.post("/experiments")
 def create_experiment(
-    body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep
+    body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep, request: Request
 ) -> dict[str, Any]:
     caller.require_user()
     config = experiment.parse_experiment_config(body.config)
     resources.check_bind_mounts(config)
+    _check_capacity(config, request.app.state.rm)
     if body.validate_only:
         return {"experiment": None, "config": config, "warnings": []}
     tgz = _tar_model_definition(body.model_definition or [])

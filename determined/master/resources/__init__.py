@@ -38,6 +38,10 @@ class ResourceManager(Protocol):
     def stop(self) -> None:
         """Stop running trials; no trial process outlives the master."""
 
+    def capacity(self) -> int:
+        """The most slots one trial can ever get here (a larger ``slots_per_trial`` would wait
+        forever: experiment creation refuses it)."""
+
 
 __all__ = [
     "Candidate",

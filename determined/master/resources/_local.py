@@ -273,6 +273,9 @@ class LocalResourceManager:
             taken += len(containers[-1])
         return containers if taken == need else None
 
+    def capacity(self) -> int:
+        return len(self.slots)
+
     def _slots_needed(self, trial: TrialRow) -> int | None:
         with self._store.read() as conn:
             exp = _experiments.require_experiment(conn, trial["experiment_id"])
