@@ -8,61 +8,15 @@ type byte (``ord("0")`` file, ``ord("5")`` directory), as the reference sends it
 from __future__ import annotations
 
 import base64
-import fnmatch
 import os
 import pathlib
 import tarfile
 from typing import Any
 
 from determined.cli import _render
+from determined.common._detignore import Ignore
 
 MAX_CONTEXT_BYTES = 95 * 1024 * 1024  # the reference's limit: 96 MiB encoded, less 1 MiB
-DEFAULT_DETIGNORE = (
-    "__pycache__/",
-    "*.py[co]",
-    "*$py.class",
-    "terraform",
-    "terraform_data",
-    "terraform.tfstate*",
-    "terraform.tfvars*",
-    ".terraform*",
-)
-
-
-class Ignore:
-    """A small subset of gitignore patterns: ``name``, ``*.ext``, ``dir/``, ``/anchored``.
-
-    Negation (``!pattern``) and ``**`` are not supported; such lines are skipped.
-    """
-
-    def __init__(self, lines: list[str]) -> None:
-        self.patterns: list[tuple[str, bool, bool]] = []  # (glob, dir_only, anchored)
-        for raw in lines:
-            line = raw.strip()
-            if not line or line.startswith("#") or line.startswith("!") or "**" in line:
-                continue
-            dir_only = line.endswith("/")
-            line = line.rstrip("/")
-            anchored = "/" in line
-            self.patterns.append((line.lstrip("/"), dir_only, anchored))
-
-    @classmethod
-    def for_root(cls, root: pathlib.Path) -> Ignore:
-        lines = list(DEFAULT_DETIGNORE)
-        path = root / ".detignore"
-        if path.is_file():
-            lines += path.read_text().splitlines()
-        return cls(lines)
-
-    def match(self, rel: str, is_dir: bool) -> bool:
-        name = rel.rsplit("/", 1)[-1]
-        for glob, dir_only, anchored in self.patterns:
-            if dir_only and not is_dir:
-                continue
-            target = rel if anchored else name
-            if fnmatch.fnmatchcase(target, glob):
-                return True
-        return False
 
 
 def _entry(rel: str, path: pathlib.Path, is_dir: bool) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fnmatch
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from determined.common._detignore import Ignore
 from determined.pytorch import _legacy
 
 logger = logging.getLogger("determined.pytorch")
@@ -84,19 +84,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
             torch.cuda.set_rng_state_all(gpu)
 
 
-def _ignored(rel: str, patterns: list[str]) -> bool:
-    name = rel.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p) for p in patterns)
-
-
-def _detignore(src: pathlib.Path) -> list[str]:
-    file = src / ".detignore"
-    if not file.is_file():
-        return []
-    lines = (ln.strip() for ln in file.read_text().splitlines())
-    return [ln.rstrip("/") for ln in lines if ln and not ln.startswith("#")]
-
-
 @contextlib.contextmanager
 def rng_preserved() -> Iterator[None]:
     """Validation must not shift training's random streams (dropout, augmentation)."""
@@ -112,7 +99,7 @@ def copy_code(src: pathlib.Path, dst: pathlib.Path, exclude: pathlib.Path | None
     checkpoint store or ``.detignore`` matches, and at most ``CODE_LIMIT_FILES`` files /
     ``CODE_LIMIT_BYTES`` bytes (the rest is skipped with one warning)."""
     dst.mkdir(parents=True, exist_ok=True)
-    patterns = _detignore(src)
+    ignore = Ignore.for_root(src)
     budget, files_left, skipped = CODE_LIMIT_BYTES, CODE_LIMIT_FILES, 0
     for root, dirs, files in os.walk(src):
         here = pathlib.Path(root)
@@ -122,13 +109,13 @@ def copy_code(src: pathlib.Path, dst: pathlib.Path, exclude: pathlib.Path | None
             for d in dirs
             if d not in _SKIP_DIRS
             and not d.startswith(".")
-            and not _ignored(f"{rel_dir}/{d}".lstrip("./"), patterns)
+            and not ignore.match(f"{rel_dir}/{d}".removeprefix("./"), True)
             and (exclude is None or (here / d).resolve() != exclude.resolve())
         )
         for name in sorted(files):
             file = here / name
             rel = file.relative_to(src).as_posix()
-            if name.startswith(".") or _ignored(rel, patterns) or not file.is_file():
+            if name.startswith(".") or ignore.match(rel, False) or not file.is_file():
                 continue
             size = file.stat().st_size
             if size > budget or files_left == 0:
