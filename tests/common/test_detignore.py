@@ -25,12 +25,12 @@ TREE = [
     "sub/data/y.bin",
     "sub/notes.txt",
     "sub/deep/notes.txt",
-    "docs/a/b/readme.md",
+    "notes/a/b/readme.md",
     "top.txt",
     "sub/top.txt",
     "build/out.o",
 ]
-DETIGNORE = "**/data/\n*.log\n!keep.log\n/top.txt\ndocs/**/readme.md\nbuild/\n# a comment\n"
+DETIGNORE = "**/data/\n*.log\n!keep.log\n/top.txt\nnotes/**/readme.md\nbuild/\n# a comment\n"
 
 
 def _make(root: pathlib.Path, files: list[str], detignore: str) -> None:
