@@ -93,3 +93,23 @@ def test_a_launch_error_frees_the_slots_and_fails_the_trial(tmp_path: pathlib.Pa
 def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     with MasterProcess(tmp_path_factory.mktemp("faults") / "master", cpu_slots=1) as m:
         yield Cluster(m)
+
+
+def test_relative_checkpoint_storage_is_refused(shared_cluster: Cluster, tmp_path: Any) -> None:
+    base = config(tmp_path / "out", max_length=1)
+    good = model_definition({"train.py": "print('hi')"})
+    for storage, word in [
+        ({"type": "directory", "container_path": "ckpts"}, "container_path 'ckpts' is relative"),
+        ({"type": "directory", "container_path": "./a/../b"}, "is relative"),
+        ({"type": "shared_fs", "host_path": "ckpts"}, "absolute"),
+    ]:
+        r = _create(shared_cluster, {**base, "checkpoint_storage": storage}, good)
+        assert r.status_code == 400 and word in r.json()["message"], (storage, r.text)
+    # An absolute one runs; continuing it cannot bring a relative one in.
+    absolute = {"type": "directory", "container_path": str(tmp_path / "ckpts")}
+    exp_id = shared_cluster.create({**base, "checkpoint_storage": absolute})
+    shared_cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    override = {"checkpoint_storage": {"container_path": "ckpts"}}
+    body = {"id": exp_id, "overrideConfig": yaml.safe_dump(override)}
+    r = shared_cluster.s.post(shared_cluster.url + "/api/v1/experiments/continue", json=body)
+    assert r.status_code == 400 and "is relative" in r.json()["message"], r.text

@@ -32,9 +32,25 @@ def parse_experiment_config(raw: str | dict[str, Any]) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise InvalidArgument("the experiment config must be a YAML mapping of fields")
     try:
-        return dict(expconf.parse_experiment_config(raw).to_json_dict())
+        config = dict(expconf.parse_experiment_config(raw).to_json_dict())
     except InvalidExperimentConfig as e:
         raise InvalidArgument(str(e)) from e
+    _check_storage_path(config.get("checkpoint_storage") or {})
+    return config
+
+
+def _check_storage_path(storage: dict[str, Any]) -> None:
+    """Refuse a relative ``directory`` path: it would resolve inside the trial's work dir,
+    which the master deletes after every run, checkpoints and all. (``shared_fs`` requires an
+    absolute ``host_path`` already.)"""
+    path = str(storage.get("container_path") or "")
+    if storage.get("type") == "directory" and not path.startswith("/"):
+        raise InvalidArgument(
+            f"checkpoint_storage.container_path {path!r} is relative: trials run in a work "
+            "directory the master deletes after each run, and checkpoints there would be lost. "
+            "Use an absolute path, or leave checkpoint_storage out for the master's default "
+            "under its data directory"
+        )
 
 
 def searcher_metric(config: dict[str, Any]) -> tuple[str, bool]:
