@@ -127,6 +127,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if rm is not None:
             rm.start()
+        resources.resume_gc_async(store)  # GC a previous master may have cut short
         yield
         if rm is not None:
             rm.stop()

@@ -7,13 +7,14 @@ retries (determined/common/api/_session.py)."""
 from __future__ import annotations
 
 import pathlib
+import time
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 import yaml
 from _kit.master import MasterProcess
-from _kit.trial_cluster import Cluster, config, model_definition
+from _kit.trial_cluster import GC_PY, Cluster, config, model_definition
 
 from determined.master.store import _schema, make_engine, sqlite_url
 
@@ -113,3 +114,55 @@ def test_relative_checkpoint_storage_is_refused(shared_cluster: Cluster, tmp_pat
     body = {"id": exp_id, "overrideConfig": yaml.safe_dump(override)}
     r = shared_cluster.s.post(shared_cluster.url + "/api/v1/experiments/continue", json=body)
     assert r.status_code == 400 and "is relative" in r.json()["message"], r.text
+
+
+def _on_disk(storage: pathlib.Path) -> set[str]:
+    return {p.name for p in storage.iterdir() if (p / "metadata.json").exists()}
+
+
+def test_gc_and_leftovers_are_finished_after_a_crash(tmp_path: pathlib.Path) -> None:
+    storage = tmp_path / "ckpts"
+    keep_all = {"type": "shared_fs", "host_path": str(storage), "save_trial_latest": 100}
+    master = MasterProcess(tmp_path / "master", cpu_slots=1)
+    with master:
+        cluster = Cluster(master)
+        cfg = {**config(tmp_path / "out"), "checkpoint_storage": keep_all}
+        cfg["hyperparameters"]["losses"] = [5.0, 4.0, 3.0, 2.0, 1.0, 0.5]
+        cfg["entrypoint"] = "python3 gc.py"
+        exp_id = cluster.create(cfg, {"gc.py": GC_PY})
+        cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+        rows = cluster.get(f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+        by_steps = {c["metadata"]["steps_completed"]: c["uuid"] for c in rows}
+        assert _on_disk(storage) == set(by_steps.values())
+        master.kill()
+    # What a crash in the middle of GC leaves: the policy (now 0/0/1) not applied yet, one
+    # checkpoint renamed for deletion and half deleted; a checkpoint still staged by a killed
+    # trial; the work directory of a run that was going.
+    _edit_config(
+        master.data_dir,
+        exp_id,
+        lambda c: c["checkpoint_storage"].update(
+            save_trial_latest=1, save_trial_best=0, save_experiment_best=0
+        ),
+    )
+    half = by_steps[3]
+    (storage / half).rename(storage / f".{half}.deleting")
+    (storage / f".{half}.deleting" / "metadata.json").unlink()
+    (storage / ".0a1b2c3d-staged.tmp").mkdir()
+    (storage / ".0a1b2c3d-staged.tmp" / "weights").write_text("partial")
+    stale_work = master.data_dir / "work" / "1.dead-allocation.1"
+    stale_work.mkdir(parents=True)
+    (stale_work / "train.py").write_text("")
+    with master:
+        cluster = Cluster(master)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            rows = cluster.get(f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+            states = {c["metadata"]["steps_completed"]: c["state"] for c in rows}
+            if list(states.values()).count("STATE_DELETED") == 5:
+                break
+            time.sleep(0.1)
+        assert states == {**dict.fromkeys(range(1, 6), "STATE_DELETED"), 6: "STATE_COMPLETED"}
+        assert _on_disk(storage) == {by_steps[6]}
+        assert not [p.name for p in storage.iterdir() if p.name.startswith(".")]
+        assert not stale_work.exists()

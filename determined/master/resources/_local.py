@@ -20,7 +20,7 @@ from pathlib import Path
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
-from determined.master.resources import _launcher
+from determined.master.resources import _launcher, _recovery
 from determined.master.resources._log_capture import LogSink, LogWriter
 from determined.master.store import Store, TrialRow, _experiments, _trials
 
@@ -161,6 +161,9 @@ class LocalResourceManager:
         for allocation_id in stale:
             self._exits[allocation_id] = (-1, True)
         self._record_exits()
+        # No run of ours is going: whatever runs left half done is garbage now.
+        _recovery.remove_work_dirs(self._work_root)
+        _recovery.remove_staging(self._store)
         self._thread.start()
 
     def terminate_all(self) -> None:
