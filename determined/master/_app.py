@@ -74,6 +74,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _invalid_body(_: Request, exc: pydantic.ValidationError) -> JSONResponse:
         return JSONResponse(_error_body(3, _describe(list(exc.errors()))), status_code=400)
 
+    # The database cannot be written (a full disk, a lock held too long): nothing was stored,
+    # so the client may try again later; 503 tells the trial client it is safe to.
+    @app.exception_handler(sa.exc.OperationalError)
+    async def _unavailable(_: Request, exc: sa.exc.OperationalError) -> JSONResponse:
+        logger.error("the database failed: %s", exc.orig)
+        message = f"the master cannot use its database now ({exc.orig}); nothing was stored"
+        return JSONResponse(_error_body(14, message), status_code=503)
+
     # An id or count past what the database stores (SQLite: OverflowError; Postgres: DataError)
     # is the client's mistake, not a server error.
     @app.exception_handler(OverflowError)

@@ -6,7 +6,10 @@ retries (determined/common/api/_session.py)."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import resource
+import signal
 import time
 from typing import Any
 
@@ -14,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 import yaml
 from _kit.master import MasterProcess
-from _kit.trial_cluster import GC_PY, Cluster, config, model_definition
+from _kit.trial_cluster import GC_PY, Cluster, config, model_definition, wait_dead, wait_file
 
 from determined.master.store import _schema, make_engine, sqlite_url
 
@@ -166,3 +169,42 @@ def test_gc_and_leftovers_are_finished_after_a_crash(tmp_path: pathlib.Path) -> 
         assert _on_disk(storage) == {by_steps[6]}
         assert not [p.name for p in storage.iterdir() if p.name.startswith(".")]
         assert not stale_work.exists()
+
+
+def _disk_full(pid: int, full: bool) -> None:
+    """Make every write of process ``pid`` past its file's first byte fail (EFBIG, which SQLite
+    reports as a full disk), or lift that again. Python ignores SIGXFSZ, so the master lives."""
+    _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (1 if full else hard, hard))
+
+
+def test_an_exit_seen_while_the_disk_is_full_is_recorded_later(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    with MasterProcess(tmp_path / "master", cpu_slots=1) as master:
+        assert master.proc is not None
+        cluster = Cluster(master)
+        cfg = config(out, max_length=100000, sleep=0.05, ignore_preempt=True)
+        exp_id = cluster.create({**cfg, "max_restarts": 0})
+        trial = cluster.wait_trial(exp_id, "STATE_RUNNING")
+        pid = int(wait_file(out / f"{trial['id']}.1.pid"))
+        # A cancel asks the trial to stop; this one does not listen: STOPPING_CANCELED.
+        cluster.post(f"/api/v1/experiments/{exp_id}/cancel").raise_for_status()
+        cluster.wait_trial(exp_id, "STATE_STOPPING_CANCELED")
+        _disk_full(master.proc.pid, True)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            wait_dead(pid)
+            time.sleep(2)  # several ticks: the exit is seen and cannot be written
+            r = cluster.s.post(cluster.url + f"/api/v1/experiments/{exp_id}/kill")
+            assert r.status_code == 503, r.text  # nothing can be written now: try later
+            assert "nothing was stored" in r.json()["message"]
+        finally:
+            _disk_full(master.proc.pid, False)
+        # The exit is recorded once the disk has room: the trial ends, no longer STOPPING
+        # (which of the two depends on how far the run got before the disk filled).
+        ended = ("STATE_ERROR", "STATE_CANCELED")
+        exp = cluster.wait_experiment(exp_id, *ended, timeout=15)
+        assert cluster.trials(exp_id)[0]["state"] in ended
+        # And the cluster goes on: the slot runs the next experiment.
+        nxt = cluster.create(config(tmp_path / "next", max_length=1))
+        cluster.wait_experiment(nxt, "STATE_COMPLETED")
