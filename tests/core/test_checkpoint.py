@@ -380,7 +380,6 @@ def test_a_checkpoint_the_master_never_heard_of_is_deleted(tmp_path: pathlib.Pat
     ctx = CheckpointContext(single(), storage.SharedFSStorageManager(base), reporter)
     with pytest.raises(errors.MasterUnreachable):
         ctx.upload(user_dir(tmp_path), {"steps_completed": 1})
-    with pytest.raises(errors.MasterUnreachable):
-        with ctx.store_path({"steps_completed": 2}) as (path, _):
-            (path / "w").write_bytes(b"w")
+    with pytest.raises(errors.MasterUnreachable), ctx.store_path({"steps_completed": 2}) as (p, _):
+        (p / "w").write_bytes(b"w")
     assert list(base.iterdir()) == []

@@ -203,7 +203,7 @@ def test_an_exit_seen_while_the_disk_is_full_is_recorded_later(tmp_path: pathlib
         # The exit is recorded once the disk has room: the trial ends, no longer STOPPING
         # (which of the two depends on how far the run got before the disk filled).
         ended = ("STATE_ERROR", "STATE_CANCELED")
-        exp = cluster.wait_experiment(exp_id, *ended, timeout=15)
+        cluster.wait_experiment(exp_id, *ended, timeout=15)
         assert cluster.trials(exp_id)[0]["state"] in ended
         # And the cluster goes on: the slot runs the next experiment.
         nxt = cluster.create(config(tmp_path / "next", max_length=1))
