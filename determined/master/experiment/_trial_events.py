@@ -186,6 +186,7 @@ class TrialEvents(Lifecycle):
         ``killed``: the master itself killed them (kill, preemption timeout, master restart);
         that is no failure of the trial and counts no restart, like an acknowledged exit.
         """
+        self._signals.drop_barriers(allocation_id)  # nobody else of it will arrive
         with self._store.read() as conn:
             trial_id = _trials.require_allocation(conn, allocation_id)["trial_id"]
         with self._trial_event(trial_id) as (event, trial):
