@@ -69,11 +69,6 @@ class Signals:
         for barrier in dropped:
             barrier.drop()
 
-    def barrier_count(self) -> int:
-        """How many barriers are held (for tests and diagnostics)."""
-        with self._lock:
-            return len(self._barriers)
-
 
 class _Barrier:
     """Collects one value per participant; done when ``size`` have arrived."""
