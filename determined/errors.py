@@ -92,7 +92,10 @@ class MasterNotFound(MasterError):
 
 
 class MasterUnreachable(ConnectionError):
-    """The master could not be reached, even after retrying."""
+    """The master could not be reached, even after retrying. ``maybe_delivered``: whether an
+    attempt may have reached it all the same (False: every attempt failed to connect)."""
+
+    maybe_delivered: bool = True
 
 
 class InvalidSearcherConfig(ValueError):

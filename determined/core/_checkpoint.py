@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from determined import errors
 from determined.common import storage
 from determined.common.storage import Manifest
 from determined.core import _checkpoint_merge as merge
@@ -138,8 +139,21 @@ class CheckpointContext:
         except BaseException:
             sm.discard(storage_id)
             raise
-        self._reporter.report(storage_id, manifest.resources(), metadata)
+        self._report(storage_id, manifest.resources(), metadata)
         return storage_id
+
+    def _report(self, storage_id: str, resources: dict[str, int], metadata: dict[str, Any]) -> None:
+        """Report a committed checkpoint. One the master can never have heard of (it was down
+        for every attempt) is deleted before the error goes up: the trial cannot resume from
+        an unregistered checkpoint, and nothing would ever GC its files."""
+        try:
+            self._reporter.report(storage_id, resources, metadata)
+        except errors.MasterUnreachable as e:
+            if not e.maybe_delivered:
+                logger.warning(f"the master never learned of checkpoint {storage_id}; deleting it")
+                with contextlib.suppress(Exception):
+                    self._storage_manager.delete(storage_id)
+            raise
 
     def _put_metadata(self, storage_id: str, meta: bytes) -> Manifest:
         with tempfile.TemporaryDirectory() as tmp:
@@ -253,7 +267,7 @@ class CheckpointContext:
                     except BaseException:
                         sm.discard(storage_id)
                         raise
-                self._reporter.report(storage_id, manifest.resources(), metadata)
+                self._report(storage_id, manifest.resources(), metadata)
             except Exception as e:
                 error = e
         message = self._dist.broadcast(
@@ -303,7 +317,7 @@ class CheckpointContext:
             raise
         (path / "metadata.json").write_bytes(meta)
         manifest = sm.upload(path, storage_id)
-        self._reporter.report(storage_id, manifest.resources(), metadata)
+        self._report(storage_id, manifest.resources(), metadata)
 
     def _store_path_sharded(self, metadata: dict[str, Any]) -> Iterator[tuple[pathlib.Path, str]]:
         chief = self._dist.get_rank() == 0

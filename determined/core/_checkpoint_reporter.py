@@ -103,7 +103,7 @@ class ClusterCheckpointReporter:
         }
         if self._storage_backend_id is not None:
             body["storageId"] = self._storage_backend_id
-        self._session.post("/api/v1/checkpoints", json=body)
+        self._session.post("/api/v1/checkpoints", json=body, idempotent=True)
         logger.info(f"Reported checkpoint to master {storage_id}")
         if self._after_report is not None:
             self._after_report()
@@ -120,4 +120,4 @@ class ClusterCheckpointReporter:
 
     def mark_deleted(self, storage_id: str) -> None:
         body = {"checkpoints": [{"uuid": storage_id, "resources": {"resources": {}}}]}
-        self._session.patch("/api/v1/checkpoints", json=body)
+        self._session.patch("/api/v1/checkpoints", json=body, idempotent=True)

@@ -302,6 +302,7 @@ def _cluster_init(
         session.post(
             "/api/v1/runs/start",
             json={"runId": trial.trial_id, "checkpointStorage": config.get("checkpoint_storage")},
+            idempotent=True,
         )
         .json()
         .get("storageId")

@@ -96,4 +96,4 @@ class MetricsShipper:
             "reportTime": None if r.report_time is None else r.report_time.isoformat(),
         }
         body = {"group": r.group, "metrics": trial_metrics}
-        self._session.post(f"/api/v1/trials/{self._trial_id}/metrics", json=body)
+        self._session.post(f"/api/v1/trials/{self._trial_id}/metrics", json=body, idempotent=True)

@@ -89,7 +89,9 @@ class _MasterWatcher:
         return bool(self._preempt)
 
     def acknowledge(self) -> None:
-        self._session.post(f"/api/v1/allocations/{self._allocation_id}/signals/ack_preemption")
+        self._session.post(
+            f"/api/v1/allocations/{self._allocation_id}/signals/ack_preemption", idempotent=True
+        )
 
     def _poll(self, timeout_s: int) -> bool:
         r = self._session.get(

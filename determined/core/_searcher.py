@@ -86,16 +86,22 @@ class _MasterOps:
         return int(body["op"]["validateAfter"]["length"])
 
     def report_progress(self, length: float) -> None:
-        self._session.post(f"/api/v1/trials/{self._trial_id}/progress", json={"progress": length})
+        self._session.post(
+            f"/api/v1/trials/{self._trial_id}/progress", json={"progress": length}, idempotent=True
+        )
 
     def report_completed(self, length: int, searcher_metric: Any) -> None:
         body = {"op": {"length": length}, "searcherMetric": searcher_metric}
         self._session.post(
-            f"/api/v1/trials/{self._trial_id}/searcher/completed_operation", json=body
+            f"/api/v1/trials/{self._trial_id}/searcher/completed_operation",
+            json=body,
+            idempotent=True,
         )
 
     def acknowledge_out_of_ops(self) -> None:
-        self._session.post(f"/api/v1/allocations/{self._allocation_id}/signals/ack_preemption")
+        self._session.post(
+            f"/api/v1/allocations/{self._allocation_id}/signals/ack_preemption", idempotent=True
+        )
 
 
 class _LocalOps:

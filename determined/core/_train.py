@@ -80,12 +80,14 @@ class _MasterTrainBackend:
 
     def set_status(self, status: str) -> None:
         self._session.post(
-            f"/api/v1/trials/{self._trial_id}/runner/metadata", json={"state": status}
+            f"/api/v1/trials/{self._trial_id}/runner/metadata",
+            json={"state": status},
+            idempotent=True,
         )
 
     def report_progress(self, progress: float) -> None:
         body = {"progress": progress, "is_raw": True}
-        self._session.post(f"/api/v1/trials/{self._trial_id}/progress", json=body)
+        self._session.post(f"/api/v1/trials/{self._trial_id}/progress", json=body, idempotent=True)
 
     def report_early_exit(self, reason: EarlyExitReason) -> None:
         try:

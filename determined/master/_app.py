@@ -54,7 +54,67 @@ class _UntypedJson:
         await self.app(scope, receive, send)
 
 
+# Request bodies are read whole into memory: bound them. A create carries the model definition
+# (up to 96 MiB compressed, base64 in JSON); every other body is small.
+MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_CREATE_BODY_BYTES = 160 * 1024 * 1024
+_LARGE_BODY_PATHS = frozenset({"/api/v1/experiments"})
+
+
+class BodyTooLarge(Exception):
+    """A request body past its limit (its message is the 413's)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the request body is larger than {limit} bytes, the limit here")
+
+
+class _BodyLimit:
+    """Answers 413 to a body past the limit: at once from its Content-Length, or once that many
+    bytes have arrived (a chunked body; the app then sees a disconnect and its answer is
+    dropped)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = MAX_CREATE_BODY_BYTES if scope["path"] in _LARGE_BODY_PATHS else MAX_BODY_BYTES
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            response = JSONResponse(_error_body(3, str(BodyTooLarge(limit))), status_code=413)
+            await response(scope, receive, send)
+            return
+        seen = 0
+        refused = False
+
+        async def bounded() -> Any:
+            nonlocal seen, refused
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                refused = True
+                return {"type": "http.disconnect"}  # the app stops reading; we answer
+            return message
+
+        async def unless_refused(message: Any) -> None:
+            if not refused:
+                await send(message)
+
+        await self.app(scope, bounded, unless_refused)
+        if refused:
+            response = JSONResponse(_error_body(3, str(BodyTooLarge(limit))), status_code=413)
+            await response(scope, receive, send)
+
+
 def _install_error_handlers(app: FastAPI) -> None:
+    # JSON nested past what the parsers' recursion allows.
+    @app.exception_handler(RecursionError)
+    async def _too_deep(_: Request, exc: RecursionError) -> JSONResponse:
+        message = "the request is nested too deeply; flatten its JSON"
+        return JSONResponse(_error_body(3, message), status_code=400)
+
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(_error_body(exc.code, exc.message), status_code=exc.status)
@@ -73,6 +133,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(pydantic.ValidationError)
     async def _invalid_body(_: Request, exc: pydantic.ValidationError) -> JSONResponse:
         return JSONResponse(_error_body(3, _describe(list(exc.errors()))), status_code=400)
+
+    # The database cannot be written (a full disk, a lock held too long): nothing was stored,
+    # so the client may try again later; 503 tells the trial client it is safe to.
+    @app.exception_handler(sa.exc.OperationalError)
+    async def _unavailable(_: Request, exc: sa.exc.OperationalError) -> JSONResponse:
+        logger.error("the database failed: %s", exc.orig)
+        message = f"the master cannot use its database now ({exc.orig}); nothing was stored"
+        return JSONResponse(_error_body(14, message), status_code=503)
 
     # An id or count past what the database stores (SQLite: OverflowError; Postgres: DataError)
     # is the client's mistake, not a server error.
@@ -127,6 +195,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if rm is not None:
             rm.start()
+        resources.resume_gc_async(store)  # GC a previous master may have cut short
         yield
         if rm is not None:
             rm.stop()
@@ -139,6 +208,7 @@ def create_app(
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
     app.add_middleware(_UntypedJson)
+    app.add_middleware(_BodyLimit)
     _install_error_handlers(app)
     for router in api.ROUTERS:
         app.include_router(router)

@@ -60,6 +60,15 @@ class Signals:
                 found = self._barriers[key] = _Barrier(size)
             return found
 
+    def drop_barriers(self, scope: str) -> None:
+        """Forget every barrier of ``scope`` (its allocation ended: nobody else will arrive);
+        their waiters wake and find them ``dropped``."""
+        with self._lock:
+            keys = [k for k in self._barriers if k[0] == scope]
+            dropped = [self._barriers.pop(k) for k in keys]
+        for barrier in dropped:
+            barrier.drop()
+
 
 class _Barrier:
     """Collects one value per participant; done when ``size`` have arrived."""
@@ -68,6 +77,13 @@ class _Barrier:
         self.size = size
         self.values: dict[str, Any] = {}
         self.done = asyncio.Event()
+        self.dropped = False
+        self._loop = asyncio.get_running_loop()  # created by a handler, on the event loop
+
+    def drop(self) -> None:
+        """Wake the waiters (from any thread); they find ``dropped`` set."""
+        self.dropped = True
+        self._loop.call_soon_threadsafe(self.done.set)
 
     def arrive(self, participant: str, value: Any) -> None:
         self.values[participant] = value

@@ -366,3 +366,20 @@ def test_cluster_get_metadata_and_delete(
     assert list(base.iterdir()) == []
     (req,) = recording_master.find("PATCH", r"/api/v1/checkpoints")
     assert req.body == {"checkpoints": [{"uuid": sid, "resources": {"resources": {}}}]}
+
+
+def test_a_checkpoint_the_master_never_heard_of_is_deleted(tmp_path: pathlib.Path) -> None:
+    """With the master down for every attempt, nothing would ever register or GC the
+    checkpoint: the trial deletes it before the error goes up (issue #16 item 3)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{s.getsockname()[1]}"  # nothing listens there once closed
+    base = tmp_path / "base"
+    session = Session(down, "tok", max_attempts=2, backoff=0.01)
+    reporter = ClusterCheckpointReporter(session, "t", "a", 1)
+    ctx = CheckpointContext(single(), storage.SharedFSStorageManager(base), reporter)
+    with pytest.raises(errors.MasterUnreachable):
+        ctx.upload(user_dir(tmp_path), {"steps_completed": 1})
+    with pytest.raises(errors.MasterUnreachable), ctx.store_path({"steps_completed": 2}) as (p, _):
+        (p / "w").write_bytes(b"w")
+    assert list(base.iterdir()) == []

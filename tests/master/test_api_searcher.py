@@ -34,7 +34,9 @@ def test_single_trial_lifecycle(shared_master: MasterProcess) -> None:
     assert _complete(run, 99) == 400  # not the pending length: nothing changes
     assert _op(run)["completed"] is False
     assert _complete(run, 100) == 200
-    assert _complete(run, 100) == 400  # twice
+    # Again (a retry whose answer was lost): acknowledged, and nothing changes.
+    assert _complete(run, 100) == 200
+    assert _complete(run, 99) == 400  # never an operation of this trial
     assert _op(run)["completed"] is True
     trial = run.get(f"/api/v1/trials/{run.trial_id}")["trial"]
     assert trial["state"] == "STATE_STOPPING_COMPLETED"

@@ -9,13 +9,22 @@ import pathlib
 import socket
 import sys
 import tarfile
+import threading
+import time
 from typing import Any
 
 import pytest
 
 from determined.master._errors import InvalidArgument
 from determined.master.resources import _launcher
-from determined.master.resources._log_capture import parse_line
+from determined.master.resources._log_capture import (
+    BATCH_LINES,
+    MAX_QUEUED_LINES,
+    LogSink,
+    LogWriter,
+    parse_line,
+)
+from determined.master.store import Store, _logs, sqlite_url
 
 
 def _spec(config: dict[str, Any], tgz: bytes = b"", **kw: Any) -> _launcher.LaunchSpec:
@@ -112,3 +121,30 @@ def test_log_line_parsing() -> None:
     assert parse_line("[rank=3] ERROR: boom") == (3, "LOG_LEVEL_ERROR", "boom")
     assert parse_line("INFO: hi") == (None, "LOG_LEVEL_INFO", "hi")
     assert parse_line("plain [rank=1] INFO: x") == (None, None, "plain [rank=1] INFO: x")
+
+
+def test_the_log_queue_is_bounded_with_back_pressure(tmp_path: pathlib.Path) -> None:
+    """A store that cannot keep up blocks the output readers at MAX_QUEUED_LINES queued lines
+    (the trial then blocks on its own stdout), and everything queued is stored afterwards."""
+    store = Store(sqlite_url(tmp_path))
+    writer = LogWriter(store)
+    sink = LogSink(writer, "t.1", "t.1.1")
+    total = MAX_QUEUED_LINES + 3 * BATCH_LINES
+    done = threading.Event()
+
+    def produce() -> None:
+        for i in range(total):
+            sink.line(f"line {i}")
+        done.set()
+
+    with store._write_lock:  # the store is busy: the writer waits for it
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        time.sleep(1.0)
+        assert not done.is_set()  # blocked on the full queue, not buffering without bound
+    assert done.wait(30)
+    writer.flush()
+    with store.read() as conn:
+        assert len(_logs.read(conn, "t.1")) == total
+    writer.close()
+    store.close()

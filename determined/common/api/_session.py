@@ -9,13 +9,18 @@ import time
 from typing import Any
 
 import requests
+import urllib3
 
 from determined import errors
 
 logger = logging.getLogger("determined.common.api")
 
 # Retried: the master restarting, a proxy in front of it, or a long poll dropped by the network.
-_RETRY_STATUSES = frozenset({500, 502, 503, 504})
+# A request that may not run twice is retried only on these and on a connection that failed:
+# a 500 or a read timeout may come after the master acted on it.
+_GATEWAY_STATUSES = frozenset({502, 503, 504})
+_IDEMPOTENT_STATUSES = _GATEWAY_STATUSES | {500}
+_IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 
 ALLOCATION_TOKEN_HEADER = "Grpc-Metadata-x-allocation-token"
 
@@ -75,6 +80,14 @@ def _raise_for_status(method: str, path: str, resp: requests.Response) -> None:
     raise cls(message, status=resp.status_code, body=body)
 
 
+def _never_sent(error: Exception) -> bool:
+    """Whether the connection failed before the request could reach the master."""
+    if isinstance(error, requests.ConnectTimeout):
+        return True
+    reason = getattr(error.args[0] if error.args else None, "reason", None)
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
+
+
 class Session:
     """Requests to one master.
 
@@ -84,7 +97,7 @@ class Session:
             ``Grpc-Metadata-x-allocation-token`` header, a user's login token in
             ``Authorization``.
         token_kind: ``"allocation"`` or ``"user"``.
-        max_attempts: tries per request on connection errors and 5xx answers.
+        max_attempts: tries per request (see :meth:`request` for which failures are retried).
         backoff: seconds before the second try; doubled for each later one, capped at 10 s.
         cert: passed to requests as ``verify`` (a CA bundle path, or False for "noverify").
     """
@@ -128,13 +141,29 @@ class Session:
         json: Any = None,
         timeout: float | None = None,
         stream: bool = False,
+        idempotent: bool | None = None,
     ) -> requests.Response:
-        """Send one request, retrying connection errors and 5xx; raise a MasterError on 4xx."""
+        """Send one request; raise a MasterError on 4xx and on the last failure.
+
+        Retried: every request on a failed connection and on 502, 503 and 504 (the master
+        restarting, a proxy in front of it); ``idempotent`` ones also on read timeouts and 500.
+        ``idempotent`` defaults to the method's nature (GET, PUT, DELETE: yes; POST, PATCH:
+        no); a POST the master treats as idempotent (metric and checkpoint reports, a
+        completed operation) passes True.
+
+        Raises:
+            MasterUnreachable: no answer; ``maybe_delivered`` says whether an attempt may have
+                reached the master (only failed connects: False).
+        """
         url = self.master_url + "/" + path.lstrip("/")
+        if idempotent is None:
+            idempotent = method.upper() in _IDEMPOTENT_METHODS
+        retry_statuses = _IDEMPOTENT_STATUSES if idempotent else _GATEWAY_STATUSES
         # A JSON body without a Content-Type header, byte for byte what Determined's own client
         # sends; the master parses an untyped body as JSON.
         body = None if json is None else _json.dumps(json_safe(json))
         delay = self.backoff
+        maybe_delivered = False
         for attempt in range(1, self.max_attempts + 1):
             last = attempt == self.max_attempts
             try:
@@ -147,15 +176,21 @@ class Session:
                     stream=stream,
                 )
             except (requests.ConnectionError, requests.Timeout) as e:
-                if last:
-                    raise errors.MasterUnreachable(
-                        f"{method} {url} failed after {attempt} attempts: {e}"
-                    ) from e
+                maybe_delivered = maybe_delivered or not _never_sent(e)
+                read_timeout = isinstance(e, requests.Timeout) and not isinstance(
+                    e, requests.ConnectTimeout
+                )
+                if last or (read_timeout and not idempotent):
+                    tries = f"{attempt} attempts" if attempt > 1 else "1 attempt"
+                    error = errors.MasterUnreachable(f"{method} {url} failed after {tries}: {e}")
+                    error.maybe_delivered = maybe_delivered
+                    raise error from e
                 logger.debug("%s %s: %s; retrying in %.1fs", method, url, e, delay)
             else:
-                if resp.status_code not in _RETRY_STATUSES or last:
+                if resp.status_code not in retry_statuses or last:
                     _raise_for_status(method, path, resp)
                     return resp
+                maybe_delivered = True
                 logger.debug("%s %s: HTTP %s; retrying", method, url, resp.status_code)
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
@@ -165,6 +200,7 @@ class Session:
         return self.request("GET", path, **kwargs)
 
     def post(self, path: str, **kwargs: Any) -> requests.Response:
+        """POST; pass ``idempotent=True`` where the endpoint may safely run twice."""
         return self.request("POST", path, **kwargs)
 
     def patch(self, path: str, **kwargs: Any) -> requests.Response:

@@ -107,6 +107,18 @@ class EnvironmentVariables(Section):
             return {kind: list(data) for kind in _DEVICE_KINDS}
         return _per_device(data)
 
+    @field_validator("cpu", "cuda", "rocm")
+    @classmethod
+    def _settable(cls, items: list[str]) -> list[str]:
+        # A process environment cannot hold these: the launch would fail long after create.
+        for item in items:
+            key = item.partition("=")[0]
+            if not key:
+                raise ValueError(f"{item!r} has no variable name; write KEY=VALUE")
+            if "\0" in item:
+                raise ValueError(f"{key!r} contains a NUL byte, which no environment can hold")
+        return items
+
     def as_dict(self, kind: Literal["cpu", "cuda", "rocm"] = "cpu") -> dict[str, str]:
         """The variables for one device kind as a mapping (``KEY`` alone maps to ``""``)."""
         out: dict[str, str] = {}

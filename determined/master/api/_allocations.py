@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from determined.master._errors import InvalidArgument
+from determined.master._errors import FailedPrecondition, InvalidArgument
 from determined.master.api._auth import Caller
 from determined.master.api._deps import SignalsDep, StoreDep
 from determined.master.api._models import AckPreemption, AllGather
@@ -82,6 +82,7 @@ async def rendezvous(
     barrier = signals.barrier(allocation_id, "rendezvous", len(ids))
     barrier.arrive(resources_id, True)
     await barrier.done.wait()
+    _check_not_dropped(barrier, allocation_id)
     await run_in_threadpool(_mark_ready, store, allocation_id)
     by_id = {str(r.get("resourcesId", i)): r for i, r in enumerate(resources)}
     return {
@@ -105,4 +106,12 @@ async def all_gather(
     barrier = signals.barrier(allocation_id, f"gather:{body.request_uuid}", body.num_peers)
     barrier.arrive(str(len(barrier.values)), body.data)
     await barrier.done.wait()
+    _check_not_dropped(barrier, allocation_id)
     return {"data": list(barrier.values.values())}
+
+
+def _check_not_dropped(barrier: Any, allocation_id: str) -> None:
+    if barrier.dropped:
+        raise FailedPrecondition(
+            f"allocation {allocation_id} ended before every participant arrived"
+        )

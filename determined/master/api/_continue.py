@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from fastapi import APIRouter
 
 from determined import errors
@@ -35,10 +34,7 @@ def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 def _override(text: str | None) -> dict[str, Any]:
-    try:
-        override = yaml.safe_load(text or "") or {}
-    except yaml.YAMLError as e:
-        raise InvalidArgument(f"overrideConfig is not valid YAML: {e}") from e
+    override = experiment.load_yaml(text or "", "overrideConfig") or {}
     if not isinstance(override, dict):
         raise InvalidArgument("overrideConfig must be a YAML mapping of config fields")
     return override

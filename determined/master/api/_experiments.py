@@ -4,8 +4,6 @@ searcher's best validation, and the task context directory a trial downloads."""
 from __future__ import annotations
 
 import base64
-import io
-import tarfile
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -15,41 +13,13 @@ from determined.master._errors import InvalidArgument, NotFound
 from determined.master.api import _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._models import CreateExperiment
 from determined.master.api._wire import experiment_json, trial_json
 from determined.master.experiment import State
 from determined.master.store import _experiments, _metrics, _trials
 
 router = APIRouter(prefix="/api/v1")
-MAX_MODEL_DEF_BYTES = 96 * 1024 * 1024
-
-
-def _tar_model_definition(files: list[dict[str, Any]]) -> bytes:
-    """The ``modelDefinition`` file list (base64 contents) as one tar.gz."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for entry in files:
-            path = str(entry.get("path") or "")
-            if not path or path.startswith("/") or ".." in path.split("/"):
-                raise InvalidArgument(f"model definition path {path!r} must be relative")
-            info = tarfile.TarInfo(path)
-            info.mode = int(entry.get("mode") or 0o644) & 0o7777
-            info.mtime = int(entry.get("mtime") or 0)
-            if str(entry.get("type")) in ("53", "5", "TYPE_DIR") or path.endswith("/"):
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-                continue
-            data = base64.b64decode(str(entry.get("content") or ""))
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    out = buf.getvalue()
-    if len(out) > MAX_MODEL_DEF_BYTES:
-        raise InvalidArgument(
-            f"the model definition is {len(out)} bytes compressed; the limit is "
-            f"{MAX_MODEL_DEF_BYTES}: move data sets out of the model directory or list them "
-            "in .detignore"
-        )
-    return out
 
 
 def _check_capacity(config: dict[str, Any], rm: resources.ResourceManager | None) -> None:
@@ -73,7 +43,7 @@ def create_experiment(
     _check_capacity(config, request.app.state.rm)
     if body.validate_only:
         return {"experiment": None, "config": config, "warnings": []}
-    tgz = _tar_model_definition(body.model_definition or [])
+    tgz = tar_model_definition(body.model_definition or [])
     exp_id = exps.create(
         config,
         body.config,

@@ -127,7 +127,7 @@ class PostTaskLogs(_Body):
 
 class CreateExperiment(_Body):
     config: str
-    model_definition: list[dict[str, Any]] | None = None
+    model_definition: list[Any] | None = None
     activate: bool = True
     validate_only: bool = False
 

@@ -6,6 +6,8 @@ Layering: imports ``store`` and ``searcher`` (and the master's top-level ``_erro
 """
 
 from determined.master.experiment._config import (
+    check_size,
+    load_yaml,
     parse_experiment_config,
     searcher_metric,
 )
@@ -18,7 +20,9 @@ __all__ = [
     "ExitDecision",
     "Experiments",
     "State",
+    "check_size",
     "decide_exit",
+    "load_yaml",
     "parse_experiment_config",
     "preemption_key",
     "searcher_metric",

@@ -3,6 +3,7 @@ validate, fill every default), API errors out; and the searcher's reading of a c
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -11,9 +12,7 @@ from determined.common import expconf
 from determined.errors import InvalidExperimentConfig
 from determined.master._errors import InvalidArgument
 
-# The one import of it in the master (the searcher is to export it from its package).
-
-__all__ = ["parse_experiment_config", "searcher_metric"]
+__all__ = ["check_size", "load_yaml", "parse_experiment_config", "searcher_metric"]
 
 
 def parse_experiment_config(raw: str | dict[str, Any]) -> dict[str, Any]:
@@ -23,17 +22,93 @@ def parse_experiment_config(raw: str | dict[str, Any]) -> dict[str, Any]:
         InvalidArgument: not YAML, or a config that fails validation (the message names each
             field and what is allowed).
     """
-    if isinstance(raw, str):
-        try:
-            raw = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise InvalidArgument(f"the experiment config is not valid YAML: {e}") from e
+    raw = load_yaml(raw, "the experiment config") if isinstance(raw, str) else raw
+    check_size(raw, "the experiment config")
     if not isinstance(raw, dict):
         raise InvalidArgument("the experiment config must be a YAML mapping of fields")
     try:
-        return dict(expconf.parse_experiment_config(raw).to_json_dict())
+        config = dict(expconf.parse_experiment_config(raw).to_json_dict())
     except InvalidExperimentConfig as e:
         raise InvalidArgument(str(e)) from e
+    _check_storage_path(config.get("checkpoint_storage") or {})
+    size = len(json.dumps(config))
+    if size > MAX_CONFIG_JSON_BYTES:
+        raise InvalidArgument(
+            f"the experiment config is {size} bytes as JSON; trials receive it in an environment "
+            f"variable (DET_EXPERIMENT_CONFIG), which holds at most {MAX_CONFIG_JSON_BYTES}. "
+            "Move large values (data, long lists) into files of the model definition"
+        )
+    return config
+
+
+# Bounds on a config (issue #16): YAML aliases can make a few hundred bytes into millions of
+# nodes once expanded, and deep nesting overflows the recursive parts of any parser. Linux caps
+# one environment string at 128 KiB (MAX_ARG_STRLEN); the rest of that is for the name.
+MAX_DEPTH = 64
+MAX_NODES = 100_000
+MAX_CONFIG_JSON_BYTES = 120_000
+
+
+def load_yaml(text: str, what: str) -> Any:
+    """``yaml.safe_load`` within :data:`MAX_DEPTH` and :data:`MAX_NODES`.
+
+    Raises:
+        InvalidArgument: not YAML, or past a bound (the message says which).
+    """
+    depth = 0
+    try:
+        # The event parser is iterative: it sees the nesting before the recursive composer.
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise InvalidArgument(f"{what} nests deeper than {MAX_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise InvalidArgument(f"{what} is not valid YAML: {e}") from e
+    check_size(data, what)
+    return data
+
+
+def check_size(data: Any, what: str) -> None:
+    """Count ``data``'s nodes as a consumer expands them (a shared alias counts each time it
+    appears), without recursion, up to the bounds.
+
+    Raises:
+        InvalidArgument: more than :data:`MAX_NODES` nodes or :data:`MAX_DEPTH` levels.
+    """
+    stack = [(data, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise InvalidArgument(
+                f"{what} expands to more than {MAX_NODES} values (YAML aliases count each "
+                "time they are used)"
+            )
+        if depth > MAX_DEPTH:
+            raise InvalidArgument(f"{what} nests deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def _check_storage_path(storage: dict[str, Any]) -> None:
+    """Refuse a relative ``directory`` path: it would resolve inside the trial's work dir,
+    which the master deletes after every run, checkpoints and all. (``shared_fs`` requires an
+    absolute ``host_path`` already.)"""
+    path = str(storage.get("container_path") or "")
+    if storage.get("type") == "directory" and not path.startswith("/"):
+        raise InvalidArgument(
+            f"checkpoint_storage.container_path {path!r} is relative: trials run in a work "
+            "directory the master deletes after each run, and checkpoints there would be lost. "
+            "Use an absolute path, or leave checkpoint_storage out for the master's default "
+            "under its data directory"
+        )
 
 
 def searcher_metric(config: dict[str, Any]) -> tuple[str, bool]:

@@ -46,13 +46,18 @@ class TrialEvents(Lifecycle):
     def complete_operation(self, trial_id: int, length: int, metric: Any) -> None:
         """The trial trained to ``length`` and validated; tell the search.
 
+        A length the trial already completed is acknowledged again and changes nothing (a
+        retried report whose answer was lost), like a repeated checkpoint report.
+
         Raises:
-            InvalidArgument: ``length`` is not the trial's pending operation, or it was
-                already completed (nothing changes).
+            InvalidArgument: ``length`` is neither the trial's pending operation nor one it
+                completed (nothing changes).
         """
         with self._trial_event(trial_id) as (event, trial):
             if _stopped_by_time_search(event, trial, length):
                 return  # 0.38 style: the search already stopped it at this length
+            if _already_completed(trial, length):
+                return
             if trial["op_complete"] or trial["op_length"] != length:
                 pending = None if trial["op_complete"] else trial["op_length"]
                 raise InvalidArgument(
@@ -181,6 +186,7 @@ class TrialEvents(Lifecycle):
         ``killed``: the master itself killed them (kill, preemption timeout, master restart);
         that is no failure of the trial and counts no restart, like an acknowledged exit.
         """
+        self._signals.drop_barriers(allocation_id)  # nobody else of it will arrive
         with self._store.read() as conn:
             trial_id = _trials.require_allocation(conn, allocation_id)["trial_id"]
         with self._trial_event(trial_id) as (event, trial):
@@ -220,3 +226,13 @@ def _stopped_by_time_search(event: Event, trial: TrialRow, length: int) -> bool:
         and trial["op_complete"]
         and trial["op_length"] == length
     )
+
+
+def _already_completed(trial: TrialRow, length: int) -> bool:
+    """Whether ``length`` is an operation the trial completed: the last one (still no newer
+    pending), or an earlier one it trained past (``searcher_units`` holds at least the last
+    completed length, less any raw progress reported since)."""
+    if trial["op_complete"]:
+        return trial["op_length"] == length
+    pending = trial["op_length"]
+    return pending is not None and length < pending and length <= trial["searcher_units"]

@@ -23,6 +23,7 @@ from determined.master.resources._gc import (
 )
 from determined.master.resources._launcher import check_bind_mounts
 from determined.master.resources._local import LocalResourceManager
+from determined.master.resources._recovery import resume_gc_async
 
 
 class ResourceManager(Protocol):
@@ -53,5 +54,6 @@ __all__ = [
     "delete_checkpoints",
     "delete_tensorboard_files",
     "doomed_by",
+    "resume_gc_async",
     "select_deletions",
 ]

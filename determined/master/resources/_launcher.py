@@ -34,6 +34,14 @@ class LaunchError(Exception):
     """The run could not be started (bad model definition, bad bind mount, no such program)."""
 
 
+def describe(error: Exception) -> str:
+    """What went wrong at launch, for the trial's log: our own message, else the error's type
+    and text (``ValueError: embedded null byte``)."""
+    if isinstance(error, LaunchError):
+        return str(error)
+    return f"cannot start the trial: {type(error).__name__}: {error}"
+
+
 @dataclasses.dataclass
 class LaunchSpec:
     """Everything one run needs; built inside the transaction that allocated it."""

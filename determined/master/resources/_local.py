@@ -20,7 +20,7 @@ from pathlib import Path
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
-from determined.master.resources import _launcher
+from determined.master.resources import _launcher, _recovery
 from determined.master.resources._log_capture import LogSink, LogWriter
 from determined.master.store import Store, TrialRow, _experiments, _trials
 
@@ -141,6 +141,9 @@ class LocalResourceManager:
         self.agents = [self.slots[i : i + per_agent] for i in range(0, len(self.slots), per_agent)]
         self._free = list(self.slots)
         self._runs: dict[str, _Run] = {}
+        # Exits not yet recorded (the store failed, e.g. a full disk): ``allocation id ->
+        # (exit code, killed)``, retried every tick until written.
+        self._exits: dict[str, tuple[int, bool]] = {}
         self._warned: set[int] = set()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -156,7 +159,11 @@ class LocalResourceManager:
             for pid in kill_leftovers(stale):
                 logger.warning("killed process %d left running by a previous master", pid)
         for allocation_id in stale:
-            self._exps.allocation_exited(allocation_id, -1, killed=True)
+            self._exits[allocation_id] = (-1, True)
+        self._record_exits()
+        # No run of ours is going: whatever runs left half done is garbage now.
+        _recovery.remove_work_dirs(self._work_root)
+        _recovery.remove_staging(self._store)
         self._thread.start()
 
     def terminate_all(self) -> None:
@@ -188,12 +195,12 @@ class LocalResourceManager:
             self._wake.clear()
             if self._stopping.is_set():
                 return
-            try:
-                self._reap()
-                self._enforce()
-                self._schedule()
-            except Exception:  # keep scheduling whatever one event did
-                logger.exception("resource manager tick failed")
+            # Each step guards its own items too: one bad trial never stalls the others.
+            for step in (self._reap, self._record_exits, self._enforce, self._schedule):
+                try:
+                    step()
+                except Exception:  # keep scheduling whatever one event did
+                    logger.exception("resource manager tick failed in %s", step.__name__)
 
     def _reap(self) -> None:
         for allocation_id, run in list(self._runs.items()):
@@ -203,16 +210,28 @@ class LocalResourceManager:
                     # One container of a multi-container run failed: the rest cannot finish.
                     self._kill(run, "another container of the trial failed")
                 continue
+            del self._runs[allocation_id]
+            self._free.extend(run.slots)
+            self._exits[allocation_id] = (code, run.killed)
             run.finish()
             if code != 0 and not run.killed:
                 run.sink.master(f"crashed: trial process exited with code {code}")
             run.sink.master(f"allocation {allocation_id} exited with code {code}")
             self._logs.flush()
-            del self._runs[allocation_id]
-            self._free.extend(run.slots)
             for proc in run.procs:
                 shutil.rmtree(proc.work_dir, ignore_errors=True)
-            self._exps.allocation_exited(allocation_id, code, killed=run.killed)
+
+    def _record_exits(self) -> None:
+        """Tell the experiment domain about every exit not recorded yet; one that cannot be
+        written now (a full disk) stays pending for the next tick, so a trial never waits in
+        a STOPPING state for an exit the master saw but lost."""
+        for allocation_id, (code, killed) in list(self._exits.items()):
+            try:
+                self._exps.allocation_exited(allocation_id, code, killed=killed)
+            except Exception as e:  # the store, most likely: retried on the next tick
+                logger.warning("cannot record the exit of %s yet (%r); retrying", allocation_id, e)
+                continue
+            del self._exits[allocation_id]
 
     def _enforce(self) -> None:
         """Kill runs of killed trials at once and preempted ones after their timeout."""
@@ -246,7 +265,11 @@ class LocalResourceManager:
         for trial in runnable:
             if self._stopping.is_set():
                 return
-            need = self._slots_needed(trial)
+            try:
+                need = self._slots_needed(trial)
+            except Exception:  # its experiment's row, say: the other trials still start
+                logger.exception("cannot schedule trial %s", trial["id"])
+                continue
             containers = None if need is None else self._place(need)
             if containers is None:
                 continue
@@ -302,24 +325,31 @@ class LocalResourceManager:
             alloc, token = self._exps.allocate(trial_id, resources)
         except ApiError:
             return False  # it changed since the read (paused, killed): not runnable now
-        with self._store.read() as conn:
-            spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
-        sink = LogSink(self._logs, spec.task_id, spec.allocation_id)
+        except Exception:  # the store failed (a full disk): try again on a later tick
+            logger.exception("cannot allocate trial %s", trial_id)
+            return False
+        allocation_id = str(alloc["id"])
+        sink = LogSink(self._logs, str(alloc["task_id"]), allocation_id)
         procs: list[_launcher.TrialProcess] = []
         try:
+            with self._store.read() as conn:
+                spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
             spec.port_offset = _launcher.pick_port_offset(
                 {r.port_offset for r in self._runs.values()}
             )
             for i in range(len(containers)):
                 procs.append(self._start_container(spec, i))
-        except _launcher.LaunchError as e:
-            sink.master(f"crashed: {e}")
+        except Exception as e:  # any error: the trial fails with it, the slots come back
+            if not isinstance(e, _launcher.LaunchError):
+                logger.exception("launching allocation %s failed", allocation_id)
+            sink.master(f"crashed: {_launcher.describe(e)}")
             self._logs.flush()
             for proc in procs:
                 proc.signal_group(signal.SIGKILL)
                 proc.finish()
-            shutil.rmtree(self._work_root / spec.allocation_id, ignore_errors=True)
-            self._exps.allocation_exited(spec.allocation_id, 1)
+            shutil.rmtree(self._work_root / allocation_id, ignore_errors=True)
+            self._exits[allocation_id] = (1, False)
+            self._record_exits()
             return False
         timeout = float(spec.config.get("preemption_timeout") or 3600)
         self._runs[spec.allocation_id] = _Run(

@@ -18,6 +18,10 @@ _RANK = re.compile(r"^\[rank=(\d+)\] ")
 _LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL): ")
 BATCH_LINES = 1000
 BATCH_SECONDS = 0.25
+# Lines waiting for the store. A full queue blocks the threads reading the runs' output, so a
+# trial printing faster than the store writes blocks on its own stdout (back-pressure) rather
+# than growing the master's memory.
+MAX_QUEUED_LINES = 20 * BATCH_LINES
 
 
 def parse_line(text: str) -> tuple[int | None, str | None, str]:
@@ -38,11 +42,12 @@ class LogWriter:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(MAX_QUEUED_LINES)
         self._thread = threading.Thread(target=self._run, name="task-logs", daemon=True)
         self._thread.start()
 
     def put(self, row: dict[str, Any]) -> None:
+        """Queue a line; blocks while :data:`MAX_QUEUED_LINES` wait (back-pressure)."""
         self._queue.put(row)
 
     def flush(self) -> None:

@@ -16,6 +16,11 @@ from typing import Any, Union
 from determined.errors import InvalidSearcherConfig
 from determined.master.searcher._nprand import NpRand
 
+# Bounds on what one config may ask for (each trial is a row and a run; every leaf goes into
+# every trial's DET_HPARAMS).
+MAX_HYPERPARAMETERS = 1000
+MAX_GRID_POINTS = 100_000
+
 
 @dataclass(frozen=True)
 class Const:
@@ -141,7 +146,14 @@ def parse_hyperparameters(raw: Mapping[str, Any] | None) -> HyperparameterSpace:
         return {}
     if not isinstance(raw, Mapping):
         raise InvalidSearcherConfig(f"hyperparameters must be a mapping, got {raw!r}")
-    return {str(k): _parse_one(v, str(k)) for k, v in sorted(raw.items())}
+    space = {str(k): _parse_one(v, str(k)) for k, v in sorted(raw.items())}
+    count = len(leaves(space))
+    if count > MAX_HYPERPARAMETERS:
+        raise InvalidSearcherConfig(
+            f"hyperparameters has {count} entries (nested ones included); the limit is "
+            f"{MAX_HYPERPARAMETERS}: pass large settings in a file of the model definition"
+        )
+    return space
 
 
 def _sample_one(hp: Hyperparameter, rand: NpRand) -> Any:
@@ -198,6 +210,18 @@ def _need_count(hp: Int | Double | Log, path: Path) -> int:
     return hp.count
 
 
+def _axis_size(path: Path, hp: Hyperparameter) -> int:
+    """How many values :func:`_axis` gives, without making them."""
+    if isinstance(hp, Const):
+        return 1
+    if isinstance(hp, Categorical):
+        return len(hp.vals)
+    if isinstance(hp, Int):
+        return min(_need_count(hp, path), hp.maxval - hp.minval + 1)
+    assert isinstance(hp, (Double, Log))
+    return _need_count(hp, path)
+
+
 def _axis(path: Path, hp: Hyperparameter) -> list[Any]:
     if isinstance(hp, Const):
         return [hp.val]
@@ -229,6 +253,16 @@ def grid(space: HyperparameterSpace) -> list[dict[str, Any]]:
     Raises:
         InvalidSearcherConfig: an int/double/log hyperparameter without ``count``.
     """
+    sizes = [(path, _axis_size(path, hp)) for path, hp in leaves(space)]
+    total = math.prod(size for _, size in sizes)
+    if total > MAX_GRID_POINTS:
+        biggest = ", ".join(
+            f"{'.'.join(p)}: {n}" for p, n in sorted(sizes, key=lambda x: -x[1])[:3]
+        )
+        raise InvalidSearcherConfig(
+            f"the grid has {total} points; the limit is {MAX_GRID_POINTS} trials. Lower the "
+            f"`count` (or the values) of its largest axes ({biggest})"
+        )
     axes = [(path, _axis(path, hp)) for path, hp in leaves(space)]
     points: list[dict[str, Any]] = []
     for combo in itertools.product(*(values for _, values in axes)):

@@ -55,7 +55,8 @@ def insert(
     """Record a COMPLETED checkpoint.
 
     Raises:
-        InvalidArgument: bad resources, or metadata without an integer ``steps_completed``.
+        InvalidArgument: bad resources, metadata without an integer ``steps_completed``, or
+            a ``storage`` id that names no registered backend.
         Conflict: the uuid was already reported with other content.
     """
     steps = metadata.get("steps_completed")
@@ -75,6 +76,16 @@ def insert(
         "steps_completed": steps,
         "storage_id": storage,
     }
+    if (
+        storage is not None
+        and not conn.execute(
+            sa.select(storage_backends.c.id).where(storage_backends.c.id == storage)
+        ).first()
+    ):
+        raise InvalidArgument(
+            f"storageId {storage} is not a storage this master registered; send the storageId "
+            "that POST /api/v1/runs/start answered, or none"
+        )
     old = get(conn, uuid)
     if old is not None:
         if old["resources"] == values["resources"] and old["metadata"] == metadata:
