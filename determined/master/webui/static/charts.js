@@ -21,12 +21,12 @@ function oklchHex(L, C, h) {
 }
 
 // n distinct colours. Up to 10: a hand-picked palette. More: hues evenly spaced in OKLCH (where
-// equal steps look equal) on each of 2 or 3 lightness levels; series next to each other in the
+// equal steps look equal) on each of 2 to 4 lightness levels; series next to each other in the
 // list get different levels and hues far apart. The closest two of 64 colours are ~9 CIELAB ΔE apart,
 // of 200 ~3 (still distinct; the legend and the hover highlight single one out).
 function seriesColors(n) {
   if (n <= PALETTE.length) return PALETTE.slice(0, n);
-  const levels = n <= 24 ? [0.5, 0.7] : [0.45, 0.6, 0.75];
+  const levels = n <= 24 ? [0.5, 0.7] : n <= 80 ? [0.45, 0.6, 0.75] : [0.4, 0.52, 0.64, 0.76];
   const k = levels.length;
   const per = Math.ceil(n / k);
   const gcd = (a, b) => (b ? gcd(b, a % b) : a);
