@@ -129,7 +129,7 @@ def legend_state(browser: Any) -> dict[str, Any]:
 
 
 def test_learning_curves_of_64_trials_keep_a_usable_legend(
-    wide: Wide, browser: Any, screenshot: Callable[[str], None]
+    wide: Wide, browser: Any, screenshot: Callable[..., None]
 ) -> None:
     browser.get(f"{wide.url}/experiments/{wide.exp}")
     wait_for(browser, lambda: len(chart_series(browser, "learning-curve")) == 64, "64 curves")
@@ -147,7 +147,7 @@ def test_learning_curves_of_64_trials_keep_a_usable_legend(
     assert [i.get_attribute("data-series") for i in items] == list(curves)
     box = browser.find_element(By.CSS_SELECTOR, "#learning-curve .legend-items")
     assert box.size["height"] < 110  # 64 entries scroll in a short box, the page stays short
-    screenshot("experiment-64")
+    screenshot("experiment-64", full_page=False)
 
     # clicking an entry hides its line; clicking again shows it; hidden survives a redraw
     items[5].click()
