@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import json
 import pathlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -54,6 +56,36 @@ def expected_training(lr: float, upto: int) -> list[list[float]]:
 
 def expected_validation(lr: float, upto: int) -> list[list[float]]:
     return [[s, lr / s] for s in range(2, upto + 1, 2)]
+
+
+WAIT_S = 20
+
+
+def wait_for(browser: Any, check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+    """``check()``'s first truthy value (exceptions count as not yet), or fail naming ``what``."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def probe(_: Any) -> Any:
+        try:
+            return check()
+        except Exception:
+            return False
+
+    try:
+        return WebDriverWait(browser, timeout, poll_frequency=0.1).until(probe)
+    except Exception as e:
+        errors = browser.find_elements(By.ID, "error")
+        shown = errors[0].text if errors else ""
+        raise AssertionError(f"timed out waiting for {what}; page error: {shown!r}") from e
+
+
+def chart_series(browser: Any, chart_id: str) -> dict[str, list[list[float]]]:
+    """What the chart ``chart_id`` draws: ``{label: [[x, y], ...]}`` (its data-series)."""
+    from selenium.webdriver.common.by import By
+
+    raw = browser.find_element(By.ID, chart_id).get_attribute("data-series")
+    return dict(json.loads(raw)) if raw else {}
 
 
 class Cluster:
@@ -137,3 +169,72 @@ def asha_config() -> dict[str, Any]:
         },
         "hyperparameters": {"lr": {"type": "double", "minval": 0.1, "maxval": 1.0}},
     }
+
+
+# The six hyperparameters of examples/mnist_pytorch/adaptive.yaml: a realistic width for the
+# trials table.
+MNIST_HPARAMS: dict[str, Any] = {
+    "global_batch_size": 64,
+    "lr": {"type": "log", "base": 10, "minval": -2.5, "maxval": -0.5},
+    "momentum": {"type": "double", "minval": 0.5, "maxval": 0.95},
+    "n_filters1": {"type": "int", "minval": 4, "maxval": 16},
+    "n_filters2": {"type": "int", "minval": 8, "maxval": 32},
+    "dropout": {"type": "double", "minval": 0.0, "maxval": 0.4},
+}
+WIDE_STEPS = range(50, 401, 50)
+
+
+def wide_search(name: str, trials: int) -> dict[str, Any]:
+    """A random search of ``trials`` trials (all created at once) over MNIST_HPARAMS."""
+    return {
+        "name": name,
+        "description": "a random search over the mnist example's six hyperparameters",
+        "entrypoint": "python3 train.py",
+        "searcher": {
+            "name": "random",
+            "metric": "validation_loss",
+            "max_trials": trials,
+            "max_concurrent_trials": trials,
+            "max_length": {"batches": WIDE_STEPS[-1]},
+        },
+        "hyperparameters": MNIST_HPARAMS,
+    }
+
+
+def wide_loss(lr: float, steps: int) -> float:
+    return lr * 100 / steps
+
+
+def report_by_hand(master: MasterProcess, cfg: dict[str, Any]) -> int:
+    """Create ``cfg``'s experiment on a master without a resource manager and, for each of its
+    trials, start a run over the dev endpoints and report training and validation metrics at
+    WIDE_STEPS (validation_loss = wide_loss(lr, steps)): the UI's view of a big search in
+    seconds, without a trial process per trial. The trials stay RUNNING."""
+    admin = master.session()
+    r = admin.post(master.url + "/api/v1/experiments", json={"config": yaml.safe_dump(cfg)})
+    assert r.status_code == 200, r.text
+    exp_id = int(r.json()["experiment"]["id"])
+    trials = admin.get(master.url + f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
+    for t in trials:
+        r = admin.post(master.url + f"/api/v1/dev/trials/{t['id']}/allocate", json={})
+        assert r.status_code == 200, r.text
+        run = r.json()
+        s = master.session(run["token"], allocation=True)
+        lr = t["hparams"]["lr"]
+        for steps in WIDE_STEPS:
+            for group, values in (
+                ("training", {"loss": wide_loss(lr, steps) * 2}),
+                ("validation", {"validation_loss": wide_loss(lr, steps), "accuracy": 0.9}),
+            ):
+                body = {
+                    "group": group,
+                    "metrics": {
+                        "trialId": t["id"],
+                        "trialRunId": run["runId"],
+                        "stepsCompleted": steps,
+                        "metrics": {"avgMetrics": values},
+                    },
+                }
+                r = s.post(master.url + f"/api/v1/trials/{t['id']}/metrics", json=body)
+                assert r.status_code == 200, r.text
+    return exp_id

@@ -67,16 +67,17 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def screenshot(browser: Any) -> Any:
     """``screenshot(name)`` saves a full-page PNG to ``$WEBUI_SCREENSHOTS/<name>.png`` when that
-    variable names a directory (scripts/webui_screenshots.sh sets it to docs/webui)."""
+    variable names a directory (scripts/webui_screenshots.sh sets it to docs/webui);
+    ``screenshot(name, full_page=False)`` only the top 1280x900."""
     where = os.environ.get("WEBUI_SCREENSHOTS")
 
-    def take(name: str) -> None:
+    def take(name: str, full_page: bool = True) -> None:
         if not where:
             return
         pathlib.Path(where).mkdir(parents=True, exist_ok=True)
         browser.execute_script("window.scrollTo(0, 0)")
         height = browser.execute_script("return document.documentElement.scrollHeight")
-        browser.set_window_size(1280, max(900, int(height) + 40))
+        browser.set_window_size(1280, max(900, int(height) + 40) if full_page else 900)
         browser.save_screenshot(str(pathlib.Path(where) / f"{name}.png"))
         browser.set_window_size(1280, 900)
 

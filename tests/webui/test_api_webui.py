@@ -20,12 +20,17 @@ def test_pages_and_vendored_chart_library_are_served(cluster: Cluster) -> None:
         (f"/experiments/{cluster.done}", 'data-page="experiment"'),
         ("/trials/1", 'data-page="trial"'),
         ("/login", 'data-page="login"'),
+        # any id gets its page, which then says "not found" itself (not a bare JSON 404/422)
+        ("/experiments/abc", 'data-page="experiment"'),
+        ("/trials/987654", 'data-page="trial"'),
     ]:
         r = requests.get(cluster.url + path)  # the shells need no token; their data does
         assert r.status_code == 200 and marker in r.text, path
         assert r.headers["content-type"].startswith("text/html")
     js = requests.get(cluster.url + "/webui/static/vendor/uplot/uPlot.iife.min.js")
     assert js.status_code == 200 and "uPlot" in js.text
+    charts = requests.get(cluster.url + "/webui/static/charts.js")
+    assert charts.status_code == 200 and "function drawChart" in charts.text
     lic = requests.get(cluster.url + "/webui/static/vendor/uplot/LICENSE")
     assert "MIT License" in lic.text
 

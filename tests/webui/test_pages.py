@@ -3,14 +3,20 @@ renders, its charts carry exactly the reported points, and actions reach the mas
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 import yaml
-from _kit.webui import Cluster, expected_training, expected_validation, random_config
+from _kit.webui import (
+    Cluster,
+    chart_series,
+    expected_training,
+    expected_validation,
+    random_config,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -18,30 +24,6 @@ pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-WAIT_S = 20
-
-
-def wait_for(browser: Any, check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """``check()``'s first truthy value (exceptions count as not yet), or fail naming ``what``."""
-
-    def probe(_: Any) -> Any:
-        try:
-            return check()
-        except Exception:
-            return False
-
-    try:
-        return WebDriverWait(browser, timeout, poll_frequency=0.1).until(probe)
-    except Exception as e:
-        errors = browser.find_elements(By.ID, "error")
-        shown = errors[0].text if errors else ""
-        raise AssertionError(f"timed out waiting for {what}; page error: {shown!r}") from e
-
-
-def chart_series(browser: Any, chart_id: str) -> dict[str, list[list[float]]]:
-    raw = browser.find_element(By.ID, chart_id).get_attribute("data-series")
-    return dict(json.loads(raw)) if raw else {}
 
 
 def assert_points(got: list[list[float]], want: list[list[float]]) -> None:
@@ -154,6 +136,18 @@ def test_experiment_page_learning_curves_trials_and_config(
     browser.find_element(By.CSS_SELECTOR, "#trials th[data-key='best']").click()
     rows = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")
     assert [int(r.get_attribute("data-trial-id")) for r in rows] == shown[::-1]
+    # the summary names the searcher's best trial and its checkpoint (each trial's best
+    # validation is its last, where it also checkpointed), with a download button
+    best = min(trials, key=lambda t: t["searcherMetricValue"])
+    link = browser.find_element(By.CSS_SELECTOR, "#summary [data-best-trial]")
+    assert link.get_attribute("data-best-trial") == str(best["id"])
+    assert link.get_attribute("href").endswith(f"/trials/{best['id']}")
+    ckpts = cluster.get(f"/api/v1/trials/{best['id']}/checkpoints")["checkpoints"]
+    (last,) = [c for c in ckpts if c["metadata"]["steps_completed"] == 6]
+    shown_ckpt = browser.find_element(By.CSS_SELECTOR, "#summary [data-best-checkpoint]")
+    assert shown_ckpt.get_attribute("data-best-checkpoint") == last["uuid"]
+    assert f"batch 6, loss {best['searcherMetricValue']:.5g}" in shown_ckpt.text
+    assert shown_ckpt.find_elements(By.CSS_SELECTOR, f"button[data-download='{last['uuid']}']")
     config = browser.find_element(By.ID, "config").get_attribute("textContent")
     assert yaml.safe_load(config) == cluster.experiment(cluster.done)["config"]
     tricky = {
@@ -202,8 +196,13 @@ def test_trial_page_metrics_checkpoints_and_logs(
     wait_for(browser, lambda: chart_series(browser, "training-chart"), "training chart")
     training = chart_series(browser, "training-chart")
     assert set(training) == {"loss", "accuracy"}
-    summary = browser.find_element(By.ID, "summary").text
-    assert f'"lr":{lr}' in summary.replace(" ", "") and "null" not in summary
+    # the hyperparameters as a table: one row each, name and value
+    wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, "#hparams tr"), "hparams")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#hparams tr[data-hparam]")
+    assert [r.get_attribute("data-hparam") for r in rows] == ["lr"]
+    name, value = rows[0].find_elements(By.TAG_NAME, "td")
+    assert name.text == "lr" and float(value.text) == pytest.approx(lr, rel=1e-4)
+    assert "null" not in browser.find_element(By.ID, "summary").text
     assert_points(training["loss"], expected_training(lr, 6))
     wait_for(browser, lambda: chart_series(browser, "validation-chart"), "validation chart")
     assert_points(chart_series(browser, "validation-chart")["loss"], expected_validation(lr, 6))

@@ -44,13 +44,15 @@ def login_page() -> HTMLResponse:
     return _page("login.html")
 
 
+# Any id, numeric or not, gets the page: the page itself says when there is no such experiment
+# or trial (one message, in the UI's frame) rather than a bare JSON 404 or 422.
 @router.get("/experiments/{experiment_id}", include_in_schema=False)
-def experiment_page(experiment_id: int) -> HTMLResponse:
+def experiment_page(experiment_id: str) -> HTMLResponse:
     return _page(_PAGES["experiment"])
 
 
 @router.get("/trials/{trial_id}", include_in_schema=False)
-def trial_page(trial_id: int) -> HTMLResponse:
+def trial_page(trial_id: str) -> HTMLResponse:
     return _page(_PAGES["trial"])
 
 

@@ -103,7 +103,23 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// Nested hyperparameters as one level, keys joined with ".".
+function flatten(obj, prefix = "", out = {}) {
+  for (const [k, v] of Object.entries(obj || {})) {
+    if (v && typeof v === "object" && !Array.isArray(v)) flatten(v, prefix + k + ".", out);
+    else out[prefix + k] = v;
+  }
+  return out;
+}
+
 const fmtTime = (t) => (t ? new Date(t).toLocaleString() : "—");
+// A short time for table cells ("Nov 24, 17:22"), the full one on hover.
+function fmtWhen(t) {
+  if (!t) return "—";
+  const d = new Date(t);
+  const short = d.toLocaleString(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", hour12: false });
+  return el("span", { title: d.toLocaleString() }, short);
+}
 // Numbers with 5 significant digits (exponent form when very large or small).
 function fmtNum(v) {
   if (v === null || v === undefined) return "—";
@@ -123,6 +139,15 @@ function fmtBytes(n) {
     i++;
   }
   return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
+// The page of an experiment or trial that does not exist: one message, no empty panels.
+function showNotFound(what) {
+  document.title = `${what} not found · redetermined`;
+  document.getElementById("page").replaceChildren(
+    el("h1", {}, `${what} not found`),
+    el("div", { class: "card notice", id: "not-found" }, "This master has no such record: it may have been deleted, or the address is wrong. ", el("a", { href: "/" }, "All experiments"))
+  );
 }
 
 function showError(err) {
@@ -159,123 +184,10 @@ function toYaml(v, indent = "") {
   return " " + scalar(v);
 }
 
-// ---- charts (uPlot) ------------------------------------------------------------------------
+// ---- tables ------------------------------------------------------------------------------
 
-const PALETTE = ["#2f6feb", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0b7285", "#a61e4d", "#5c940d", "#d9480f", "#364fc7"];
-
-// Debiased exponential moving average, as TensorBoard's smoothing slider does.
-function smooth(points, weight) {
-  if (!weight) return points;
-  let last = 0;
-  let n = 0;
-  return points.map(([x, y]) => {
-    last = last * weight + (1 - weight) * y;
-    n++;
-    return [x, last / (1 - Math.pow(weight, n))];
-  });
-}
-
-// Scatter plots get a margin so points at the ends are not cut in half.
-function padRange(u, min, max) {
-  const d = max - min || Math.abs(min) || 1;
-  return [min - d * 0.08, max + d * 0.08];
-}
-
-// Align [[x, y], ...] series on one sorted x axis (null where a series has no point).
-function align(seriesPoints) {
-  const xs = [...new Set(seriesPoints.flatMap((pts) => pts.map((p) => p[0])))].sort((a, b) => a - b);
-  const index = new Map(xs.map((x, i) => [x, i]));
-  const ys = seriesPoints.map((pts) => {
-    const col = new Array(xs.length).fill(null);
-    for (const [x, y] of pts) col[index.get(x)] = y;
-    return col;
-  });
-  return [xs, ...ys];
-}
-
-/**
- * Draw (or redraw) a chart in `container`.
- * series: [{label, points: [[x, y]], info?: string}]; options: {xLabel, logY, pointsOnly, tip}.
- * The plotted points are written to container.dataset.series (JSON {label: [[x, y]]}) and to
- * window.detCharts[container.id], so people and tests can read exactly what is drawn.
- */
-function drawChart(container, series, options = {}) {
-  const logY = !!options.logY;
-  const shown = series.map((s) => ({ ...s, points: logY ? s.points.filter((p) => p[1] > 0) : s.points }));
-  const record = Object.fromEntries(shown.map((s) => [s.label, s.points]));
-  container.dataset.series = JSON.stringify(record);
-  window.detCharts = window.detCharts || {};
-  window.detCharts[container.id] = record;
-  if (container._plot) {
-    container._plot.destroy();
-    container._plot = null;
-  }
-  container.querySelectorAll(".empty, .tip").forEach((n) => n.remove());
-  if (!shown.some((s) => s.points.length)) {
-    container.append(el("div", { class: "empty muted" }, options.empty || "No data yet."));
-    return;
-  }
-  const data = align(shown.map((s) => s.points));
-  const width = Math.max(320, container.clientWidth || 600);
-  const opts = {
-    width,
-    height: options.height || 280,
-    scales: { x: options.pointsOnly ? { time: false, range: padRange } : { time: false }, y: logY ? { distr: 3 } : {} },
-    axes: [{ label: options.xLabel || "batches" }, { label: options.yLabel || "", size: 60 }],
-    legend: { show: shown.length <= 8 },
-    cursor: { focus: { prox: 24 } },
-    focus: { alpha: 0.35 },
-    series: [
-      { label: options.xLabel || "batches" },
-      ...shown.map((s, i) => ({
-        label: s.label,
-        stroke: PALETTE[i % PALETTE.length],
-        width: 1.6,
-        spanGaps: true,
-        points: { show: options.pointsOnly || s.points.length < 30, size: options.pointsOnly ? 8 : 5 },
-        paths: options.pointsOnly ? () => null : undefined,
-      })),
-    ],
-    hooks: { setCursor: [(u) => hoverTip(u, container, shown)] },
-  };
-  container._plot = new uPlot(opts, data, container);
-}
-
-// Show the series nearest the cursor with its `info` (hyperparameters) in a tooltip.
-function hoverTip(u, container, series) {
-  let tip = container.querySelector(".tip");
-  if (!tip) {
-    tip = el("div", { class: "tip" });
-    container.append(tip);
-  }
-  const idx = u.cursor.idx;
-  if (idx === null || idx === undefined || u.cursor.top < 0) {
-    tip.style.display = "none";
-    return;
-  }
-  let best = -1;
-  let bestDist = Infinity;
-  series.forEach((s, i) => {
-    const y = u.data[i + 1][idx];
-    if (y === null || y === undefined) return;
-    const d = Math.abs(u.valToPos(y, "y") - u.cursor.top);
-    if (d < bestDist) {
-      bestDist = d;
-      best = i;
-    }
-  });
-  if (best < 0 || bestDist > 40) {
-    tip.style.display = "none";
-    return;
-  }
-  const s = series[best];
-  tip.textContent = `${s.label}\n${u.series[0].label} ${u.data[0][idx]}: ${fmtNum(u.data[best + 1][idx])}` + (s.info ? "\n" + s.info : "");
-  tip.style.display = "block";
-  tip.style.left = u.cursor.left + u.over.offsetLeft + 14 + "px";
-  tip.style.top = u.cursor.top + u.over.offsetTop + 14 + "px";
-}
-
-// A table whose headers sort it. columns: [{key, label, value(row) -> sortable, render(row) -> node|text}].
+// A table whose headers sort it (in a box that scrolls sideways rather than widen the page).
+// columns: [{key, label, value(row) -> sortable, render(row) -> node|text}].
 function sortableTable(columns, rows, initial = {}) {
   let sortKey = initial.key;
   let desc = !!initial.desc;
@@ -308,7 +220,7 @@ function sortableTable(columns, rows, initial = {}) {
               draw();
             },
           },
-          c.label
+          breakable(c.label)
         )
       )
     );
@@ -316,20 +228,34 @@ function sortableTable(columns, rows, initial = {}) {
     table.replaceChildren(el("thead", {}, head), el("tbody", {}, body));
   };
   draw();
-  return table;
+  return el("div", { class: "table-wrap" }, table);
 }
 
+// Text that may wrap after "_" and "." (long metric and hyperparameter names in headers).
+const breakable = (text) => String(text).split(/(?<=[_.])/).flatMap((part, i) => (i ? [el("wbr"), part] : [part]));
+
+// Save a checkpoint's files as <uuid>.tar.gz.
+async function download(uuid) {
+  try {
+    const blob = await (await api(`/api/v1/webui/checkpoints/${uuid}/download`)).blob();
+    const a = el("a", { href: URL.createObjectURL(blob), download: `${uuid}.tar.gz` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  } catch (e) {
+    showError(`download ${uuid}: ${e.message}`);
+  }
+}
+
+const downloadButton = (c) => (c.state === "STATE_COMPLETED" ? el("button", { "data-download": c.uuid, onclick: () => download(c.uuid) }, "Download") : "");
+
+// The page's id from its address (/experiments/ID, /trials/ID): a number, or the text found
+// there when it is not one (the page then says it does not exist).
 function pathId() {
   const parts = location.pathname.split("/").filter(Boolean);
-  return parseInt(parts[parts.length - 1], 10);
+  const last = decodeURIComponent(parts[parts.length - 1] || "");
+  return /^[0-9]+$/.test(last) ? parseInt(last, 10) : last;
 }
-
-// Charts follow the width of their cards.
-window.addEventListener("resize", () => {
-  for (const c of document.querySelectorAll(".chart")) {
-    if (c._plot) c._plot.setSize({ width: Math.max(320, c.clientWidth), height: c._plot.height });
-  }
-});
 
 document.addEventListener("DOMContentLoaded", () => {
   const out = document.getElementById("logout");

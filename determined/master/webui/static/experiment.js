@@ -3,15 +3,7 @@
 
 const EXP_ID = pathId();
 const POLL_MS = 3000;
-let state = { exp: null, trials: [], curves: null, original: null, signature: "" };
-
-function flatten(obj, prefix = "", out = {}) {
-  for (const [k, v] of Object.entries(obj || {})) {
-    if (v && typeof v === "object" && !Array.isArray(v)) flatten(v, prefix + k + ".", out);
-    else out[prefix + k] = v;
-  }
-  return out;
-}
+let state = { exp: null, trials: [], curves: null, best: null, original: null, signatures: [] };
 
 const hpText = (hp) =>
   Object.entries(flatten(hp))
@@ -26,6 +18,8 @@ function renderSummary() {
   const s = e.config.searcher || {};
   const kv = [
     ["searcher", `${s.name} (metric ${s.metric}, ${s.smaller_is_better === false ? "larger" : "smaller"} is better)`],
+    ["best trial", bestTrial()],
+    ["best checkpoint", bestCheckpoint()],
     ["progress", `${pct}%`],
     ["trials", e.numTrials],
     ["user", e.username],
@@ -40,8 +34,38 @@ function renderSummary() {
   if (!isTerminal(e.state) && !e.state.startsWith("STATE_STOPPING")) buttons.push(b("kill", "Kill"));
   if (isTerminal(e.state)) buttons.push(e.archived ? b("unarchive", "Unarchive") : b("archive", "Archive"));
   document.getElementById("summary").replaceChildren(
-    el("dl", { class: "kv" }, kv.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))])),
+    el("dl", { class: "kv" }, kv.map(([k, v]) => [el("dt", {}, k), el("dd", { "data-key": k }, v instanceof Node ? v : String(v))])),
     el("div", { class: "controls", style: "margin-top:8px" }, buttons)
+  );
+}
+
+// Trials best first by the searcher metric (those without one last).
+function ranked() {
+  const smaller = (state.exp.config.searcher || {}).smaller_is_better !== false;
+  const scored = state.trials.filter((t) => typeof t.searcherMetricValue === "number");
+  scored.sort((a, b) => (smaller ? a.searcherMetricValue - b.searcherMetricValue : b.searcherMetricValue - a.searcherMetricValue));
+  return [...scored, ...state.trials.filter((t) => typeof t.searcherMetricValue !== "number")];
+}
+
+function bestTrial() {
+  const t = ranked()[0];
+  if (!t || typeof t.searcherMetricValue !== "number") return "none validated yet";
+  return el("span", {}, el("a", { href: `/trials/${t.id}`, "data-best-trial": t.id }, `trial ${t.id}`), ` (${metricName()} ${fmtNum(t.searcherMetricValue)})`);
+}
+
+// The checkpoint the SDK's top_checkpoint() returns: completed, best searcher metric.
+function bestCheckpoint() {
+  const c = state.best;
+  if (!c) return "none with a validation yet";
+  const steps = (c.metadata || {}).steps_completed;
+  return el(
+    "span",
+    { "data-best-checkpoint": c.uuid },
+    el("code", {}, c.uuid),
+    ` (trial `,
+    el("a", { href: `/trials/${c.training.trialId}` }, String(c.training.trialId)),
+    `, batch ${steps}, ${metricName()} ${fmtNum(c.training.searcherMetric)}) `,
+    downloadButton(c)
   );
 }
 
@@ -84,8 +108,9 @@ function renderCurves() {
   const c = state.curves;
   const byId = new Map(state.trials.map((t) => [t.id, t]));
   const series = c.trials.map((t) => ({ label: `trial ${t.trialId}`, points: t.points, info: hpText((byId.get(t.trialId) || t).hparams) }));
-  document.getElementById("curve-note").textContent = `validation ${c.metric} against batches, one line per trial (hover for hyperparameters)`;
-  drawChart(document.getElementById("learning-curve"), series, { yLabel: c.metric, empty: "No validation yet." });
+  document.getElementById("curve-note").textContent = `${c.metric} at each validation against batches, one line per trial (hover a line or a legend entry to highlight it, click an entry to hide it)`;
+  const best = ranked().map((t) => `trial ${t.id}`);
+  drawChart(document.getElementById("learning-curve"), series, { yLabel: c.metric, empty: "No validation yet.", best });
 }
 
 function renderHpChart() {
@@ -149,33 +174,52 @@ function renderConfig() {
 }
 
 async function refresh(force = false) {
+  const top = "checkpoints?sortByAttr=SORT_BY_SEARCHER_METRIC&states=STATE_COMPLETED&limit=1";
   try {
-    const [exp, trials, curves, rungs] = await Promise.all([
+    const [exp, trials, curves, rungs, best] = await Promise.all([
       getJSON(`/api/v1/experiments/${EXP_ID}`),
       getJSON(`/api/v1/experiments/${EXP_ID}/trials`),
       getJSON(`/api/v1/webui/experiments/${EXP_ID}/metrics?group=validation`),
       getJSON(`/api/v1/webui/experiments/${EXP_ID}/rungs`),
+      getJSON(`/api/v1/experiments/${EXP_ID}/${top}`),
     ]);
     if (state.original === null) {
       state.original = (await getJSON(`/api/v1/webui/experiments/${EXP_ID}/original_config`)).originalConfig;
     }
-    const signature = JSON.stringify([exp.experiment, trials.trials, curves, rungs]);
-    if (!force && signature === state.signature) return;
-    state = { ...state, exp: exp.experiment, trials: trials.trials, curves, signature };
+    const ckpt = best.checkpoints.find((c) => typeof c.training.searcherMetric === "number") || null;
+    state = { ...state, exp: exp.experiment, trials: trials.trials, curves, best: ckpt };
     showError(null);
-    renderSummary();
-    renderTrials();
-    renderCurves();
-    renderHpChart();
-    renderRungs(rungs);
-    renderConfig();
+    // Redraw only the parts whose data changed (a running experiment's duration changes on
+    // every poll; redrawing its charts would reset their legend scroll and highlight).
+    const parts = [
+      [renderSummary, [exp.experiment, ckpt, trials.trials]],
+      [renderTrials, trials.trials],
+      [renderCurves, [curves, trials.trials]],
+      [renderHpChart, trials.trials],
+      [() => renderRungs(rungs), rungs],
+      [renderConfig, exp.experiment.config],
+    ];
+    const sigs = parts.map(([, data]) => JSON.stringify(data)); // before rendering adds _attrs
+    parts.forEach(([render], i) => {
+      const sig = sigs[i];
+      if (!force && sig === state.signatures[i]) return;
+      state.signatures[i] = sig;
+      render();
+    });
   } catch (e) {
+    if (e.status === 404) return notFound();
     showError(e);
   }
 }
 
+function notFound() {
+  state.exp = null; // stops the polling
+  showNotFound(`Experiment ${EXP_ID}`);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   showWho();
+  if (typeof EXP_ID !== "number") return notFound();
   document.getElementById("hp-pick").addEventListener("change", renderHpChart);
   document.querySelectorAll("input[name=cfg]").forEach((r) => r.addEventListener("change", renderConfig));
   refresh(true);

@@ -63,8 +63,8 @@ async function refresh() {
     { key: "searcher", label: "Searcher", value: (e) => e.searcherType },
     { key: "trials", label: "Trials", value: (e) => e.numTrials },
     { key: "best", label: "Best metric", value: (e) => e.bestMetric },
-    { key: "start", label: "Started", value: (e) => e.startTime, render: (e) => fmtTime(e.startTime) },
-    { key: "end", label: "Ended", value: (e) => e.endTime, render: (e) => fmtTime(e.endTime) },
+    { key: "start", label: "Started", value: (e) => e.startTime, render: (e) => fmtWhen(e.startTime) },
+    { key: "end", label: "Ended", value: (e) => e.endTime, render: (e) => fmtWhen(e.endTime) },
     { key: "user", label: "User", value: (e) => e.username },
     { key: "actions", label: "Actions", value: () => 0, render: actions },
   ];

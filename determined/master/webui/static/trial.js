@@ -18,10 +18,20 @@ function renderSummary() {
     ["restarts", t.restarts],
     ["started", fmtTime(t.startTime)],
     ["ended", fmtTime(t.endTime)],
-    ["hyperparameters", JSON.stringify(t.hparams)],
   ];
   const kill = isTerminal(t.state) ? [] : [el("button", { "data-action": "kill-trial", onclick: killTrial }, "Kill trial")];
-  document.getElementById("summary").replaceChildren(el("dl", { class: "kv" }, kv.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))])), ...kill);
+  document.getElementById("summary").replaceChildren(
+    el("div", { class: "row" }, el("div", {}, el("dl", { class: "kv" }, kv.map(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))])), ...kill), hparamsTable(t.hparams))
+  );
+}
+
+// The trial's hyperparameters, one row each (nested ones flattened as a.b).
+function hparamsTable(hparams) {
+  const rows = Object.entries(flatten(hparams)).map(([k, v]) =>
+    el("tr", { "data-hparam": k }, el("td", {}, k), el("td", {}, typeof v === "object" && v !== null ? JSON.stringify(v) : fmtNum(v)))
+  );
+  const body = rows.length ? rows : [el("tr", {}, el("td", { class: "muted" }, "none"))];
+  return el("div", { id: "hparams" }, el("h2", { style: "margin-top:0" }, "Hyperparameters"), el("table", { class: "hparams" }, el("tbody", {}, body)));
 }
 
 async function killTrial() {
@@ -105,23 +115,11 @@ function renderCheckpoints(ckpts) {
       key: "download",
       label: "",
       value: () => 0,
-      render: (c) => (c.state === "STATE_COMPLETED" ? el("button", { "data-download": c.uuid, onclick: () => download(c.uuid) }, "Download") : ""),
+      render: downloadButton,
     },
   ];
   ckpts.forEach((c) => (c._attrs = { "data-uuid": c.uuid }));
   box.replaceChildren(sortableTable(columns, ckpts, { key: "steps", desc: true }));
-}
-
-async function download(uuid) {
-  try {
-    const blob = await (await api(`/api/v1/webui/checkpoints/${uuid}/download`)).blob();
-    const a = el("a", { href: URL.createObjectURL(blob), download: `${uuid}.tar.gz` });
-    document.body.append(a);
-    a.click();
-    a.remove();
-  } catch (e) {
-    showError(`download ${uuid}: ${e.message}`);
-  }
 }
 
 // ---- logs ------------------------------------------------------------------------------------
@@ -205,8 +203,15 @@ async function refresh() {
     renderCheckpoints(ckpts.checkpoints);
     showError(null);
   } catch (e) {
+    if (e.status === 404) return notFound();
     showError(e);
   }
+}
+
+function notFound() {
+  trial = null;
+  if (logs.controller) logs.controller.abort();
+  showNotFound(`Trial ${TRIAL_ID}`);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -218,6 +223,7 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("log-rank").addEventListener("change", renderLogs);
   document.getElementById("log-search").addEventListener("input", renderLogs);
   document.getElementById("log-follow").addEventListener("change", streamLogs);
-  refresh().then(streamLogs);
+  if (typeof TRIAL_ID !== "number") return notFound();
+  refresh().then(() => trial && streamLogs());
   setInterval(() => trial && !isTerminal(trial.state) && refresh(), POLL_MS);
 });
