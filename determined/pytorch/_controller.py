@@ -27,7 +27,7 @@ import torch
 import determined as det
 from determined import core
 from determined.pytorch import _checkpoint_io, _metrics, _state
-from determined.pytorch._callback import PyTorchCallback
+from determined.pytorch._callback import PyTorchCallback, training_epoch_start_hook
 from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._data import DataLoader
 from determined.pytorch._periods import Boundary, Periods, due, length_reached, next_stop
@@ -83,6 +83,11 @@ class Controller:
         self.by_batch = _check_trial(trial, context)
         self.callbacks = trial.build_callbacks()
         _warn_deprecated_hooks(self.callbacks)
+        self.epoch_start_hooks = [
+            training_epoch_start_hook(name, cb)
+            for name, cb in self.callbacks.items()
+            if _overrides(cb, "on_training_epoch_start")
+        ]
         self.progress = _state.Progress(trial_id=settings.trial_id)
         self.validator = Validator(trial, self.setup, self.callbacks, settings, self.by_batch)
         self._chunk: list[dict[str, Any]] = []
@@ -107,13 +112,18 @@ class Controller:
 
     def _setup(self, stack: contextlib.ExitStack) -> None:
         # Loaders first (the reference order), then the checkpoint, then the iterator: the
-        # restored counters decide how many batches the iterator skips, as indices only.
+        # restored counters decide how many batches the iterator skips, as indices only. The
+        # RNG state comes last: building an iterator draws from the global torch RNG, and the
+        # first batch after a restore must see the random numbers an uninterrupted run saw.
         train_loader = self.trial.build_training_data_loader()
         self.validator.set_loader(self.trial.build_validation_data_loader())
+        rng = None
         if self.s.latest_checkpoint is not None:
-            self._restore(self.s.latest_checkpoint)
+            rng = self._restore(self.s.latest_checkpoint)
         self._batches, epoch_len = self._training_batches(train_loader)
         stack.callback(self._drop_iterator)  # loader workers shut down with the iterator
+        if rng is not None:
+            _state.set_rng_state(rng)
         self.epoch_len = self.dist.broadcast(epoch_len if self.chief else None)
         if self.epoch_len < 1:
             raise ValueError(
@@ -157,14 +167,18 @@ class Controller:
             total = length.value * per
         return tqdm.tqdm(total=total, initial=self.progress.batches_trained, unit="batch")
 
-    def _restore(self, storage_id: str) -> None:
+    def _restore(self, storage_id: str) -> dict[str, Any] | None:
+        """Restore everything but the RNG state, which is returned for the caller to set."""
         with self.core.checkpoint.restore_path(storage_id) as path:
             saved = _state.read_progress(path)
             same_trial = saved is not None and saved.trial_id == self.s.trial_id
-            _checkpoint_io.restore(path, self.setup, self.callbacks, weights_only=not same_trial)
+            rng = _checkpoint_io.restore(
+                path, self.setup, self.callbacks, weights_only=not same_trial
+            )
         if same_trial and saved is not None:
             self.progress = saved
         logger.info(f"restored {storage_id} at batch {self.progress.batches_trained}")
+        return rng
 
     # ---- operations ------------------------------------------------------------------------
 
@@ -245,9 +259,7 @@ class Controller:
         # Automatic AMP updates the scaler here; with wrap_scaler alone, train_batch does.
         scaler = setup.scaler if setup.auto_amp else None
         schedulers, agg = setup.lr_schedulers, setup.aggregation_frequency
-        epoch_hooks = [
-            cb for cb in self.callbacks.values() if _overrides(cb, "on_training_epoch_start")
-        ]
+        epoch_hooks = self.epoch_start_hooks
         epoch_end_hooks = [
             cb for cb in self.callbacks.values() if _overrides(cb, "on_training_epoch_end")
         ]
@@ -256,8 +268,8 @@ class Controller:
             epoch_idx, in_epoch = divmod(idx, epoch_len)
             ctx._set_progress(idx, epoch_len)
             if in_epoch == 0:
-                for cb in epoch_hooks:
-                    cb.on_training_epoch_start(epoch_idx)
+                for hook in epoch_hooks:
+                    hook(epoch_idx)
             if move is not None:
                 batch = move(batch)
             if setup.auto_amp:
