@@ -4,7 +4,6 @@
 """
 
 from determined import errors
-from determined._import import import_from_path
 from determined._info import (
     ClusterInfo,
     RendezvousInfo,
@@ -28,7 +27,6 @@ __all__ = [
     "__version__",
     "errors",
     "get_cluster_info",
-    "import_from_path",
 ]
 
 # `import determined as det; det.core.init()` works, as in Determined (imported last: core

@@ -274,11 +274,6 @@ class TrainContext:
         """The directory whose files become this trial's TensorBoard data."""
         return self._tb_path
 
-    def _set_tensorboard_mode(self, mode: TensorboardMode) -> None:
-        """Switch between AUTO (metrics written and files synced after each report) and MANUAL;
-        ``det.pytorch``'s ``set_enable_tensorboard_logging()`` uses it."""
-        self._tb_mode = TensorboardMode(mode)
-
     def upload_tensorboard_files(
         self,
         selector: Callable[[pathlib.Path], bool] = lambda _: True,

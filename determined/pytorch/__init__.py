@@ -7,7 +7,7 @@ resume data. See ``docs/pytorch.md`` and ``docs/pytorch/data.md``.
 
 from determined.pytorch import samplers
 from determined.pytorch._callback import PyTorchCallback
-from determined.pytorch._context import PyTorchExperimentalContext, PyTorchTrialContext
+from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._controller import ExitReason
 from determined.pytorch._data import DataLoader, adapt_batch_sampler
 from determined.pytorch._load import CheckpointLoadContext, load_trial_from_checkpoint_path
@@ -27,7 +27,6 @@ __all__ = [
     "LRScheduler",
     "MetricReducer",
     "PyTorchCallback",
-    "PyTorchExperimentalContext",
     "PyTorchTrial",
     "PyTorchTrialContext",
     "Reducer",

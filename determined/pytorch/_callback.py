@@ -11,9 +11,6 @@ validation ``on_validation_start``, ``on_validation_epoch_start``, ``on_validati
 
 from __future__ import annotations
 
-import inspect
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 
@@ -75,23 +72,3 @@ class PyTorchCallback:
 
     def on_checkpoint_upload_end(self, uuid: str) -> None:
         """After the checkpoint is committed, with its storage id (every rank)."""
-
-
-def training_epoch_start_hook(name: str, callback: PyTorchCallback) -> Callable[[int], None]:
-    """``callback.on_training_epoch_start`` as a function of the epoch index. Callbacks written
-    before Determined 0.17.8 define it without ``epoch_idx``; as 0.37 does, they are detected by
-    signature and called without it, with a deprecation warning."""
-    hook = callback.on_training_epoch_start
-    try:
-        takes_epoch = bool(inspect.signature(hook).parameters)
-    except (TypeError, ValueError):  # a builtin or C callable: assume the current signature
-        takes_epoch = True
-    if takes_epoch:
-        return hook
-    warnings.warn(
-        f"callback {name!r}: on_training_epoch_start() without an epoch_idx parameter is "
-        "deprecated (since Determined 0.17.8); define on_training_epoch_start(self, epoch_idx)",
-        FutureWarning,
-        stacklevel=2,
-    )
-    return lambda epoch_idx: hook()  # type: ignore[call-arg]

@@ -6,14 +6,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import pathlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from determined import core, errors
-from determined.pytorch import _model_wrappers, _reducer, _to_device
+from determined.pytorch import _to_device
 from determined.pytorch._lr_scheduler import LRScheduler
 from determined.pytorch._optimization import _Optimization
 from determined.pytorch._reducer import MetricReducer, _SimpleReducer, _WrappedReducer
@@ -70,11 +69,11 @@ def _batch_sizes(hparams: dict[str, Any] | None, slots: int) -> tuple[int, int] 
     return per_slot, per_slot * slots
 
 
-class PyTorchExperimentalContext:
+class _Experimental:
     """``context.experimental``: switches that change how the loop treats the trial."""
 
-    def __init__(self, parent: PyTorchTrialContext) -> None:
-        self._context = parent
+    def __init__(self, context: PyTorchTrialContext) -> None:
+        self._context = context
 
     def disable_dataset_reproducibility_checks(self) -> None:
         """Allow plain torch loaders (no repeat, shard or skip on resume)."""
@@ -134,9 +133,9 @@ class PyTorchTrialContext:
         self._stop_requested = False
         self._warned_types: set[type] = set()
         self._tb_writer: Any = None
+        self._profiler: Any = None
         self._epoch_len: int | None = None
-        self.profiler: Any = None  # a torch.profiler.profile from set_profiler()
-        self.experimental = PyTorchExperimentalContext(self)
+        self.experimental = _Experimental(self)
 
     # ---- configuration -------------------------------------------------------------------------
 
@@ -149,11 +148,6 @@ class PyTorchTrialContext:
         hparams = self.get_hparams()
         if name not in hparams:
             raise ValueError(f"no hyperparameter {name!r}; configured: {sorted(hparams)}")
-        if name == "global_batch_size":
-            logger.warning(
-                "use context.get_per_slot_batch_size() or get_global_batch_size() rather than "
-                "the global_batch_size hyperparameter: they account for the number of slots"
-            )
         return hparams[name]
 
     def get_experiment_config(self) -> dict[str, Any]:
@@ -162,9 +156,7 @@ class PyTorchTrialContext:
         return self._exp_conf
 
     def get_data_config(self) -> dict[str, Any]:
-        """The experiment config's ``data`` section ({} when it has none); ValueError, as
-        :meth:`get_experiment_config`, when there is no config."""
-        return dict(self.get_experiment_config().get("data") or {})
+        return dict((self._exp_conf or {}).get("data", {}))
 
     def get_trial_seed(self) -> int:
         if self._trial_seed is None:
@@ -198,24 +190,6 @@ class PyTorchTrialContext:
     def get_enable_tensorboard_logging(self) -> bool:
         return self._tb_logging
 
-    def set_enable_tensorboard_logging(self, enable_tensorboard_logging: bool) -> None:
-        """Turn the automatic TensorBoard metrics and file uploads on or off (what
-        ``det.pytorch.init(enable_tensorboard_logging=...)`` chose)."""
-        if not isinstance(enable_tensorboard_logging, bool):
-            raise AssertionError(
-                f"enable_tensorboard_logging must be a bool, not {enable_tensorboard_logging!r}"
-            )
-        self._tb_logging = enable_tensorboard_logging
-        mode = (
-            core.TensorboardMode.AUTO if enable_tensorboard_logging else core.TensorboardMode.MANUAL
-        )
-        self._core.train._set_tensorboard_mode(mode)
-
-    def get_tensorboard_path(self) -> pathlib.Path | None:
-        """The directory whose files become this trial's TensorBoard data (None in a local run
-        without TensorBoard logging)."""
-        return self._core.train.get_tensorboard_path()
-
     # ---- registration --------------------------------------------------------------------------
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -226,43 +200,10 @@ class PyTorchTrialContext:
             return model
         model = model.to(self.device)
         if self.distributed.get_size() > 1 and os.environ.get("USE_TORCH_DISTRIBUTED"):
-            model = _model_wrappers.wrap_ddp(model, self.device)
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            model = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
         self.models.append(model)
         return model
-
-    def autocast_forward_pass(self, to_wrap: torch.nn.Module) -> torch.nn.Module:
-        """A view of ``to_wrap`` whose forward pass runs under :meth:`autocast` and returns
-        float32 tensors, so the loss is computed in full precision. Everything else (attributes,
-        ``state_dict()``, ``isinstance``) is ``to_wrap``'s own."""
-        return _model_wrappers.autocast_forward_pass(to_wrap, self.autocast)
-
-    def configure_apex_amp(
-        self,
-        models: torch.nn.Module | list[torch.nn.Module],
-        optimizers: torch.optim.Optimizer | list[torch.optim.Optimizer],
-        enabled: bool | None = True,
-        opt_level: str | None = "O1",
-        cast_model_type: torch.dtype | None = None,
-        patch_torch_functions: bool | None = None,
-        keep_batchnorm_fp32: bool | str | None = None,
-        master_weights: bool | None = None,
-        loss_scale: float | str | None = None,
-        cast_model_outputs: torch.dtype | None = None,
-        num_losses: int | None = 1,
-        verbosity: int | None = 1,
-        min_loss_scale: float | None = None,
-        max_loss_scale: float | None = 2.0**24,
-    ) -> tuple:
-        """NVIDIA Apex AMP is not supported: use native AMP. As in 0.37, ``enabled=False`` (or
-        an unmanaged context) returns ``(models, optimizers)`` unchanged."""
-        if not enabled or not self._managed:
-            return models, optimizers
-        raise errors.InvalidExperimentException(
-            "configure_apex_amp() (NVIDIA Apex) is not supported: use native PyTorch AMP "
-            "instead, either context.experimental.use_amp() for automatic mixed precision or "
-            "context.wrap_scaler(torch.amp.GradScaler(...)) with context.autocast() around "
-            'the forward pass (docs/pytorch.md, "Mixed precision")'
-        )
 
     def wrap_optimizer(
         self,
@@ -346,30 +287,6 @@ class PyTorchTrialContext:
         self._reducers.append(_WrappedReducer(wrapped, name, for_training, for_validation))
         return wrapped
 
-    def reset_reducers(self) -> None:
-        """Reset every wrapped reducer (the loop does this before each training and
-        validation pass)."""
-        for wrapped in self._reducers:
-            wrapped.reducer.reset()
-
-    def reduce_metrics(self, for_training: bool) -> dict[str, Any]:
-        """The wrapped reducers' metrics for training or validation, reduced across ranks. A
-        collective: every rank calls it and gets the result."""
-        wrapped = [
-            w for w in self._reducers if (w.for_training if for_training else w.for_validation)
-        ]
-        if not wrapped:
-            return {}
-        gathered = self.distributed.allgather([w.reducer.per_slot_reduce() for w in wrapped])
-        return self.run_cross_slot_reduction(wrapped, gathered)
-
-    def run_cross_slot_reduction(
-        self, reducables: list[_WrappedReducer], gathered: list[Any]
-    ) -> dict[str, Any]:
-        """Cross-reduce ``gathered`` (one list of per-slot results per rank, in the order of
-        ``reducables``) into named metrics."""
-        return _reducer._cross_reduce(reducables, gathered)
-
     # ---- training-time helpers -----------------------------------------------------------------
 
     def backward(
@@ -408,7 +325,7 @@ class PyTorchTrialContext:
         if self._tb_writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            path = self.get_tensorboard_path()
+            path = self._core.train.get_tensorboard_path()
             self._tb_writer = SummaryWriter(str(path) if path is not None else None)
         return self._tb_writer
 
@@ -417,7 +334,7 @@ class PyTorchTrialContext:
         into the trial's TensorBoard directory and the loop calls ``step()`` after each batch."""
         path = self._core.train.get_tensorboard_path()
         handler = torch.profiler.tensorboard_trace_handler(str(path) if path else "./runs")
-        self.profiler = torch.profiler.profile(*args, on_trace_ready=handler, **kwargs)
+        self._profiler = torch.profiler.profile(*args, on_trace_ready=handler, **kwargs)
 
     def set_stop_requested(self, stop_requested: bool) -> None:
         """Ask the loop to checkpoint and stop at the next reporting boundary."""
@@ -443,7 +360,7 @@ class PyTorchTrialContext:
             data_repro_checks=self._data_repro_checks,
             aggregation_frequency=self._opt.agg,
             to_device=_to_device.batch_mover(self.device, self._warned_types),
-            profiler=self.profiler,
+            profiler=self._profiler,
         )
 
     def _set_progress(self, batch_idx: int, epoch_len: int) -> None:

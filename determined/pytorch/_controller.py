@@ -27,7 +27,7 @@ import torch
 import determined as det
 from determined import core
 from determined.pytorch import _checkpoint_io, _metrics, _state
-from determined.pytorch._callback import PyTorchCallback, training_epoch_start_hook
+from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._data import DataLoader
 from determined.pytorch._periods import Boundary, Periods, due, length_reached, next_stop
@@ -83,11 +83,6 @@ class Controller:
         self.by_batch = _check_trial(trial, context)
         self.callbacks = trial.build_callbacks()
         _warn_deprecated_hooks(self.callbacks)
-        self.epoch_start_hooks = [
-            training_epoch_start_hook(name, cb)
-            for name, cb in self.callbacks.items()
-            if _overrides(cb, "on_training_epoch_start")
-        ]
         self.progress = _state.Progress(trial_id=settings.trial_id)
         self.validator = Validator(trial, self.setup, self.callbacks, settings, self.by_batch)
         self._chunk: list[dict[str, Any]] = []
@@ -259,7 +254,9 @@ class Controller:
         # Automatic AMP updates the scaler here; with wrap_scaler alone, train_batch does.
         scaler = setup.scaler if setup.auto_amp else None
         schedulers, agg = setup.lr_schedulers, setup.aggregation_frequency
-        epoch_hooks = self.epoch_start_hooks
+        epoch_hooks = [
+            cb for cb in self.callbacks.values() if _overrides(cb, "on_training_epoch_start")
+        ]
         epoch_end_hooks = [
             cb for cb in self.callbacks.values() if _overrides(cb, "on_training_epoch_end")
         ]
@@ -268,8 +265,8 @@ class Controller:
             epoch_idx, in_epoch = divmod(idx, epoch_len)
             ctx._set_progress(idx, epoch_len)
             if in_epoch == 0:
-                for hook in epoch_hooks:
-                    hook(epoch_idx)
+                for cb in epoch_hooks:
+                    cb.on_training_epoch_start(epoch_idx)
             if move is not None:
                 batch = move(batch)
             if setup.auto_amp:

@@ -81,12 +81,8 @@ def _run_reducers(
     """Gather every reducer's per-slot result to the chief and cross-reduce it there; workers
     get ``{}``. A collective: every rank calls it with the same reducers."""
     partials = gather([w.reducer.per_slot_reduce() for w in wrapped])
-    return {} if partials is None else _cross_reduce(wrapped, partials)
-
-
-def _cross_reduce(wrapped: Sequence[_WrappedReducer], partials: list[Any]) -> dict[str, Any]:
-    """Named metrics from ``partials``: one list per rank, holding each reducer's per-slot
-    result in the order of ``wrapped``."""
+    if partials is None:
+        return {}
     out: dict[str, Any] = {}
     for i, w in enumerate(wrapped):
         try:

@@ -159,22 +159,6 @@ class Trainer:
         self._info = _on_cluster()
         self._is_trainer = True  # False when the harness runs the trial (load_data.json)
 
-    def configure_profiler(
-        self,
-        sync_timings: bool = True,
-        enabled: bool = False,
-        begin_on_batch: int = 0,
-        end_after_batch: int | None = None,
-    ) -> None:
-        """Deprecated and without effect, as in Determined 0.37: pass
-        ``fit(profiling_enabled=True)`` instead."""
-        warnings.warn(
-            "Trainer.configure_profiler() has no effect: it was replaced by "
-            "fit(..., profiling_enabled=True)",
-            FutureWarning,
-            stacklevel=2,
-        )
-
     def fit(
         self,
         checkpoint_period: TrainUnit | None = None,

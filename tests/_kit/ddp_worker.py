@@ -68,51 +68,6 @@ def run(
     }
 
 
-class Scaled(torch.nn.Module):
-    """A model with its own attribute and method, which the trial reads through the wrapper."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.ones(4))
-        self.note = "scaled"
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x @ self.weight
-
-    def norm(self) -> torch.Tensor:
-        return self.weight.detach().norm()
-
-
-class PassThroughTrial(MLPTrial):
-    """Reads ``self.model.weight``, a custom attribute and a custom method in evaluate_batch,
-    which a bare DistributedDataParallel does not forward (issue #12 item 1)."""
-
-    def __init__(self, context: Any) -> None:
-        super().__init__(context)
-        self.model = context.wrap_model(Scaled())
-        self.opt = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.01))
-
-    def evaluate_batch(self, batch: Any, batch_idx: int) -> dict[str, Any]:
-        x, y = batch
-        assert self.model.note == "scaled"
-        loss = torch.nn.functional.mse_loss(self.model(x), y)
-        return {"val_loss": loss, "weight_sum": self.model.weight.sum(), "norm": self.model.norm()}
-
-
-def pass_through() -> dict[str, Any]:
-    dist = core.DistributedContext.from_torch_distributed()
-    capture = Capture()
-    with det_torch.init(hparams=HP, exp_conf=CONF, distributed=dist) as ctx:
-        trial = PassThroughTrial(ctx)
-        trial.build_callbacks = lambda: {"capture": capture}  # type: ignore
-        det_torch.Trainer(trial, ctx).fit(max_length=Batch(2), checkpoint_policy="none")
-    return {
-        "ddp": isinstance(trial.model, torch.nn.parallel.DistributedDataParallel),
-        "validation": capture.validation,
-        "weight": trial.model.module.weight.detach().tolist(),
-    }
-
-
 def main() -> None:
     torch.set_num_threads(1)
     tdist.init_process_group("gloo")
@@ -129,7 +84,6 @@ def main() -> None:
     # Gradient aggregation over 2 batches per rank, with DDP's no_sync in between.
     plain = {"lr": 0.05, "n": 36, "batch_size": 4}
     out["agg"] = run(4, hp=plain, agg=2)
-    out["pass_through"] = pass_through()
     with open(sys.argv[1], "w") as f:
         json.dump(out, f)
     tdist.destroy_process_group()

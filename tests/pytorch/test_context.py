@@ -44,8 +44,7 @@ def test_local_init_has_no_hparams_and_no_seed() -> None:
             ctx.get_experiment_config()
         with pytest.raises(AttributeError):
             ctx.get_experiment_id()
-        with pytest.raises(ValueError, match="exp_conf"):
-            ctx.get_data_config()  # as get_experiment_config(), as in 0.37
+        assert ctx.get_data_config() == {}
         assert ctx.get_initial_batch() == 0
         assert ctx.device == torch.device("cpu")
 

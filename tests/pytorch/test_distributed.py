@@ -131,19 +131,6 @@ def test_aggregation_with_ddp_matches_one_big_batch(ranks: list[dict[str, Any]])
             assert got == pytest.approx(want, abs=1e-6)
 
 
-def test_ddp_model_passes_attribute_lookups_to_the_module(ranks: list[dict[str, Any]]) -> None:
-    """§10 wrap_model, issue #12 item 1: under DDP, ``self.model.weight``, a custom attribute
-    and a custom method fall through to the wrapped module (0.37's pass-through subclass);
-    evaluate_batch reads them on both ranks."""
-    for r in ranks:
-        got = r["pass_through"]
-        assert got["ddp"] is True
-        (metrics,) = got["validation"]
-        assert metrics["weight_sum"] == pytest.approx(sum(got["weight"]))
-        assert metrics["norm"] == pytest.approx(float(np.linalg.norm(got["weight"])))
-    assert ranks[0]["pass_through"]["weight"] == ranks[1]["pass_through"]["weight"]
-
-
 def test_local_run_with_two_ranks_needs_use_torch_distributed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -5,6 +5,7 @@ docs/reference/compatibility.md)."""
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import shutil
 import zipfile
@@ -15,7 +16,6 @@ import pytest
 import torch
 from _kit import legacy_checkpoints as legacy
 
-import determined as det
 import determined.pytorch as det_torch
 from determined.common import _paths
 from determined.pytorch import Batch, PyTorchCallback
@@ -102,8 +102,12 @@ def test_trainer_resumes_from_a_0_21_checkpoint_under_numpy_2(tmp_path: pathlib.
     path.parent.mkdir(parents=True, exist_ok=True)
     saved = legacy.write_0_21(tmp_path / "ckpt", batches_trained=4)
     shutil.copytree(tmp_path / "ckpt", path)
-    with det.import_from_path(path / "code"):
-        import legacy_model_def  # type: ignore[import-not-found]
+    spec = importlib.util.spec_from_file_location(
+        "legacy_model_def", path / "code" / "legacy_model_def.py"
+    )
+    assert spec is not None and spec.loader is not None
+    legacy_model_def = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(legacy_model_def)
 
     events: list[int] = []
     with det_torch.init(hparams=legacy.HPARAMS) as ctx:
