@@ -1,7 +1,7 @@
 """Checkpoints written by Determined 0.13.x-0.17.6 and 0.17.7-0.21.0 load with
 ``load_trial_from_checkpoint_path`` and resume with ``Trainer.fit(latest_checkpoint=...)``,
 their numpy arrays pickled by numpy 1 (docs/reference/harness.md §16;
-docs/reference/compatibility.md)."""
+docs/pytorch.md, "Checkpoints")."""
 
 from __future__ import annotations
 
