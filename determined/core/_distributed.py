@@ -26,9 +26,13 @@ _MAX_IPC_PATH = 100  # sun_path holds about 107 bytes
 
 
 def default_ports() -> tuple[int, int]:
-    """The (pub, pull) ports: ``INTER_TRAIN_PROCESS_COMM_PORT_1`` (default 12360) and
-    ``INTER_TRAIN_PROCESS_COMM_PORT_2`` (default PORT_1 + 16)."""
-    port_1 = _env_number(PORT_1_ENV, int, DEFAULT_PORT_1)
+    """The (pub, pull) ports: ``INTER_TRAIN_PROCESS_COMM_PORT_1`` and ``_2`` as the launcher
+    set them (our master exports them with the trial's unique port offset added, as 0.37's
+    does); without them 12360 plus the trial's ``DET_UNIQUE_PORT_OFFSET`` (0 off a cluster).
+    PORT_2 defaults to PORT_1 + 16."""
+    port_1 = _env_number(PORT_1_ENV, int, None)
+    if port_1 is None:
+        port_1 = DEFAULT_PORT_1 + _training_port_offset()
     return port_1, _env_number(PORT_2_ENV, int, port_1 + PORT_2_GAP)
 
 
@@ -64,8 +68,9 @@ class DistributedContext:
         chief_ip: address of rank 0's machine; required when ``local_size != size``
             (AssertionError otherwise, as in the reference).
         pub_port, pull_port: the chief's ports; default ``INTER_TRAIN_PROCESS_COMM_PORT_1``
-            (12360) and ``INTER_TRAIN_PROCESS_COMM_PORT_2`` (PORT_1 + 16).
-        port_offset: added to both ports (the factories pass the trial's unique port offset).
+            and ``_2`` (which the master sets per trial), else 12360 and PORT_1 + 16 plus the
+            trial's unique port offset: see :func:`default_ports`.
+        port_offset: added to both ports.
         force_tcp: use TCP for the node-local channel even where unix sockets exist.
         timeout: seconds to wait for all ranks to connect; default ``DET_DISTRIBUTED_TIMEOUT``
             or 300. Raises :class:`determined.errors.DistributedTimeout` past it.
@@ -188,7 +193,6 @@ class DistributedContext:
             cross_rank=hvd.cross_rank(),
             cross_size=hvd.cross_size(),
             chief_ip=chief_ip or os.environ.get("DET_CHIEF_IP"),
-            port_offset=_training_port_offset(),
         )
 
     @classmethod
@@ -218,7 +222,6 @@ class DistributedContext:
             cross_rank=cr,
             cross_size=cs,
             chief_ip=chief_ip or os.environ.get("DET_CHIEF_IP"),
-            port_offset=_training_port_offset(),
         )
 
     def get_rank(self) -> int:

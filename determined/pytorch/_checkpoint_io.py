@@ -93,16 +93,20 @@ def restore(
     callbacks: dict[str, PyTorchCallback],
     *,
     weights_only: bool,
-) -> None:
+) -> dict[str, Any] | None:
     """Restore a checkpoint into a constructed trial on this rank. ``weights_only`` (a resume
-    from another trial) restores model weights only."""
+    from another trial) restores model weights only.
+
+    Returns this rank's saved RNG state (None if there is none) without applying it: the
+    caller sets it with ``_state.set_rng_state`` once the training iterator is built, because
+    building one can draw from the global torch RNG."""
     state = load_state(path)
     for cb in callbacks.values():
         cb.on_checkpoint_load_start(state)
     state = _legacy.normalize_state(state, len(setup.models))
     restore_models(setup.models, state)
     if weights_only:
-        return
+        return None
     for opt, sd in zip(setup.optimizers, state.get("optimizers_state_dict", []), strict=False):
         opt.load_state_dict(sd)
     for sched, sd in zip(
@@ -116,12 +120,11 @@ def restore(
             callbacks[name].load_state_dict(sd)
         else:
             logger.warning(f"checkpoint has state for callback {name!r}, which is not built")
-    _restore_rng(path, setup.core.distributed.get_rank(), state)
+    return _saved_rng(path, setup.core.distributed.get_rank(), state)
 
 
-def _restore_rng(path: pathlib.Path, rank: int, state: dict[str, Any]) -> None:
+def _saved_rng(path: pathlib.Path, rank: int, state: dict[str, Any]) -> dict[str, Any] | None:
     own = _state.rank_rng_file(path, rank)
     if own.is_file():
-        _state.set_rng_state(_legacy.torch_load(own))
-    elif "rng_state" in state:
-        _state.set_rng_state(state["rng_state"])
+        return dict(_legacy.torch_load(own))
+    return state.get("rng_state")

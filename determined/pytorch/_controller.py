@@ -110,13 +110,18 @@ class Controller:
 
     def _setup(self, stack: contextlib.ExitStack) -> None:
         # Loaders first (the reference order), then the checkpoint, then the iterator: the
-        # restored counters decide how many batches the iterator skips, as indices only.
+        # restored counters decide how many batches the iterator skips, as indices only. The
+        # RNG state comes last: building an iterator draws from the global torch RNG, and the
+        # first batch after a restore must see the random numbers an uninterrupted run saw.
         train_loader = self.trial.build_training_data_loader()
         self.validator.set_loader(self.trial.build_validation_data_loader())
+        rng = None
         if self.settings.latest_checkpoint is not None:
-            self._restore(self.settings.latest_checkpoint)
+            rng = self._restore(self.settings.latest_checkpoint)
         self._batches, epoch_len = self._training_batches(train_loader)
         stack.callback(self._drop_iterator)  # loader workers shut down with the iterator
+        if rng is not None:
+            _state.set_rng_state(rng)
         self.epoch_len = self.dist.broadcast(epoch_len if self.chief else None)
         if self.epoch_len < 1:
             raise ValueError(
@@ -160,14 +165,18 @@ class Controller:
             total = length.value * per
         return tqdm.tqdm(total=total, initial=self.progress.batches_trained, unit="batch")
 
-    def _restore(self, storage_id: str) -> None:
+    def _restore(self, storage_id: str) -> dict[str, Any] | None:
+        """Restore everything but the RNG state, which is returned for the caller to set."""
         with self.core.checkpoint.restore_path(storage_id) as path:
             saved = _state.read_progress(path)
             same_trial = saved is not None and saved.trial_id == self.settings.trial_id
-            _checkpoint_io.restore(path, self.setup, self.callbacks, weights_only=not same_trial)
+            rng = _checkpoint_io.restore(
+                path, self.setup, self.callbacks, weights_only=not same_trial
+            )
         if same_trial and saved is not None:
             self.progress = saved
         logger.info(f"restored {storage_id} at batch {self.progress.batches_trained}")
+        return rng
 
     # ---- operations ------------------------------------------------------------------------
 

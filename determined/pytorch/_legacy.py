@@ -32,18 +32,45 @@ LEGACY_KEYS = {
     "lr_scheduler": "lr_schedulers_state_dict",
 }
 
-# Metadata files that describe how to rebuild the trial, newest first.
-LOAD_DATA_FILES = ("load_data.json", "metadata.json")
-
 # Globals a Determined-written state_dict.pth needs beyond torch's weights_only defaults: the
 # numpy RNG state (`np.random.get_state()`) was saved as a raw ndarray, which torch >= 2.6
-# refuses by default (Determined 0.37 itself fails to load it there).
-_NUMPY_GLOBALS: list[Any] = [np.ndarray, np.dtype, np.dtypes.UInt32DType]
-for _mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
-    try:
-        _NUMPY_GLOBALS.append(__import__(_mod, fromlist=["_reconstruct"])._reconstruct)
-    except (ImportError, AttributeError):
-        pass
+# refuses by default (Determined 0.37 itself fails to load it there). torch matches a global by
+# the name written in the pickle, and numpy 1 wrote `numpy.core.multiarray._reconstruct` where
+# numpy 2 writes `numpy._core...`: both names are allowed, whichever numpy is installed.
+_RECONSTRUCT_NAMES = ("numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct")
+_NUMPY_GLOBALS: list[Any] = [np.ndarray, np.dtype, np.dtypes.UInt32DType] + [
+    (np.ndarray.__reduce__(np.zeros(0))[0], name) for name in _RECONSTRUCT_NAMES
+]
+
+
+def load_data_from_metadata(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """Determined 0.13.x-0.17.6 wrote no ``load_data.json``; ``Checkpoint.download()`` wrote a
+    ``metadata.json`` whose ``experiment_config.entrypoint`` (always ``module:Class`` then)
+    names the trial. Returns the equivalent load data, or None if ``metadata`` has neither."""
+    if "trial_cls_spec" in metadata:
+        return metadata
+    config = metadata.get("experiment_config")
+    entrypoint = config.get("entrypoint") if isinstance(config, dict) else None
+    if not isinstance(entrypoint, str) or ":" not in entrypoint:
+        return None
+    return {
+        "trial_type": "PyTorchTrial",
+        "experiment_config": config,
+        "hparams": metadata.get("hparams"),
+        "trial_cls_spec": entrypoint,
+    }
+
+
+def model_from_build_model(trial: Any, state: dict[str, Any]) -> torch.nn.Module | None:
+    """Trials written before Determined 0.13 built their one model in ``build_model()``; their
+    checkpoints load into that bare module, which is returned instead of the trial, as 0.37
+    does. None when the trial has no ``build_model``."""
+    build_model = getattr(trial, "build_model", None)
+    if not callable(build_model):
+        return None
+    model = build_model()
+    load_model_state(model, normalize_state(state, 1)["models_state_dict"][0])
+    return model
 
 
 def find_state_file(path: pathlib.Path) -> pathlib.Path | None:

@@ -8,6 +8,7 @@ import json
 import pathlib
 import sys
 import tempfile
+import warnings
 from typing import Any
 
 from determined import core
@@ -49,16 +50,19 @@ class CheckpointLoadContext(PyTorchTrialContext):
         return model
 
 
-def _read_load_data(path: pathlib.Path) -> dict[str, Any]:
-    for name in _legacy.LOAD_DATA_FILES:
-        file = path / name
-        if file.is_file():
-            data = json.loads(file.read_text())
-            if name == "load_data.json" or "trial_cls_spec" in data:
-                return dict(data)
+def _read_load_data(path: pathlib.Path) -> tuple[dict[str, Any], bool]:
+    """The checkpoint's load data, and whether it came from a pre-0.17.7 ``metadata.json``."""
+    if (path / "load_data.json").is_file():
+        return dict(json.loads((path / "load_data.json").read_text())), False
+    if (path / "metadata.json").is_file():
+        metadata = json.loads((path / "metadata.json").read_text())
+        data = _legacy.load_data_from_metadata(metadata)
+        if data is not None:
+            return data, data is not metadata
     raise AssertionError(
-        f"{path} has neither load_data.json nor a metadata.json describing the trial; it is "
-        "not a PyTorchTrial checkpoint"
+        f"{path} has neither load_data.json nor a metadata.json naming the trial (checkpoints "
+        "of Determined 0.17.7 and earlier get one from Checkpoint.download()); it is not a "
+        "PyTorchTrial checkpoint"
     )
 
 
@@ -95,19 +99,40 @@ def load_trial_from_checkpoint_path(
     """Rebuild the trial saved in checkpoint directory ``path`` and load its model weights.
 
     The class is ``trial_class``, else imported from ``<path>/code`` by the saved
-    ``trial_cls_spec``. Only ``models_state_dict`` is loaded (optimizers are not). Checkpoints
-    written by Determined 0.x load too: legacy key names, DDP ``module.`` prefixes, CUDA
-    tensors on a CPU-only machine, and numpy RNG state under torch's ``weights_only``.
+    ``trial_cls_spec`` (``load_data.json``), or by ``experiment_config.entrypoint`` in the
+    ``metadata.json`` of checkpoints written by Determined 0.13.x-0.17.6. Only the models'
+    weights are loaded (optimizers are not). Checkpoints written by Determined 0.x load too:
+    legacy key names, DDP ``module.`` prefixes, CUDA tensors on a CPU-only machine, and numpy
+    RNG state (numpy 1 or 2) under torch's ``weights_only``. A pre-0.13 trial that defines
+    ``build_model()`` gives back the bare model, as in 0.37. ``**kwargs`` is the deprecated
+    spelling of ``torch_load_kwargs``.
 
     Raises:
         AssertionError: ``path`` has no ``load_data.json`` or legacy ``metadata.json``.
-        ValueError: the trial class cannot be imported.
+        ValueError: the trial class cannot be imported, or both ``kwargs`` and
+            ``torch_load_kwargs`` are given.
     """
+    if kwargs:
+        if torch_load_kwargs:
+            raise ValueError(
+                "pass torch.load arguments as torch_load_kwargs only, not also **kwargs"
+            )
+        warnings.warn(
+            "load_trial_from_checkpoint_path(**kwargs) is deprecated: pass "
+            "torch_load_kwargs={...} instead",
+            FutureWarning,
+            stacklevel=2,
+        )
+        torch_load_kwargs = kwargs
     path = pathlib.Path(path)
-    data = _read_load_data(path)
+    data, before_0_17_7 = _read_load_data(path)
     cls = trial_class or _import_trial_class(path, data["trial_cls_spec"])
     context = CheckpointLoadContext(data.get("hparams"), data.get("experiment_config"))
     trial = cls(context, **(trial_kwargs or {}))
     state = _checkpoint_io.load_state(path, **(torch_load_kwargs or {}))
+    if before_0_17_7:
+        model = _legacy.model_from_build_model(trial, state)
+        if model is not None:
+            return model  # type: ignore[return-value]
     _checkpoint_io.restore_models(context.models, state)
     return trial

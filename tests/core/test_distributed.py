@@ -96,6 +96,32 @@ def test_default_ports(monkeypatch: pytest.MonkeyPatch) -> None:
         default_ports()
 
 
+def test_default_ports_add_the_trials_port_offset_when_the_launcher_set_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Issue #12 item 9: on a cluster without INTER_TRAIN_PROCESS_COMM_PORT_1/_2, a context
+    built directly (no factory, no core.init) still gets 12360/12376 plus the trial's
+    DET_UNIQUE_PORT_OFFSET; ports the launcher exported are used as they are (the master adds
+    the offset itself), never offset twice."""
+    from _kit.core_env import trial_env
+
+    from determined import _info
+
+    for k, v in trial_env("http://127.0.0.1:1", tmp_path).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("DET_UNIQUE_PORT_OFFSET", "64")
+    monkeypatch.delenv("INTER_TRAIN_PROCESS_COMM_PORT_1", raising=False)
+    monkeypatch.delenv("INTER_TRAIN_PROCESS_COMM_PORT_2", raising=False)
+    _info._reset_cluster_info_cache()
+    try:
+        assert default_ports() == (12424, 12440)
+        monkeypatch.setenv("INTER_TRAIN_PROCESS_COMM_PORT_1", "12424")
+        monkeypatch.setenv("INTER_TRAIN_PROCESS_COMM_PORT_2", "12440")
+        assert default_ports() == (12424, 12440)
+    finally:
+        _info._reset_cluster_info_cache()
+
+
 def _env_ranks(size: int, local_size: int, names: tuple[str, ...]) -> list[dict[str, Any]]:
     """Per-rank environments for the factories; the ports and the chief come from env too."""
     pub, pull = w.free_ports(2)

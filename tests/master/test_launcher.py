@@ -117,6 +117,20 @@ def test_launch_environment(tmp_path: pathlib.Path) -> None:
     assert env["PYTHONPATH"].split(":")[0] == str(tmp_path)
 
 
+def test_launch_environment_carries_the_runs_zmq_ports(tmp_path: pathlib.Path) -> None:
+    """Issue #12 item 9: INTER_TRAIN_PROCESS_COMM_PORT_1/_2 are 12360/12376 plus the run's
+    port offset, as 0.37's master exports them, so a DistributedContext built directly binds
+    the run's own ports; an experiment that sets either in environment_variables keeps its own."""
+    env = _launcher.trial_env(_spec({}, port_offset=64), "http://m", "cid", tmp_path)
+    assert env["DET_UNIQUE_PORT_OFFSET"] == "64"
+    ports = (env["INTER_TRAIN_PROCESS_COMM_PORT_1"], env["INTER_TRAIN_PROCESS_COMM_PORT_2"])
+    assert ports == ("12424", "12440")
+    own = {"environment": {"environment_variables": ["INTER_TRAIN_PROCESS_COMM_PORT_1=20000"]}}
+    env = _launcher.trial_env(_spec(own, port_offset=64), "http://m", "cid", tmp_path)
+    assert env["INTER_TRAIN_PROCESS_COMM_PORT_1"] == "20000"
+    assert "INTER_TRAIN_PROCESS_COMM_PORT_2" not in env  # the harness derives it: PORT_1 + 16
+
+
 def test_log_line_parsing() -> None:
     assert parse_line("[rank=3] ERROR: boom") == (3, "LOG_LEVEL_ERROR", "boom")
     assert parse_line("INFO: hi") == (None, "LOG_LEVEL_INFO", "hi")

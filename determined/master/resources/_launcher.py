@@ -143,8 +143,11 @@ def container_id(allocation_id: str, container: int) -> str:
 
 
 # The fixed ports a run's processes bind: DistributedContext's two ZMQ ports and torchrun's
-# multi-node rendezvous port, each plus the run's DET_UNIQUE_PORT_OFFSET.
+# multi-node rendezvous port, each plus the run's DET_UNIQUE_PORT_OFFSET. The ZMQ ports reach
+# the run already offset, in the variables 0.37's master sets (unless the experiment's
+# environment_variables choose them).
 BASE_PORTS = (12360, 12376, 29400)
+ZMQ_PORT_ENV = ("INTER_TRAIN_PROCESS_COMM_PORT_1", "INTER_TRAIN_PROCESS_COMM_PORT_2")
 PORT_OFFSET_STEP = 32  # > 16, the gap between the two ZMQ ports: offsets never interleave
 
 
@@ -176,7 +179,12 @@ def trial_env(
     gives the rendezvous endpoint."""
     slot_ids = spec.containers[container]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_") or k == "DET_HOME"}
-    env.update(_env_vars(spec.config, spec.gpu))
+    user_env = _env_vars(spec.config, spec.gpu)
+    env.update(user_env)
+    if not user_env.keys() & set(ZMQ_PORT_ENV):
+        # Every DistributedContext of the run, also one built directly, binds these.
+        for name, base in zip(ZMQ_PORT_ENV, BASE_PORTS, strict=False):
+            env[name] = str(base + spec.port_offset)
     # `python3` in an entrypoint is the master's interpreter, which has `determined`.
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(work_dir), env.get("PYTHONPATH")] if p)
