@@ -1,4 +1,4 @@
-// One experiment: summary, learning curves, hyperparameter chart, trials, ASHA rungs, config.
+// One experiment: summary, alerts, learning curves, hyperparameter chart, trials, ASHA rungs, config.
 "use strict";
 
 const EXP_ID = pathId();
@@ -150,20 +150,22 @@ function renderConfig() {
 
 async function refresh(force = false) {
   try {
-    const [exp, trials, curves, rungs] = await Promise.all([
+    const [exp, trials, curves, rungs, alerts] = await Promise.all([
       getJSON(`/api/v1/experiments/${EXP_ID}`),
       getJSON(`/api/v1/experiments/${EXP_ID}/trials`),
       getJSON(`/api/v1/webui/experiments/${EXP_ID}/metrics?group=validation`),
       getJSON(`/api/v1/webui/experiments/${EXP_ID}/rungs`),
+      getJSON(`/api/v1/experiments/${EXP_ID}/alerts`),
     ]);
     if (state.original === null) {
       state.original = (await getJSON(`/api/v1/webui/experiments/${EXP_ID}/original_config`)).originalConfig;
     }
-    const signature = JSON.stringify([exp.experiment, trials.trials, curves, rungs]);
+    const signature = JSON.stringify([exp.experiment, trials.trials, curves, rungs, alerts]);
     if (!force && signature === state.signature) return;
     state = { ...state, exp: exp.experiment, trials: trials.trials, curves, signature };
     showError(null);
     renderSummary();
+    renderAlerts("alerts-card", alerts.alerts, true);
     renderTrials();
     renderCurves();
     renderHpChart();
