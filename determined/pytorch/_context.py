@@ -15,7 +15,7 @@ from determined import core, errors
 from determined.pytorch import _to_device
 from determined.pytorch._lr_scheduler import LRScheduler
 from determined.pytorch._optimization import _Optimization
-from determined.pytorch._reducer import MetricReducer, _SimpleReducer, _WrappedReducer
+from determined.pytorch._reducer import MetricReducer, _wrap_reducer, _WrappedReducer
 
 logger = logging.getLogger("determined.pytorch")
 
@@ -276,16 +276,7 @@ class PyTorchTrialContext:
     ) -> MetricReducer:
         """Register a custom metric reducer; a plain function ``fn(values)`` becomes a reducer
         with ``update(value)``. Returns the reducer to call ``update`` on."""
-        if any(w.reducer is reducer for w in self._reducers):
-            raise AssertionError(f"reducer {reducer!r} is already wrapped")
-        if isinstance(reducer, MetricReducer):
-            wrapped: MetricReducer = reducer
-        elif callable(reducer):
-            wrapped = _SimpleReducer(reducer)
-        else:
-            raise AssertionError(f"wrap_reducer needs a MetricReducer or a function: {reducer!r}")
-        self._reducers.append(_WrappedReducer(wrapped, name, for_training, for_validation))
-        return wrapped
+        return _wrap_reducer(self._reducers, reducer, name, for_training, for_validation)
 
     # ---- training-time helpers -----------------------------------------------------------------
 

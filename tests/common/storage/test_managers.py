@@ -242,3 +242,27 @@ def test_staged_but_uncommitted_write_is_incomplete(
     backend.sm.abort(sid)
     with pytest.raises(errors.CheckpointNotFound):
         backend.sm.download(sid, tmp_path / "dst")
+
+
+def test_put_files_accumulate_under_a_prefix(backend: Backend, tmp_path: pathlib.Path) -> None:
+    """Files outside any checkpoint (batch-inference outputs, TensorBoard files): each call
+    adds its files under the prefix and replaces those of the same name."""
+    src = tmp_path / "out-src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a").write_bytes(b"1")
+    (src / "sub" / "b").write_bytes(b"22")
+    backend.sm.put_files(src, "outputs/rank_0", {"a": "a", "sub/b": "sub/b"})
+    (src / "a").write_bytes(b"333")
+    backend.sm.put_files(src, "outputs/rank_0", {"a": "c"})
+    backend.sm.put_files(src, "outputs/rank_0", {"a": "a"})
+    dirs = {"rank_0", "rank_0/sub"}  # listed for directories, not for buckets
+    assert backend.names("outputs") - dirs == {
+        "rank_0/a",
+        "rank_0/c",
+        "rank_0/sub/b",
+    }
+    if backend.kind != "s3":
+        root = backend.where / "outputs" / "rank_0"
+        assert [(root / n).read_bytes() for n in ("a", "c", "sub/b")] == [b"333", b"333", b"22"]
+        with pytest.raises(ValueError, match="leaves the storage's base path"):
+            backend.sm.put_files(src, "../escape", {"a": "a"})
