@@ -57,7 +57,10 @@ def test_legacy_checkpoint_path_and_gc_keys_are_accepted() -> None:
         ({"type": "s3", "bucket": "b", "prefix": "a/../b"}, "'..'"),
         ({"type": "gcs", "bucket": "b", "prefix": "../b"}, "'..'"),
         ({"type": "s3"}, "bucket"),
-        ({"type": "azure", "container": "c", "connection_string": "x"}, "not supported"),
+        ({"type": "azure"}, "needs \\['container'\\]"),
+        ({"type": "azure", "container": "c"}, "connection_string or account_url"),
+        ({"type": "azure", "container": "c/../d", "connection_string": "x"}, "'..'"),
+        ({"type": "azure", "container": "c", "account_url": "u", "bucket": "b"}, "does not take"),
     ],
 )
 def test_bad_configs_raise_storage_config_error(cfg: dict[str, Any], match: str) -> None:
