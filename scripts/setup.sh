@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 
 TORCH=torch==2.13.0
 REFERENCE=determined==0.37.0
+AZURITE=azurite@3.37.0
 tests=0
 case "${1:-}" in
   "") ;;
@@ -34,7 +35,7 @@ pip_install() { "$1" -m pip install -qq --disable-pip-version-check "${@:2}"; }
 
 # What the installed state depends on; a run with the same fingerprint has nothing to do.
 fingerprint() {
-  { echo "$TORCH $REFERENCE tests=$1"; cat pyproject.toml "$0"; } | sha256sum | cut -d' ' -f1
+  { echo "$TORCH $REFERENCE $AZURITE tests=$1"; cat pyproject.toml "$0"; } | sha256sum | cut -d' ' -f1
 }
 stamp=.venv/.setup-done
 wanted=$(fingerprint "$tests")
@@ -51,7 +52,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 step "PyTorch ($TORCH, CPU build)" pip_install .venv/bin/python "$TORCH"
 if [ "$tests" = 1 ]; then
-  step "redetermined with the test tools (editable, [dev,s3])" pip_install .venv/bin/python -e '.[dev,s3]'
+  step "redetermined with the test tools (editable, [dev,s3,azure])" \
+    pip_install .venv/bin/python -e '.[dev,s3,azure]'
 else
   step "redetermined (editable)" pip_install .venv/bin/python -e .
 fi
@@ -63,6 +65,16 @@ if [ "$tests" = 1 ]; then
     step "reference venv .refvenv ($REFERENCE, for tests)" \
       bash -c "python3 -m venv .refvenv && .refvenv/bin/python -m pip install --quiet \
         --disable-pip-version-check $REFERENCE"
+  fi
+  # Azurite, the Azure Storage emulator the azure checkpoint-storage tests run against (npm's
+  # registry; into .tools, never global). Without npm those tests skip and say why.
+  if [ ! -x .tools/node_modules/.bin/azurite-blob ]; then
+    if command -v npm >/dev/null; then
+      step "Azurite ($AZURITE, for the azure storage tests)" bash -c "npm install --no-save \
+        --no-audit --no-fund --loglevel=error --prefix .tools $AZURITE >/dev/null"
+    else
+      say "no npm here: install Node.js and npm for the azure storage tests (they skip)" >&2
+    fi
   fi
   # Headless Chromium for the web UI's browser tests (Selenium is in the dev extra). Without apt
   # (or root) the browser tests skip and say why; everything else runs.

@@ -60,10 +60,6 @@ PENDING = {
     "det.TrialController": 14,
     "det.LegacyTrial": 14,
     "pytorch.PyTorchTrial.trial_controller_class": 14,
-    # issue #12 item 8: alerts and the TrainContext metadata helpers
-    "core.Context.alert": 12,
-    "core.TrainContext.get_metadata": 12,
-    "core.TrainContext.set_metadata": 12,
 }
 
 

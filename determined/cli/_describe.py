@@ -1,4 +1,4 @@
-"""Tables of ``det e describe`` and ``det t describe``: experiments, trials, workloads."""
+"""Tables of ``det e describe`` and ``det t describe``: experiments, trials, workloads, alerts."""
 
 from __future__ import annotations
 
@@ -115,8 +115,32 @@ def workload_rows(trial_id: int, items: list[dict[str, Any]]) -> list[list[Any]]
     return [rows[k] for k in sorted(rows)]
 
 
+def alerts(sess: Session, experiment_id: int) -> list[dict[str, Any]]:
+    """The experiment's alerts (``core.Context.alert()``); [] from a master without them."""
+    try:
+        body = sess.get(f"/api/v1/experiments/{experiment_id}/alerts").json()
+    except errors.MasterNotFound:
+        return []
+    return list(body.get("alerts") or [])
+
+
+ALERT_HEADERS = ["Experiment ID", "Trial ID", "Time", "Level", "Title", "Description"]
+
+
+def alert_row(alert: dict[str, Any]) -> list[Any]:
+    return [
+        alert.get("experimentId"),
+        alert.get("trialId"),
+        _render.format_time(alert.get("createdAt")),
+        str(alert.get("level") or "").removeprefix("LOG_LEVEL_"),
+        alert.get("title"),
+        alert.get("description"),
+    ]
+
+
 def print_experiments(sess: Session, exps: list[dict[str, Any]], *, as_csv: bool = False) -> None:
-    """The three sections of ``det e describe``: Experiment, Trials, Workloads."""
+    """The sections of ``det e describe``: Experiment, Trials, Workloads, and Alerts when a
+    trial raised any (a section 0.37 does not print)."""
     print("Experiment:")
     _render.table(EXPERIMENT_HEADERS, [experiment_row(e) for e in exps], as_csv=as_csv)
     trials = [
@@ -139,6 +163,10 @@ def print_experiments(sess: Session, exps: list[dict[str, Any]], *, as_csv: bool
         _render.table(WORKLOAD_HEADERS, rows, as_csv=as_csv)
     else:
         print("(this master does not serve GET /api/v1/trials/{id}/workloads yet)")
+    raised = [a for e in exps for a in alerts(sess, int(e["id"]))]
+    if raised:
+        print("\nAlerts:")
+        _render.table(ALERT_HEADERS, [alert_row(a) for a in raised], as_csv=as_csv)
 
 
 TRIAL_DESCRIBE_HEADERS = [

@@ -17,7 +17,7 @@ import threading
 import time
 import types
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import determined as det
 from determined import tensorboard
@@ -58,6 +58,14 @@ from determined.core._train import (
 logger = logging.getLogger("determined.core")
 
 StorageArg = str | dict[str, Any] | None
+
+# core.Context.alert()'s levels as the wire's v1LogLevel; anything else is INFO, as in 0.37.
+_ALERT_LEVELS = {
+    "info": "LOG_LEVEL_INFO",
+    "warn": "LOG_LEVEL_WARNING",
+    "debug": "LOG_LEVEL_DEBUG",
+    "error": "LOG_LEVEL_ERROR",
+}
 
 
 class Context:
@@ -106,6 +114,35 @@ class Context:
     def __enter__(self) -> Context:
         self.start()
         return self
+
+    def alert(
+        self,
+        title: str | None = None,
+        description: str | None = None,
+        level: Literal["warn", "info", "debug", "error"] | None = "info",
+    ) -> None:
+        """Raise an alert about this trial: the master records it, and the web UI's experiment
+        and trial pages and ``det e describe`` show it (0.37 sends it to the webhooks of the
+        custom trigger). Any rank may call it; each call is one alert.
+
+        Without a master it is only logged. ``level`` is ``"info"`` (also for None or any other
+        string, as in 0.37), ``"warn"``, ``"debug"`` or ``"error"``.
+
+        Raises:
+            ValueError: on a cluster, in a task that is not a trial.
+        """
+        wire_level = _ALERT_LEVELS.get(level or "info", "LOG_LEVEL_INFO")
+        if self._session is None or self.info is None:
+            logger.info(f"alert ({wire_level}): {title or ''}: {description or ''}")
+            return
+        if self.info.task_type != "TRIAL":
+            raise ValueError(f"alert() only works in a trial; this task is a {self.info.task_type}")
+        body = {
+            "data": {"title": title or "", "description": description or "", "level": wire_level},
+            "experimentId": self.info.trial.experiment_id,
+            "trialId": self.info.trial.trial_id,
+        }
+        self._session.post("/api/v1/webhooks/custom", json=body)
 
     def close(
         self,

@@ -6,6 +6,7 @@ reports go is a ``_TrainBackend``: the master (metrics shipped asynchronously) o
 
 from __future__ import annotations
 
+import copy
 import enum
 import logging
 import pathlib
@@ -50,6 +51,10 @@ class _TrainBackend(Protocol):
     def best_validation(self) -> float | None: ...
 
     def last_validation(self) -> int | None: ...
+
+    def set_metadata(self, metadata: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def get_metadata(self) -> dict[str, Any] | None: ...
 
 
 class _MasterTrainBackend:
@@ -111,9 +116,21 @@ class _MasterTrainBackend:
         total = latest.get("totalBatches")
         return None if total is None else int(total)
 
+    def set_metadata(self, metadata: dict[str, Any]) -> dict[str, Any] | None:
+        body = {"metadata": metadata, "runId": self._trial_id}
+        r = self._session.post(f"/api/v1/runs/{self._trial_id}/metadata", json=body)
+        return r.json().get("metadata")
+
+    def get_metadata(self) -> dict[str, Any] | None:
+        return self._session.get(f"/api/v1/runs/{self._trial_id}/metadata").json().get("metadata")
+
 
 class _LocalTrainBackend:
-    """Without a master: every report is logged; there is no experiment to compare with."""
+    """Without a master: every report is logged; there is no experiment to compare with, and
+    run metadata lives in this process only."""
+
+    def __init__(self) -> None:
+        self._metadata: dict[str, Any] = {}
 
     def start(self) -> None:
         pass
@@ -144,6 +161,14 @@ class _LocalTrainBackend:
 
     def last_validation(self) -> int | None:
         return None
+
+    def set_metadata(self, metadata: dict[str, Any]) -> dict[str, Any] | None:
+        logger.info(f"run metadata: {metadata}")
+        self._metadata = copy.deepcopy(metadata)
+        return copy.deepcopy(metadata)
+
+    def get_metadata(self) -> dict[str, Any] | None:
+        return copy.deepcopy(self._metadata)
 
 
 class _MetricWriter(Protocol):
@@ -271,6 +296,25 @@ class TrainContext:
 
     def _get_last_validation(self) -> int | None:
         return self._backend.last_validation()
+
+    def set_metadata(self, metadata: dict[str, Any]) -> dict[str, Any] | None:
+        """Replace this run's (trial's) metadata with ``metadata``, a JSON object for analysis
+        or debugging, and return what the master stored. Any rank may call it; the last call
+        wins. Without a master it is kept in this process only.
+
+        Raises:
+            TypeError: ``metadata`` is not a dict with string keys.
+        """
+        if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
+            raise TypeError(
+                f"run metadata must be a dict with string keys, not {type(metadata).__name__}"
+            )
+        logger.debug(f"set_metadata({metadata})")
+        return self._backend.set_metadata(metadata)
+
+    def get_metadata(self) -> dict[str, Any] | None:
+        """This run's metadata as last set (``{}`` before any ``set_metadata``)."""
+        return self._backend.get_metadata()
 
     def get_tensorboard_path(self) -> pathlib.Path | None:
         """The directory whose files become this trial's TensorBoard data."""

@@ -19,7 +19,7 @@ from determined.pytorch._optimization import _Optimization
 from determined.pytorch._reducer import (
     MetricReducer,
     _cross_slot_reduce,
-    _SimpleReducer,
+    _wrap_reducer,
     _WrappedReducer,
 )
 
@@ -358,16 +358,7 @@ class PyTorchTrialContext:
     ) -> MetricReducer:
         """Register a custom metric reducer; a plain function ``fn(values)`` becomes a reducer
         with ``update(value)``. Returns the reducer to call ``update`` on."""
-        if any(w.reducer is reducer for w in self._reducers):
-            raise AssertionError(f"reducer {reducer!r} is already wrapped")
-        if isinstance(reducer, MetricReducer):
-            wrapped: MetricReducer = reducer
-        elif callable(reducer):
-            wrapped = _SimpleReducer(reducer)
-        else:
-            raise AssertionError(f"wrap_reducer needs a MetricReducer or a function: {reducer!r}")
-        self._reducers.append(_WrappedReducer(wrapped, name, for_training, for_validation))
-        return wrapped
+        return _wrap_reducer(self._reducers, reducer, name, for_training, for_validation)
 
     def reset_reducers(self) -> None:
         """Clear every wrapped reducer (the loop does this before each training chunk and each

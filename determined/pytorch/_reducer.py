@@ -75,6 +75,28 @@ class _WrappedReducer:
         self.for_validation = val
 
 
+def _wrap_reducer(
+    registered: list[_WrappedReducer],
+    reducer: Callable[[list[Any]], Any] | MetricReducer,
+    name: str | None,
+    for_training: bool,
+    for_validation: bool,
+) -> MetricReducer:
+    """Register ``reducer`` in ``registered``; a plain function ``fn(values)`` becomes a reducer
+    with ``update(value)``. Returns the reducer to call ``update`` on. Shared by
+    ``PyTorchTrialContext`` and ``TorchBatchProcessorContext``."""
+    if any(w.reducer is reducer for w in registered):
+        raise AssertionError(f"reducer {reducer!r} is already wrapped")
+    if isinstance(reducer, MetricReducer):
+        wrapped: MetricReducer = reducer
+    elif callable(reducer):
+        wrapped = _SimpleReducer(reducer)
+    else:
+        raise AssertionError(f"wrap_reducer needs a MetricReducer or a function: {reducer!r}")
+    registered.append(_WrappedReducer(wrapped, name, for_training, for_validation))
+    return wrapped
+
+
 def _run_reducers(
     wrapped: Sequence[_WrappedReducer], gather: Callable[[Any], list[Any] | None]
 ) -> dict[str, Any]:

@@ -16,7 +16,7 @@ def test_migrations_create_the_schema_on_an_empty_db(tmp_path: pathlib.Path) -> 
     engine = make_engine(f"sqlite:///{tmp_path / 'm.db'}")
     assert current_revision(engine) is None
     migrate(engine)
-    assert current_revision(engine) == "0001"
+    assert current_revision(engine) == "0002"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     assert diff == [], f"the migrations and _schema.py differ: {diff}"
@@ -29,7 +29,7 @@ def test_migrations_are_idempotent_and_state_survives_reopen(tmp_path: pathlib.P
     first.close()
     second = Store(url)  # migrates again: a no-op
     assert second.cluster_id == cluster_id
-    assert current_revision(second.engine) == "0001"
+    assert current_revision(second.engine) == "0002"
     with second.read() as conn:
         names = [r[0] for r in conn.execute(sa.text("SELECT username FROM users ORDER BY id"))]
     assert names == ["determined", "admin"]  # seeded once, not twice

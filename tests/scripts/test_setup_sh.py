@@ -21,6 +21,14 @@ if [ "$1 $2" = "-m venv" ]; then
 fi
 """
 
+FAKE_NPM = """#!/usr/bin/env bash
+# Stand-in for npm: logs the call and puts an azurite-blob under .tools.
+echo "npm $*" >> "$SETUP_LOG"
+mkdir -p .tools/node_modules/.bin
+printf '#!/bin/sh\\n' > .tools/node_modules/.bin/azurite-blob
+chmod +x .tools/node_modules/.bin/azurite-blob
+"""
+
 
 def _executable(path: pathlib.Path, text: str) -> None:
     path.write_text(text)
@@ -55,6 +63,7 @@ def _copy(tmp_path: pathlib.Path) -> pathlib.Path:
     # The browser counts as present, so no apt-get runs.
     for tool in ("chromium", "chromedriver"):
         _executable(root / "fakebin" / tool, "#!/bin/sh\n")
+    _executable(root / "fakebin" / "npm", FAKE_NPM)
     return root
 
 
@@ -86,8 +95,9 @@ def test_tests_set_up_adds_the_test_parts_and_a_changed_pyproject_reinstalls(
     assert _run(root).returncode == 0
     tests = _run(root, "--tests")
     assert tests.returncode == 0, tests.stderr
-    assert "[dev,s3]" in tests.stdout and ".refvenv" in tests.stdout
+    assert "[dev,s3,azure]" in tests.stdout and ".refvenv" in tests.stdout
     assert (root / ".refvenv" / "bin" / "det").exists()
+    assert any(c.startswith("npm install") and "azurite@" in c for c in _calls(root))
     assert _run(root, "--tests").stdout.endswith("nothing to do\n")
     assert _run(root).stdout.endswith("nothing to do\n")  # the main job needs a subset
 

@@ -253,6 +253,37 @@ def test_trial_page_metrics_checkpoints_and_logs(
     assert "trained to 6" in ranked and f"hello from trial {trial['id']}" not in ranked
 
 
+def test_alerts_show_on_the_experiment_and_trial_pages(cluster: Cluster, browser: Any) -> None:
+    """What core.Context.alert() posts (POST /api/v1/webhooks/custom) is listed on both pages."""
+    first, second = (t["id"] for t in cluster.trials(cluster.done))
+    for trial_id, title, level in ((first, "loss spiked", "WARNING"), (second, "done", "INFO")):
+        body = {
+            "data": {
+                "title": title,
+                "description": f"from {trial_id}",
+                "level": f"LOG_LEVEL_{level}",
+            },
+            "experimentId": cluster.done,
+            "trialId": trial_id,
+        }
+        r = cluster.s.post(cluster.url + "/api/v1/webhooks/custom", json=body)
+        assert r.status_code == 200, r.text
+    browser.get(f"{cluster.url}/experiments/{cluster.done}")
+    wait_for(browser, lambda: browser.find_element(By.ID, "alerts-card").is_displayed(), "alerts")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#alerts-card tr.alert")
+    cells = [[c.text for c in r.find_elements(By.TAG_NAME, "td")][1:] for r in rows]
+    assert cells == [
+        ["WARNING", str(first), "loss spiked", f"from {first}"],
+        ["INFO", str(second), "done", f"from {second}"],
+    ]
+    browser.get(f"{cluster.url}/trials/{second}")
+    wait_for(browser, lambda: browser.find_element(By.ID, "alerts-card").is_displayed(), "alerts")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#alerts-card tr.alert")
+    assert [[c.text for c in r.find_elements(By.TAG_NAME, "td")][1:] for r in rows] == [
+        ["INFO", "done", f"from {second}"]
+    ]
+
+
 def test_login_page_after_logout(
     cluster: Cluster, browser: Any, screenshot: Callable[[str], None]
 ) -> None:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import pathlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 from determined.common.storage import _manifest
 from determined.common.storage._manifest import Manifest
@@ -83,6 +83,12 @@ class StorageManager(abc.ABC):
         self, src: str, dst: str | os.PathLike[str], selector: Selector | None = None
     ) -> None:
         """Copy checkpoint ``src`` into the local directory ``dst``, verifying every file."""
+
+    @abc.abstractmethod
+    def put_files(self, src_dir: pathlib.Path, dst_prefix: str, files: Mapping[str, str]) -> None:
+        """Copy ``src_dir/<src>`` to ``<dst_prefix>/<dst>`` under the storage's base for each
+        ``src -> dst``, replacing what is there: files outside any checkpoint (TensorBoard
+        files, batch-inference outputs), not verified and never garbage-collected."""
 
     @abc.abstractmethod
     def delete(self, storage_id: str) -> None:

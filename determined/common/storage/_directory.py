@@ -12,8 +12,9 @@ import contextlib
 import logging
 import os
 import pathlib
+import posixpath
 import shutil
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 
 from determined import errors
 from determined.common.storage import _manifest
@@ -157,6 +158,15 @@ class DirectoryStorageManager(StorageManager):
         for rel in sorted(chosen.files):
             if verify:
                 _manifest.check_file(src, rel, chosen.files[rel], got[rel])
+
+    def put_files(self, src_dir: pathlib.Path, dst_prefix: str, files: Mapping[str, str]) -> None:
+        for src, dst in files.items():
+            rel = posixpath.normpath(posixpath.join(dst_prefix.strip("/"), dst))
+            if rel == ".." or rel.startswith(("../", "/")):
+                raise ValueError(f"{dst_prefix!r}/{dst!r} leaves the storage's base path")
+            target = self._base_path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src_dir / src, target)
 
     def delete(self, storage_id: str) -> None:
         final = self._final(storage_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from determined.master.api import (
+    _alerts,
     _allocations,
     _checkpoint_lists,
     _checkpoints,
@@ -40,6 +41,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _continue.router,
     _gc_preview.router,
     _metrics.router,
+    _alerts.router,
     _preview.router,
     _webui.router,
 )

@@ -164,3 +164,24 @@ class PreviewSearch(_Body):
 class ContinueExperiment(_Body):
     id: int | None = None
     override_config: str | None = None
+
+
+class AlertData(_Body):
+    """``v1CustomWebhookEventData``: level is a ``v1LogLevel`` name."""
+
+    title: str = ""
+    description: str = ""
+    level: str | None = None
+
+
+class PostAlert(_Body):
+    """``v1PostWebhookEventDataRequest``, what ``core.Context.alert()`` sends."""
+
+    data: AlertData = Field(default_factory=AlertData)
+    experiment_id: int
+    trial_id: int | None = None
+
+
+class PostRunMetadata(_Body):
+    metadata: dict[str, Any]
+    run_id: int | None = None

@@ -12,11 +12,13 @@ from determined.master.store._engine import inserted_id
 from determined.master.store._enums import State
 from determined.master.store._rows import ExperimentRow
 from determined.master.store._schema import (
+    alerts,
     allocations,
     checkpoints,
     cluster_info,
     experiments,
     metrics,
+    run_metadata,
     searcher_snapshots,
     task_logs,
     tokens,
@@ -132,8 +134,9 @@ def _remember_max_id(conn: sa.Connection, table: sa.Table) -> None:
 
 def delete_experiment(conn: sa.Connection, experiment_id: int) -> None:
     """Remove an experiment and everything recorded under it: trials, runs and their tokens,
-    metrics, checkpoint records, task logs, the search snapshot. Checkpoint *files* are the
-    caller's to delete first. Its id and its trials' ids are not given out again."""
+    metrics, checkpoint records, task logs, alerts, run metadata, the search snapshot.
+    Checkpoint *files* are the caller's to delete first. Its id and its trials' ids are not
+    given out again."""
     _remember_max_id(conn, experiments)
     _remember_max_id(conn, trials)
     trial_ids = sa.select(trials.c.id).where(trials.c.experiment_id == experiment_id)
@@ -143,8 +146,9 @@ def delete_experiment(conn: sa.Connection, experiment_id: int) -> None:
     # Rare, and its trials and allocations go too: drop every cached token.
     _token_cache.forget_after_commit(conn, everything=True)
     conn.execute(task_logs.delete().where(task_logs.c.task_id.in_(task_ids)))
-    for table in (allocations, metrics, checkpoints):
+    for table in (allocations, metrics, checkpoints, run_metadata):
         conn.execute(table.delete().where(table.c.trial_id.in_(trial_ids)))
+    conn.execute(alerts.delete().where(alerts.c.experiment_id == experiment_id))
     conn.execute(trials.delete().where(trials.c.experiment_id == experiment_id))
     conn.execute(
         searcher_snapshots.delete().where(searcher_snapshots.c.experiment_id == experiment_id)

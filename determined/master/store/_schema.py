@@ -184,3 +184,28 @@ task_logs = sa.Table(
     sa.Column("log", sa.Text, nullable=False),
     sa.Index("ix_task_logs_task_id", "task_id", "id"),
 )
+
+# What a trial raised with ``core.Context.alert()`` (0.37 posts it to the custom webhook
+# trigger); the web UI's experiment and trial pages and ``det e describe`` show them.
+alerts = sa.Table(
+    "alerts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), nullable=False, index=True
+    ),
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), nullable=True),
+    sa.Column("level", sa.String(32), nullable=False),  # a v1LogLevel name: LOG_LEVEL_INFO, ...
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# ``TrainContext.set_metadata()``: one JSON object per run (a trial), replaced on each post.
+run_metadata = sa.Table(
+    "run_metadata",
+    metadata,
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), primary_key=True),
+    sa.Column("metadata", sa.JSON, nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+)

@@ -59,7 +59,10 @@ def test_legacy_checkpoint_path_and_gc_keys_are_accepted() -> None:
         ({"type": "s3", "bucket": "b", "prefix": "a/../b"}, "'..'"),
         ({"type": "gcs", "bucket": "b", "prefix": "../b"}, "'..'"),
         ({"type": "s3"}, "bucket"),
-        ({"type": "azure", "container": "c", "connection_string": "x"}, "not supported"),
+        ({"type": "azure"}, "needs \\['container'\\]"),
+        ({"type": "azure", "container": "c"}, "connection_string or account_url"),
+        ({"type": "azure", "container": "c/../d", "connection_string": "x"}, "'..'"),
+        ({"type": "azure", "container": "c", "account_url": "u", "bucket": "b"}, "does not take"),
     ],
 )
 def test_bad_configs_raise_storage_config_error(cfg: dict[str, Any], match: str) -> None:
@@ -78,7 +81,9 @@ def test_unknown_type_raises_type_error() -> None:
 
 @pytest.mark.parametrize("config", [{}, {"type": None}, {"type": 4}, {"type": ["s3"]}])
 def test_a_missing_or_non_string_type_raises_value_error(config: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match=r"set type to one of \['directory', 'gcs', 's3'"):
+    with pytest.raises(
+        ValueError, match=r"set type to one of \['azure', 'directory', 'gcs', 's3', 'shared_fs'\]"
+    ):
         storage.build(config)
 
 

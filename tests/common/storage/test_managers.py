@@ -22,7 +22,10 @@ class Backend:
         self.kind, self.sm, self.where = kind, sm, where
 
     def write(self, sid: str, rel: str, data: bytes) -> None:
-        if self.kind == "s3":
+        if self.kind == "azure":
+            container, prefix = self.where
+            container.upload_blob(f"{prefix}/{sid}/{rel}", data, overwrite=True)
+        elif self.kind == "s3":
             client, bucket, prefix = self.where
             client.put_object(Bucket=bucket, Key=f"{prefix}/{sid}/{rel}", Body=data)
         else:
@@ -31,7 +34,10 @@ class Backend:
             path.write_bytes(data)
 
     def remove(self, sid: str, rel: str) -> None:
-        if self.kind == "s3":
+        if self.kind == "azure":
+            container, prefix = self.where
+            container.delete_blob(f"{prefix}/{sid}/{rel}")
+        elif self.kind == "s3":
             client, bucket, prefix = self.where
             client.delete_object(Bucket=bucket, Key=f"{prefix}/{sid}/{rel}")
         else:
@@ -39,6 +45,10 @@ class Backend:
 
     def names(self, sid: str) -> set[str]:
         """Everything stored under ``sid``, as relative names."""
+        if self.kind == "azure":
+            container, prefix = self.where
+            head = f"{prefix}/{sid}/"
+            return {b.name[len(head) :] for b in container.list_blobs(name_starts_with=head)}
         if self.kind == "s3":
             client, bucket, prefix = self.where
             resp = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{sid}/")
@@ -47,8 +57,16 @@ class Backend:
         return {str(p.relative_to(root)) for p in root.rglob("*")} if root.exists() else set()
 
 
-@pytest.fixture(params=["shared_fs", "directory", "s3"])
+@pytest.fixture(params=["shared_fs", "directory", "s3", "azure"])
 def backend(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Backend:
+    if request.param == "azure":
+        from azure.storage.blob import ContainerClient
+
+        cfg = request.getfixturevalue("azure_config")
+        name, _, prefix = cfg["container"].partition("/")
+        sm = storage.build(cfg)  # creates the container
+        client = ContainerClient.from_connection_string(cfg["connection_string"], name)
+        return Backend("azure", sm, (client, prefix))
     if request.param == "shared_fs":
         sm = storage.build({"type": "shared_fs", "host_path": str(tmp_path), "storage_path": "c"})
         return Backend("shared_fs", sm, tmp_path / "c")
@@ -135,7 +153,7 @@ def test_restore_path_of_a_cloud_checkpoint_is_temporary(backend: Backend) -> No
         make_tree(path)
     with backend.sm.restore_path(sid) as restored:
         assert (restored / "sub" / "opt.bin").read_bytes() == b"optimizer state"
-    assert restored.exists() == (backend.kind != "s3")
+    assert restored.exists() == (backend.kind in ("shared_fs", "directory"))
 
 
 def test_download_with_a_selector(backend: Backend, tmp_path: pathlib.Path) -> None:
@@ -242,3 +260,27 @@ def test_staged_but_uncommitted_write_is_incomplete(
     backend.sm.abort(sid)
     with pytest.raises(errors.CheckpointNotFound):
         backend.sm.download(sid, tmp_path / "dst")
+
+
+def test_put_files_accumulate_under_a_prefix(backend: Backend, tmp_path: pathlib.Path) -> None:
+    """Files outside any checkpoint (batch-inference outputs, TensorBoard files): each call
+    adds its files under the prefix and replaces those of the same name."""
+    src = tmp_path / "out-src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a").write_bytes(b"1")
+    (src / "sub" / "b").write_bytes(b"22")
+    backend.sm.put_files(src, "outputs/rank_0", {"a": "a", "sub/b": "sub/b"})
+    (src / "a").write_bytes(b"333")
+    backend.sm.put_files(src, "outputs/rank_0", {"a": "c"})
+    backend.sm.put_files(src, "outputs/rank_0", {"a": "a"})
+    dirs = {"rank_0", "rank_0/sub"}  # listed for directories, not for buckets
+    assert backend.names("outputs") - dirs == {
+        "rank_0/a",
+        "rank_0/c",
+        "rank_0/sub/b",
+    }
+    if backend.kind in ("shared_fs", "directory"):
+        root = backend.where / "outputs" / "rank_0"
+        assert [(root / n).read_bytes() for n in ("a", "c", "sub/b")] == [b"333", b"333", b"22"]
+        with pytest.raises(ValueError, match="leaves the storage's base path"):
+            backend.sm.put_files(src, "../escape", {"a": "a"})

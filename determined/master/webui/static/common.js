@@ -261,3 +261,23 @@ document.addEventListener("DOMContentLoaded", () => {
   const out = document.getElementById("logout");
   if (out) out.addEventListener("click", (e) => (e.preventDefault(), logout()));
 });
+
+// Alerts raised with core.Context.alert(): a table in the card `cardId` (hidden while empty).
+function renderAlerts(cardId, alerts, withTrial) {
+  const card = document.getElementById(cardId);
+  card.hidden = !alerts.length;
+  const level = (l) => String(l || "").replace("LOG_LEVEL_", "");
+  const rows = alerts.map((a) =>
+    el(
+      "tr",
+      { "data-alert-id": a.id, class: "alert " + level(a.level) },
+      el("td", {}, fmtTime(a.createdAt)),
+      el("td", {}, level(a.level)),
+      withTrial ? el("td", {}, a.trialId ? el("a", { href: `/trials/${a.trialId}` }, String(a.trialId)) : "—") : null,
+      el("td", {}, a.title),
+      el("td", { class: "wrap" }, a.description)
+    )
+  );
+  const head = ["time", "level", ...(withTrial ? ["trial"] : []), "title", "description"];
+  card.querySelector(".alerts").replaceChildren(el("table", {}, el("tr", {}, head.map((h) => el("th", {}, h))), rows));
+}

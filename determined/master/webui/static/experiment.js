@@ -1,4 +1,4 @@
-// One experiment: summary, learning curves, hyperparameter chart, trials, ASHA rungs, config.
+// One experiment: summary, alerts, learning curves, hyperparameter chart, trials, ASHA rungs, config.
 "use strict";
 
 const EXP_ID = pathId();
@@ -176,12 +176,13 @@ function renderConfig() {
 async function refresh(force = false) {
   const top = "checkpoints?sortByAttr=SORT_BY_SEARCHER_METRIC&states=STATE_COMPLETED&limit=1";
   try {
-    const [exp, trials, curves, rungs, best] = await Promise.all([
+    const [exp, trials, curves, rungs, best, alerts] = await Promise.all([
       getJSON(`/api/v1/experiments/${EXP_ID}`),
       getJSON(`/api/v1/experiments/${EXP_ID}/trials`),
       getJSON(`/api/v1/webui/experiments/${EXP_ID}/metrics?group=validation`),
       getJSON(`/api/v1/webui/experiments/${EXP_ID}/rungs`),
       getJSON(`/api/v1/experiments/${EXP_ID}/${top}`),
+      getJSON(`/api/v1/experiments/${EXP_ID}/alerts`),
     ]);
     if (state.original === null) {
       state.original = (await getJSON(`/api/v1/webui/experiments/${EXP_ID}/original_config`)).originalConfig;
@@ -198,6 +199,7 @@ async function refresh(force = false) {
       [renderHpChart, trials.trials],
       [() => renderRungs(rungs), rungs],
       [renderConfig, exp.experiment.config],
+      [() => renderAlerts("alerts-card", alerts.alerts, true), alerts.alerts],
     ];
     const sigs = parts.map(([, data]) => JSON.stringify(data)); // before rendering adds _attrs
     parts.forEach(([render], i) => {

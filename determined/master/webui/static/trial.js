@@ -1,4 +1,4 @@
-// One trial: summary, training/validation metric charts, checkpoints, logs.
+// One trial: summary, alerts, training/validation metric charts, checkpoints, logs.
 "use strict";
 
 const TRIAL_ID = pathId();
@@ -193,6 +193,8 @@ async function refresh() {
     ]);
     trial = t.trial;
     renderSummary();
+    const alerts = await getJSON(`/api/v1/experiments/${trial.experimentId}/alerts?trialId=${TRIAL_ID}`);
+    renderAlerts("alerts-card", alerts.alerts, false);
     for (const [name, rows] of [["training", train.metrics], ["validation", val.metrics]]) {
       const sig = JSON.stringify(rows);
       if (sig === groups[name].sig) continue;
