@@ -43,25 +43,25 @@ def test_create_describe_config_json(det: Det, model_dir: Model) -> None:
     assert set(rule) <= {"-", "+"}
     cells = [c.strip() for c in row.split("|")]
     assert cells[0] == str(exp_id)
-    assert cells[1] == "ACTIVE"
+    assert cells[1] == "QUEUED"  # ACTIVE with no slots for its trial (no resource manager)
     assert cells[5] == "cli-test"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+0000", cells[3])
     assert "\nTrials:\n" in text and "\nWorkloads:\n" in text
 
     body = json.loads(det.ok("e", "describe", str(exp_id), "--json"))
     assert [b["experiment"]["id"] for b in body] == [exp_id]
-    assert body[0]["experiment"]["state"] == "STATE_ACTIVE"
+    assert body[0]["experiment"]["state"] == "STATE_QUEUED"
 
 
 def test_create_paused_then_activate_and_pause(det: Det, model_dir: Model) -> None:
     exp_id = _create(det, model_dir, "--paused")
     assert _state(det, exp_id) == "STATE_PAUSED"
     assert det.ok("e", "activate", str(exp_id)) == f"Activated experiment {exp_id}\n"
-    assert _state(det, exp_id) == "STATE_ACTIVE"
+    assert _state(det, exp_id) == "STATE_QUEUED"
     assert det.ok("e", "pause", str(exp_id)) == f"Paused experiment {exp_id}\n"
     assert _state(det, exp_id) == "STATE_PAUSED"
     assert det.ok("experiment", "unpause", str(exp_id)) == f"Activated experiment {exp_id}\n"
-    assert _state(det, exp_id) == "STATE_ACTIVE"
+    assert _state(det, exp_id) == "STATE_QUEUED"
 
 
 def test_list_shows_the_new_experiment(det: Det, model_dir: Model) -> None:

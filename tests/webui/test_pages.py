@@ -37,7 +37,7 @@ def test_experiment_list_shows_experiments_and_pause_changes_state(
     slow = random_config("webui-slow", max_trials=1, max_length=400, sleep=0.2)
     slow["hyperparameters"]["lr"] = 0.5
     exp_id = cluster.create(slow)
-    cluster.wait_state(exp_id, "STATE_ACTIVE")
+    cluster.wait_state(exp_id, "STATE_QUEUED", "STATE_RUNNING")
     browser.get(cluster.url + "/")
     row = f"tr[data-exp-id='{exp_id}']"
     done_row = f"tr[data-exp-id='{cluster.done}']"

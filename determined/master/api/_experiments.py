@@ -15,7 +15,7 @@ from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._models import CreateExperiment
-from determined.master.api._wire import experiment_json, trial_json
+from determined.master.api._wire import EMPTY_EXPERIMENT, experiment_json, trial_json
 from determined.master.experiment import State
 from determined.master.store import _experiments, _metrics, _trials
 
@@ -42,7 +42,7 @@ def create_experiment(
     resources.check_bind_mounts(config)
     _check_capacity(config, request.app.state.rm)
     if body.validate_only:
-        return {"experiment": None, "config": config, "warnings": []}
+        return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": []}
     tgz = tar_model_definition(body.model_definition or [])
     exp_id = exps.create(
         config,

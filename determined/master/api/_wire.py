@@ -27,6 +27,44 @@ PROJECT = {"projectId": 1, "projectName": "Uncategorized", "projectOwnerId": 1}
 WORKSPACE = {"workspaceId": 1, "workspaceName": "Uncategorized"}
 
 
+# What the reference answers for a ``validateOnly`` create: an empty ``v1Experiment`` as its
+# gateway writes one (every field at its zero value, int64 as a string, messages null,
+# proto3 ``optional`` fields left out). The reference CLI's ``--test-mode`` parses it.
+EMPTY_EXPERIMENT: dict[str, Any] = {
+    "id": 0,
+    "description": "",
+    "labels": [],
+    "startTime": None,
+    "endTime": None,
+    "state": "STATE_UNSPECIFIED",
+    "archived": False,
+    "numTrials": 0,
+    "trialIds": [],
+    "displayName": "",
+    "userId": 0,
+    "username": "",
+    "resourcePool": "",
+    "searcherType": "",
+    "searcherMetric": "",
+    "hyperparameters": None,
+    "name": "",
+    "notes": "",
+    "jobId": "",
+    "forkedFrom": None,
+    "progress": None,
+    "projectId": 0,
+    "projectName": "",
+    "workspaceId": 0,
+    "workspaceName": "",
+    "parentArchived": False,
+    "config": None,
+    "originalConfig": "",
+    "projectOwnerId": 0,
+    "checkpointSize": "0",
+    "checkpointCount": 0,
+}
+
+
 def experiment_json(conn: sa.Connection, exp: ExperimentRow) -> dict[str, Any]:
     """``v1Experiment``: every field the reference's bindings require, and the optional ones
     this master knows."""
@@ -52,7 +90,7 @@ def experiment_json(conn: sa.Connection, exp: ExperimentRow) -> dict[str, Any]:
         "description": config.get("description") or "",
         "labels": list(config.get("labels") or []),
         "notes": exp["notes"],
-        "state": exp["state"],
+        "state": _experiment_display_state(conn, exp, trials),
         "archived": bool(exp["archived"]),
         "config": config,
         "originalConfig": exp["original_config"],
@@ -98,6 +136,18 @@ def _best_trial(
         if best[1] is None or (value < best[1] if smaller else value > best[1]):
             best = (int(t["id"]), float(value))
     return best
+
+
+def _experiment_display_state(
+    conn: sa.Connection, exp: ExperimentRow, trials: list[TrialRow]
+) -> str:
+    # As the reference's API derives it: an ACTIVE experiment is RUNNING while any of its
+    # trials has a live allocation (this master launches processes, so there is no
+    # PULLING/STARTING stage), else QUEUED. Every other state shows as stored.
+    if exp["state"] != State.ACTIVE.value:
+        return str(exp["state"])
+    running = any(_trials.live_allocation(conn, int(t["id"])) is not None for t in trials)
+    return "STATE_RUNNING" if running else "STATE_QUEUED"
 
 
 def _display_state(conn: sa.Connection, trial: TrialRow) -> str:

@@ -215,7 +215,11 @@ class LocalResourceManager:
             self._exits[allocation_id] = (code, run.killed)
             run.finish()
             if code != 0 and not run.killed:
-                run.sink.master(f"crashed: trial process exited with code {code}")
+                # The reference's wording (its e2e tests and users grep for it).
+                run.sink.master(
+                    "crashed: resources failed with non-zero exit code: the trial process "
+                    f"exited (exit code {code})"
+                )
             run.sink.master(f"allocation {allocation_id} exited with code {code}")
             self._logs.flush()
             for proc in run.procs:

@@ -129,6 +129,9 @@ function fmtNum(v) {
 }
 const stateBadge = (s) => el("span", { class: "state " + s }, String(s || "").replace("STATE_", ""));
 const isTerminal = (s) => TERMINAL.includes(s);
+// ACTIVE and the sub-states the API derives from the allocations (QUEUED ... RUNNING).
+const RUNNABLE = ["STATE_ACTIVE", "STATE_QUEUED", "STATE_PULLING", "STATE_STARTING", "STATE_RUNNING"];
+const isRunnable = (s) => RUNNABLE.includes(s);
 
 function fmtBytes(n) {
   n = Number(n || 0);

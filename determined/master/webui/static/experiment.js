@@ -29,7 +29,7 @@ function renderSummary() {
   ];
   const buttons = [];
   const b = (action, label) => el("button", { "data-action": action, onclick: () => act(action) }, label);
-  if (e.state === "STATE_ACTIVE") buttons.push(b("pause", "Pause"));
+  if (isRunnable(e.state)) buttons.push(b("pause", "Pause"));
   if (e.state === "STATE_PAUSED") buttons.push(b("activate", "Activate"));
   if (!isTerminal(e.state) && !e.state.startsWith("STATE_STOPPING")) buttons.push(b("kill", "Kill"));
   if (isTerminal(e.state)) buttons.push(e.archived ? b("unarchive", "Unarchive") : b("archive", "Archive"));

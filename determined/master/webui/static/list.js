@@ -31,7 +31,7 @@ function actions(exp) {
   const b = (action, label, cls) =>
     el("button", { "data-action": action, "data-exp": exp.id, class: cls, onclick: () => act(exp.id, action) }, label);
   const out = [];
-  if (exp.state === "STATE_ACTIVE") out.push(b("pause", "Pause"));
+  if (isRunnable(exp.state)) out.push(b("pause", "Pause"));
   if (exp.state === "STATE_PAUSED") out.push(b("activate", "Activate"));
   if (!isTerminal(exp.state) && !exp.state.startsWith("STATE_STOPPING")) out.push(b("kill", "Kill", "danger"));
   if (isTerminal(exp.state)) out.push(exp.archived ? b("unarchive", "Unarchive") : b("archive", "Archive"));
