@@ -9,13 +9,14 @@ polled while following.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from determined import errors
+from determined import _user_error, errors
 from determined.cli import _render
 from determined.common.api import Session
 
@@ -224,18 +225,44 @@ def trial_logs(
 
 
 class CauseFinder:
-    """Remembers the first ERROR-level line of the log entries passed through :meth:`watch`:
-    the trial's own report of why it failed (the harness and core log their fatal errors at
-    that level, before any traceback of the launcher's)."""
+    """Finds why a trial failed in the log entries passed through :meth:`watch`: the first
+    ERROR-level line (the harness and core log a failure at that level, naming the exception
+    and where in the user's code it was raised), else the first Python traceback's last line
+    (a script that failed before ``core.init``), with its innermost frame in user code."""
+
+    _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
 
     def __init__(self) -> None:
-        self.cause: str | None = None
+        self.error_line: str | None = None
+        self.traceback_line: str | None = None
+        self._frame: str | None = None
+        self._in_traceback = False
+
+    @property
+    def cause(self) -> str | None:
+        return self.error_line or self.traceback_line
 
     def watch(self, entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for entry in entries:
-            if self.cause is None and entry.get("level") == "LOG_LEVEL_ERROR":
-                self.cause = str(entry.get("log") or "").strip() or None
+            self._see(entry)
             yield entry
+
+    def _see(self, entry: dict[str, Any]) -> None:
+        text = str(entry.get("log") or "").rstrip()
+        if self.error_line is None and entry.get("level") == "LOG_LEVEL_ERROR":
+            self.error_line = text.strip() or None
+        if self.traceback_line is not None:
+            return
+        if text.strip() == "Traceback (most recent call last):":
+            self._in_traceback, self._frame = True, None
+        elif self._in_traceback:
+            frame = self._FRAME.match(text)
+            if frame and not _user_error.is_library_path(frame["path"]):
+                self._frame = f"{frame['path']}:{frame['line']} in {frame['func']}"
+            elif text and not text[0].isspace():  # the exception line ends the traceback
+                self._in_traceback = False
+                where = f" (at {self._frame})" if self._frame else ""
+                self.traceback_line = text.strip() + where
 
 
 def report_failure(sess: Session, trial_id: int, cause: str | None) -> None:

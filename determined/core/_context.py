@@ -20,7 +20,7 @@ import uuid
 from typing import Any, Literal
 
 import determined as det
-from determined import tensorboard
+from determined import _user_error, tensorboard
 from determined.common import _paths, storage
 from determined.common.api import Session
 from determined.core._checkpoint import (
@@ -173,11 +173,20 @@ class Context:
         exc_val: BaseException | None,
         exc_tb: types.TracebackType | None,
     ) -> None:
+        if self.info is not None and exc_val is not None and _is_failure(exc_val):
+            # ERROR: the level the master records; `det` shows this line first, as the
+            # trial's cause, above the traceback and any launcher's report.
+            print(f"ERROR: {_user_error.describe(exc_val)}", file=sys.stderr, flush=True)
         self.close(exc_type, exc_val, exc_tb)
         if isinstance(exc_val, det.InvalidHP):
             self.train.report_early_exit(EarlyExitReason.INVALID_HP)
             logger.info("InvalidHP raised: reported an early exit; exiting with status 0")
             sys.exit(0)
+
+
+def _is_failure(exc: BaseException | None) -> bool:
+    """An exception that fails the trial (not an InvalidHP early exit, not an exit or ^C)."""
+    return isinstance(exc, Exception) and not isinstance(exc, det.InvalidHP)
 
 
 def _dump_stacks_on_sigusr1() -> None:

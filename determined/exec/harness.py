@@ -13,6 +13,7 @@ import logging
 import sys
 
 import determined as det
+from determined import _user_error
 from determined.exec._entrypoint import trial_class_from_entrypoint
 
 logger = logging.getLogger("determined.exec.harness")
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         trial_class = trial_class_from_entrypoint(argv[0])
     except (ValueError, TypeError) as e:
         # ERROR: the level the master records, so `det` shows this line as the cause.
-        print(f"ERROR: cannot load the trial class: {e}", file=sys.stderr)
+        where = _user_error.location(e)
+        print(f"ERROR: cannot load the trial class: {e}{where}", file=sys.stderr)
         return 1
     # Imported here: torch is only needed once a trial class is known.
     from determined import pytorch

@@ -123,7 +123,7 @@ def build_command(layout: Layout, overrides: list[str], script: list[str]) -> li
     # Per node: the containers of a simulated multi-node trial share one machine.
     pid_socket = f"/tmp/pid_server-{layout.allocation_id}-{layout.node_rank}"
     torchrun = [
-        py, "-m", "torch.distributed.run",
+        py, "-m", "determined.launch._torchrun",  # torchrun, failures reported in one line
         "--nnodes", str(layout.nnodes),
         "--nproc_per_node", str(layout.nproc_per_node),
         "--node_rank", str(layout.node_rank),

@@ -136,5 +136,72 @@ def test_a_failing_import_is_named_as_the_cause(cluster: Det, tmp_path: pathlib.
     trial_id = int(re.search(r"Following first trial with ID (\d+)", r.stdout).group(1))  # type: ignore[union-attr]
     failed = [line for line in r.stderr.splitlines() if line.startswith(f"Trial {trial_id} failed")]
     assert len(failed) == 1 and cause in failed[0], r.stderr
+    assert failed[0].endswith("(at model_def.py:1 in <module>)"), failed[0]
+    # torchrun's own traceback and failure table are cut to one line below the cause
+    assert "ChildFailedError" not in r.stdout and "Root Cause" not in r.stdout, r.stdout
+    assert "torch_distributed: worker rank 0 exited with code 1" in r.stdout
     logs = cluster("t", "logs", str(trial_id))
     assert logs.stderr.splitlines()[0].startswith(f"Trial {trial_id} failed: {cause}")
+
+
+BAD_TRIAL = """\
+import torch
+from determined import pytorch
+
+
+class MyTrial(pytorch.PyTorchTrial):
+    def __init__(self, context):
+        self.model = context.wrap_model(torch.nn.Linear(2, 1))
+        self.opt = context.wrap_optimizer(torch.optim.SGD(self.model.parameters(), lr=0.1))
+
+    def build_training_data_loader(self):
+        data = torch.utils.data.TensorDataset(torch.randn(8, 2), torch.randn(8, 1))
+        return pytorch.DataLoader(data, batch_size=2)
+
+    def build_validation_data_loader(self):
+        return self.build_training_data_loader()
+
+    def train_batch(self, batch, epoch_idx, batch_idx):
+        return {"loss": self.lookup(batch)}
+
+    def lookup(self, batch):
+        return batch["missing"]
+
+    def evaluate_batch(self, batch):
+        return {"loss": 0.0}
+"""
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "files", "cause"),
+    [
+        (
+            "model_def:MyTrial",
+            {"model_def.py": BAD_TRIAL},
+            "TypeError: list indices must be integers or slices, not str "
+            "(at model_def.py:21 in lookup)",
+        ),
+        # A script that fails before core.init: the first traceback's exception and frame.
+        (
+            "python3 train.py",
+            {"train.py": "print('start')\nlr = {}['lr']\n"},
+            "KeyError: 'lr' (at ",
+        ),
+    ],
+    ids=["trial-code", "script"],
+)
+def test_an_exception_in_user_code_is_named_with_its_line(
+    cluster: Det, tmp_path: pathlib.Path, entrypoint: str, files: dict[str, str], cause: str
+) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    for name, text in files.items():
+        (model / name).write_text(text)
+    config = tmp_path / "config.yaml"
+    text = CONFIG.format(name="broken", entrypoint=entrypoint) + "max_restarts: 0\n"
+    config.write_text(text.replace("max_length: 10", "max_length: {batches: 4}"))
+    r = cluster("e", "create", str(config), str(model), "-f")
+    failed = [line for line in r.stderr.splitlines() if " failed: " in line]
+    assert len(failed) == 1 and cause in failed[0], r.stdout + r.stderr
+    if entrypoint == "python3 train.py":
+        assert failed[0].endswith("train.py:2 in <module>)"), failed[0]

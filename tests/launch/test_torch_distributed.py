@@ -47,7 +47,7 @@ def test_chain_order_and_torchrun_flags() -> None:
     modules = [cmd[i + 1] for i, a in enumerate(cmd) if a in ("-m", "--module")]
     assert modules == [
         "determined.exec.pid_server",
-        "torch.distributed.run",
+        "determined.launch._torchrun",
         "determined.exec.pid_client",
         "determined.launch.wrap_rank",
     ]
