@@ -1,5 +1,6 @@
-"""Metric ingestion of one master on SQLite: N simulated trials each posting a training report
-``POST /api/v1/trials/{id}/metrics`` at H Hz for S seconds, with their own allocation tokens.
+"""Metric ingestion of one master on SQLite (or ``--db-url``'s database): N simulated trials
+each posting a training report ``POST /api/v1/trials/{id}/metrics`` at H Hz for S seconds, with
+their own allocation tokens.
 
 The master is a real ``python -m determined.master`` process on 127.0.0.1 (``--resource-manager
 none --dev-endpoints``, a fresh data dir, SQLite in WAL mode with ``synchronous=FULL``). Each
@@ -26,6 +27,7 @@ drops it. Printed:
     .venv/bin/python benchmarks/master_metrics.py                        # 200 x 10 Hz x 60 s
     .venv/bin/python benchmarks/master_metrics.py --trials 20 --seconds 5
     .venv/bin/python benchmarks/master_metrics.py --trials 50 --seconds 10 --profile /tmp/m.prof
+    .venv/bin/python benchmarks/master_metrics.py --db-url postgresql://postgres@/bench?host=/tmp
 
 ``--profile PATH`` runs the master under cProfile (every thread, CPU time per thread) and writes
 the merged stats to PATH when it exits; the figures are then slower than without it. A thread
@@ -51,6 +53,7 @@ import time
 from typing import Any
 
 import requests
+import sqlalchemy as sa
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -96,7 +99,7 @@ finally:
 
 
 def start_master(
-    data_dir: pathlib.Path, profile: str | None = None
+    data_dir: pathlib.Path, profile: str | None = None, db_url: str | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -105,6 +108,8 @@ def start_master(
         cmd = [sys.executable, "-c", _PROFILED_MASTER, profile]
     cmd += ["--port", str(port)]
     cmd += ["--data-dir", str(data_dir), "--dev-endpoints", "--resource-manager", "none"]
+    if db_url:
+        cmd += ["--db-url", db_url]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env["PYTHONPATH"] = str(REPO)
     env["DET_HOME"] = str(data_dir)
@@ -277,11 +282,11 @@ def drive_measured(pid: int, *args: Any) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- checks
 
 
-def stored_counts(url: str, admin: str, data_dir: pathlib.Path, trial_ids: list[int]) -> Any:
+def stored_counts(url: str, admin: str, db_url: str, trial_ids: list[int]) -> Any:
     """Per trial: live training rows in the master's database, and the API's summary count."""
-    from determined.master.store import _metrics, make_engine, sqlite_url
+    from determined.master.store import _metrics, make_engine
 
-    engine = make_engine(sqlite_url(data_dir))
+    engine = make_engine(db_url)
     with engine.connect() as conn:
         rows = {t: len(_metrics.list_rows(conn, t, "training")) for t in trial_ids}
     engine.dispose()
@@ -313,17 +318,27 @@ def main() -> int:
     p.add_argument("--procs", type=int, default=2, help="client processes")
     p.add_argument("--keep", action="store_true", help="keep the master's data dir")
     p.add_argument("--profile", metavar="PATH", help="cProfile the master into PATH (pstats)")
+    p.add_argument(
+        "--db-url",
+        metavar="URL",
+        help="an empty database for the master (e.g. postgresql://postgres@/bench?host=/tmp); "
+        "default: SQLite in a fresh data dir",
+    )
     args = p.parse_args()
 
     data_dir = pathlib.Path(tempfile.mkdtemp(prefix="master-metrics-"))
-    proc, url = start_master(data_dir, args.profile)
+    from determined.master.store import sqlite_url
+
+    db_url = args.db_url or sqlite_url(data_dir)
+    proc, url = start_master(data_dir, args.profile, args.db_url)
     try:
         port = int(url.rsplit(":", 1)[1])
         admin, trials = make_trials(url, args.trials)
         target = args.trials * args.hz
         print(
             f"{args.trials} trials x {args.hz:g} Hz x {args.seconds:g} s (target {target:.0f}/s), "
-            f"{args.procs} client processes, {os.cpu_count()} cores, master on SQLite {data_dir}"
+            f"{args.procs} client processes, {os.cpu_count()} cores, master on "
+            f"{sa.make_url(db_url).render_as_string()}"
         )
         base = drive_measured(
             proc.pid, port, trials, "info", args.hz, args.baseline_seconds, args.procs
@@ -337,7 +352,7 @@ def main() -> int:
             f"sustained {run['rate']:.0f} of {target:.0f} reports/s "
             f"({run['rate'] / target:.1%} of target)"
         )
-        rows, summary = stored_counts(url, admin, data_dir, [t["id"] for t in trials])
+        rows, summary = stored_counts(url, admin, db_url, [t["id"] for t in trials])
         sent = run["per_trial"]
         lost = {
             t: (sent[t], rows[t], summary[t]) for t in sent if not sent[t] == rows[t] == summary[t]

@@ -52,8 +52,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 step "PyTorch ($TORCH, CPU build)" pip_install .venv/bin/python "$TORCH"
 if [ "$tests" = 1 ]; then
-  step "redetermined with the test tools (editable, [dev,s3,azure])" \
-    pip_install .venv/bin/python -e '.[dev,s3,azure]'
+  step "redetermined with the test tools (editable, [dev,s3,azure,postgres])" \
+    pip_install .venv/bin/python -e '.[dev,s3,azure,postgres]'
 else
   step "redetermined (editable)" pip_install .venv/bin/python -e .
 fi
@@ -74,6 +74,17 @@ if [ "$tests" = 1 ]; then
         --no-audit --no-fund --loglevel=error --prefix .tools $AZURITE >/dev/null"
     else
       say "no npm here: install Node.js and npm for the azure storage tests (they skip)" >&2
+    fi
+  fi
+  # PostgreSQL's server binaries, for the store tests that run against both SQLite and
+  # PostgreSQL (a throwaway server per test session). Without them those cases skip.
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+      step "PostgreSQL (for the store tests)" bash -c "{ apt-get update -qq && \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+        echo 'setup: could not install postgresql; its store tests will skip' >&2"
+    else
+      say "no apt-get as root here: install postgresql for the store tests against it" >&2
     fi
   fi
   # Headless Chromium for the web UI's browser tests (Selenium is in the dev extra). Without apt

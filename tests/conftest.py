@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from _kit import tiers
+from _kit import postgres, tiers
 from _kit.master import MasterProcess
 from _kit.recording_master import RecordingMaster
 
@@ -54,3 +54,41 @@ def _clean_env(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Itera
 def recording_master() -> Iterator[RecordingMaster]:
     with RecordingMaster() as m:
         yield m
+
+
+# ---- the store's backends: SQLite (the default) and PostgreSQL ----------------------------------
+# A test marked ``both_stores`` (or a module with it in ``pytestmark``) that uses ``db_url``,
+# directly or through ``master`` / ``cluster`` (tests/master/conftest.py), runs once per backend.
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marked = metafunc.definition.get_closest_marker("both_stores") is not None
+    if marked and "store_backend" in metafunc.fixturenames:
+        metafunc.parametrize("store_backend", ["sqlite", "postgres"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.PostgresServer]:
+    """One throwaway PostgreSQL server for the session (skips where none can start)."""
+    reason = postgres.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = postgres.PostgresServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """``sqlite``, or each backend for a test marked ``both_stores``."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def db_url(store_backend: str, request: pytest.FixtureRequest) -> str | None:
+    """A fresh PostgreSQL database's URL, or None: the master's default SQLite file."""
+    if store_backend == "sqlite":
+        return None
+    server: postgres.PostgresServer = request.getfixturevalue("postgres_server")
+    return server.new_database()

@@ -25,6 +25,10 @@ from determined.common import _paths
 PID_FILE = "master.pid"
 PORT_FILE = "master.port"
 LOG_FILE = "master.log"
+# The database `det master up --db-url` (or `det master migrate-store`) chose, remembered so a
+# later plain `det master up` never opens a new, empty SQLite file instead (0600: a URL may
+# carry a password).
+DB_URL_FILE = "master.db_url"
 DEFAULT_PORT = 8080
 
 
@@ -114,6 +118,10 @@ def start(
     if answers(url):
         raise _render.CliError(f"port {port} is in use by another master; pick one with --port")
     data_dir.mkdir(parents=True, exist_ok=True)
+    if db_url:
+        remember_db_url(data_dir, db_url)
+    else:
+        db_url = remembered_db_url(data_dir)
     cmd = [sys.executable, "-m", "determined.master", "--port", str(port)]
     cmd += ["--data-dir", str(data_dir)]
     if cpu_slots is not None:
@@ -150,6 +158,21 @@ def start(
     proc.wait(10)
     forget(data_dir)
     raise _render.CliError(f"the master did not answer within {timeout:.0f}s; see {log_path}")
+
+
+def remember_db_url(data_dir: pathlib.Path, db_url: str) -> None:
+    path = data_dir / DB_URL_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(db_url + "\n")
+
+
+def remembered_db_url(data_dir: pathlib.Path) -> str | None:
+    """The database this data dir's master uses when it is not SQLite in the data dir."""
+    try:
+        return (data_dir / DB_URL_FILE).read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def stop(master: LocalMaster, timeout: float = 15.0) -> None:

@@ -35,6 +35,33 @@ def cmd_status(args: argparse.Namespace) -> None:
     print(f"Master running at {master.url} (pid {master.pid}, data dir {data_dir}, {state})")
 
 
+def cmd_migrate_store(args: argparse.Namespace) -> None:
+    """Move this data dir's history into another (empty) database and use it from now on."""
+    from determined.master.store import _copy, sqlite_url
+
+    data_dir = _paths.data_dir().expanduser().resolve()
+    if _daemon.running(data_dir) is not None:
+        raise _render.CliError(
+            f"the master from {data_dir} is running; stop it with `det master down` first"
+        )
+    source = _daemon.remembered_db_url(data_dir)
+    if source is None:
+        if not (data_dir / "master.db").exists():
+            raise _render.CliError(f"no master database in {data_dir}: nothing to migrate")
+        source = sqlite_url(data_dir)
+    try:
+        counts = _copy.copy_store(source, args.to)
+    except ValueError as e:
+        raise _render.CliError(str(e)) from e
+    _daemon.remember_db_url(data_dir, args.to)
+    rows = ", ".join(f"{counts.get(t, 0)} {t}" for t in ("experiments", "trials", "checkpoints"))
+    print(f"Copied {sum(counts.values())} rows ({rows}, ...) into the new database.")
+    import sqlalchemy as sa
+
+    old = sa.make_url(source).render_as_string()  # the password hidden
+    print(f"`det master up` uses it from now on; {old} is left as it was, as a backup.")
+
+
 def cmd_info(args: argparse.Namespace) -> None:
     info = _session.anonymous(args).get("/api/v1/master").json()
     if args.json:
@@ -51,8 +78,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--port", type=int, default=_daemon.DEFAULT_PORT, help="TCP port (default 8080)"
     )
     up.add_argument("--cpu-slots", type=int, default=None, help="CPU slots without GPUs")
-    up.add_argument("--db-url", default=None, help="SQLAlchemy URL (default: SQLite)")
+    up.add_argument(
+        "--db-url",
+        default=None,
+        help="the database: sqlite:///FILE or postgresql://USER:PASSWORD@HOST:PORT/DB (default: "
+        "the last one given, else SQLite in the data dir); remembered for the next `up`",
+    )
     up.set_defaults(func=cmd_up)
+    migrate = cmds.add_parser(
+        "migrate-store",
+        help="move this data dir's history into another empty database (e.g. PostgreSQL)",
+    )
+    migrate.add_argument("--to", required=True, metavar="DB_URL", help="the empty database")
+    migrate.set_defaults(func=cmd_migrate_store)
     cmds.add_parser("down", help="stop the master daemon").set_defaults(func=cmd_down)
     cmds.add_parser("status", help="is the master daemon running?").set_defaults(func=cmd_status)
     info = cmds.add_parser("info", help="fetch master info")

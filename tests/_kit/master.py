@@ -89,6 +89,13 @@ class MasterProcess:
         self.log = data_dir / "master.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def store_url(self) -> str:
+        """The database it writes: ``db_url``, or the SQLite file in its data dir."""
+        from determined.master.store import sqlite_url
+
+        return self.db_url or sqlite_url(self.data_dir)
+
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "determined.master", "--data-dir", str(self.data_dir)]
         if self.config_file is not None:

@@ -11,9 +11,10 @@ from _kit.trial_cluster import Cluster
 
 
 @pytest.fixture
-def master(tmp_path: pathlib.Path) -> Iterator[MasterProcess]:
-    """A fresh master subprocess for one test."""
-    with MasterProcess(tmp_path / "master") as m:
+def master(tmp_path: pathlib.Path, db_url: str | None) -> Iterator[MasterProcess]:
+    """A fresh master subprocess for one test (on PostgreSQL too for a test marked
+    ``both_stores``; see tests/conftest.py)."""
+    with MasterProcess(tmp_path / "master", db_url=db_url) as m:
         yield m
 
 
@@ -25,9 +26,11 @@ def shared_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterPr
 
 
 @pytest.fixture
-def cluster(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Cluster]:
+def cluster(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path, db_url: str | None
+) -> Iterator[Cluster]:
     """A fresh master whose local resource manager runs trials, with _kit.trial_cluster's
     client. It has one CPU slot, or ``CLUSTER_CPU_SLOTS`` where the test module sets that."""
     slots = getattr(request.module, "CLUSTER_CPU_SLOTS", 1)
-    with MasterProcess(tmp_path / "master", cpu_slots=slots) as m:
+    with MasterProcess(tmp_path / "master", cpu_slots=slots, db_url=db_url) as m:
         yield Cluster(m)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from _kit.master import MasterProcess, Run
 
-from determined.master.store import _metrics, make_engine, sqlite_url
+from determined.master.store import _metrics, make_engine
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.both_stores]  # SQLite and PostgreSQL
 
 
 def test_kill_9_loses_no_acknowledged_metric(master: MasterProcess) -> None:
@@ -25,7 +25,7 @@ def test_kill_9_loses_no_acknowledged_metric(master: MasterProcess) -> None:
     assert run.metrics("training", 40, {"loss": 1.0 / 40}).status_code == 200
     master.kill()
     master.start()
-    engine = make_engine(sqlite_url(master.data_dir))
+    engine = make_engine(master.store_url)
     with engine.connect() as conn:
         rows = _metrics.list_rows(conn, run.trial_id, "training")
     engine.dispose()

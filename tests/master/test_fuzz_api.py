@@ -29,9 +29,15 @@ EXAMPLES = 25  # per operation and mode: about 30 s for the whole API on 2 cores
 BLOCKING = r"(auth/logout|signals/preemption|/rendezvous|/all_gather|/logs$|trials/metrics/)"
 
 
-@pytest.fixture(scope="module")
-def fuzz_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
-    m = MasterProcess(tmp_path_factory.mktemp("fuzz") / "master")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def fuzz_master(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MasterProcess]:
+    """The master under fuzzing, once on each store backend (tests/conftest.py)."""
+    db_url = None
+    if request.param == "postgres":
+        db_url = request.getfixturevalue("postgres_server").new_database()
+    m = MasterProcess(tmp_path_factory.mktemp("fuzz") / "master", db_url=db_url)
     m.start()
     Run(m)  # an experiment with an allocated trial, so ids 1 reach real rows
     yield m

@@ -12,7 +12,7 @@ import pytest
 from _kit.master import MasterProcess
 from _kit.trial_cluster import Cluster, alive, config, env_of, sleepers, wait_dead, wait_file
 
-from determined.master.store import _metrics, make_engine, sqlite_url
+from determined.master.store import _metrics, make_engine
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +25,7 @@ def _training_rows(
     m: MasterProcess, trial_id: int, *, archived: bool = False
 ) -> list[tuple[int, int]]:
     """(steps, run id) of a trial's training rows in the master's database (live, or all)."""
-    engine = make_engine(sqlite_url(m.data_dir))
+    engine = make_engine(m.store_url)
     try:
         with engine.connect() as conn:
             rows = _metrics.list_rows(conn, trial_id, "training", archived=archived)
@@ -44,6 +44,7 @@ def _wait_steps(cluster: Cluster, exp_id: int, steps: int, timeout: float = 30) 
     raise AssertionError(f"trial of experiment {exp_id} did not reach {steps} steps")
 
 
+@pytest.mark.both_stores  # SQLite and PostgreSQL
 def test_failures_restart_up_to_max_restarts_then_error(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
@@ -69,6 +70,7 @@ def test_a_failure_within_max_restarts_recovers(cluster: Cluster, tmp_path: path
     assert env_of(out, trial["id"], 2)["DET_TRIAL_RUN_ID"] == "2"
 
 
+@pytest.mark.both_stores  # SQLite and PostgreSQL
 def test_kill_9_restarts_from_the_latest_checkpoint(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
@@ -155,6 +157,7 @@ def test_kill_trial_is_not_replaced(cluster: Cluster, tmp_path: pathlib.Path) ->
     assert len(cluster.trials(exp_id)) == 2
 
 
+@pytest.mark.both_stores  # SQLite and PostgreSQL
 def test_pause_then_activate_resumes_from_the_checkpoint(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
@@ -226,10 +229,11 @@ def test_exit_zero_after_ack_with_work_left_runs_again(
     assert (trial["restarts"], trial["totalBatchesProcessed"]) == (0, 3)
 
 
+@pytest.mark.both_stores  # SQLite and PostgreSQL
 def test_a_restarted_master_runs_the_trial_again_from_its_checkpoint(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, db_url: str | None
 ) -> None:
-    m = MasterProcess(tmp_path / "master", cpu_slots=1)
+    m = MasterProcess(tmp_path / "master", cpu_slots=1, db_url=db_url)
     m.start()
     try:
         cluster = Cluster(m)
@@ -284,10 +288,11 @@ def test_some_trials_erroring_still_completes_the_experiment(tmp_path: pathlib.P
         m.stop()
 
 
+@pytest.mark.both_stores  # SQLite and PostgreSQL
 def test_a_master_restarted_after_kill_9_kills_the_old_run_and_resumes(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, db_url: str | None
 ) -> None:
-    m = MasterProcess(tmp_path / "master", cpu_slots=1)
+    m = MasterProcess(tmp_path / "master", cpu_slots=1, db_url=db_url)
     m.start()
     try:
         cluster = Cluster(m)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -11,9 +12,17 @@ from alembic.runtime.migration import MigrationContext
 
 from determined.master.store import Store, current_revision, make_engine, metadata, migrate
 
+pytestmark = pytest.mark.both_stores  # tests taking db_url: SQLite and PostgreSQL
 
-def test_migrations_create_the_schema_on_an_empty_db(tmp_path: pathlib.Path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path / 'm.db'}")
+
+def _url(db_url: str | None, tmp_path: pathlib.Path) -> str:
+    return db_url or f"sqlite:///{tmp_path / 'm.db'}"
+
+
+def test_migrations_create_the_schema_on_an_empty_db(
+    tmp_path: pathlib.Path, db_url: str | None
+) -> None:
+    engine = make_engine(_url(db_url, tmp_path))
     assert current_revision(engine) is None
     migrate(engine)
     assert current_revision(engine) == "0002"
@@ -22,8 +31,10 @@ def test_migrations_create_the_schema_on_an_empty_db(tmp_path: pathlib.Path) -> 
     assert diff == [], f"the migrations and _schema.py differ: {diff}"
 
 
-def test_migrations_are_idempotent_and_state_survives_reopen(tmp_path: pathlib.Path) -> None:
-    url = f"sqlite:///{tmp_path / 'm.db'}"
+def test_migrations_are_idempotent_and_state_survives_reopen(
+    tmp_path: pathlib.Path, db_url: str | None
+) -> None:
+    url = _url(db_url, tmp_path)
     first = Store(url)
     cluster_id = first.cluster_id
     first.close()
@@ -49,8 +60,8 @@ def test_unusable_urls_are_refused_with_a_reason(url: str) -> None:
         make_engine(url)
 
 
-def test_failed_transaction_leaves_nothing(tmp_path: pathlib.Path) -> None:
-    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
+def test_failed_transaction_leaves_nothing(tmp_path: pathlib.Path, db_url: str | None) -> None:
+    store = Store(_url(db_url, tmp_path))
     with pytest.raises(RuntimeError), store.tx() as conn:
         conn.execute(sa.text("INSERT INTO cluster_info VALUES ('x', 'y')"))
         raise RuntimeError("boom")
@@ -58,3 +69,49 @@ def test_failed_transaction_leaves_nothing(tmp_path: pathlib.Path) -> None:
         assert (
             conn.execute(sa.text("SELECT count(*) FROM cluster_info WHERE key='x'")).scalar() == 0
         )
+
+
+@pytest.mark.parametrize(
+    ("url", "driver"),
+    [
+        ("postgresql://u:secret@db.example/det", "postgresql+psycopg"),
+        ("postgres://u@db.example:5433/det", "postgresql+psycopg"),
+        ("postgresql+psycopg2://u@db.example/det", "postgresql+psycopg2"),
+    ],
+)
+def test_postgres_urls_get_psycopg_unless_they_name_a_driver(url: str, driver: str) -> None:
+    try:
+        engine = make_engine(url)  # no connection is made until first use
+    except ValueError as e:  # psycopg2 is not a dependency: the error names the extra
+        assert driver.endswith("psycopg2") and "redetermined[postgres]" in str(e)
+        assert "secret" not in str(e)
+        return
+    assert engine.url.drivername == driver
+    engine.dispose()
+
+
+def test_a_failed_copy_leaves_no_rows_and_can_be_run_again(
+    tmp_path: pathlib.Path, postgres_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from determined.master.store import _copy
+
+    source = f"sqlite:///{tmp_path / 'm.db'}"
+    Store(source).close()  # a history: the seeded users and cluster id
+    target = postgres_server.new_database()
+
+    def broken(conn: sa.Connection) -> None:
+        raise RuntimeError("the network went away")
+
+    monkeypatch.setattr(_copy, "_advance_sequences", broken)
+    with pytest.raises(RuntimeError, match="network"):
+        _copy.copy_store(source, target)
+    engine = make_engine(target)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM users")).scalar() == 0
+    engine.dispose()
+
+    monkeypatch.undo()
+    counts = _copy.copy_store(source, target)
+    assert counts["users"] == 2 and counts["cluster_info"] >= 1
+    with pytest.raises(_copy.TargetNotEmptyError, match="already holds"):
+        _copy.copy_store(source, target)

@@ -60,8 +60,8 @@ def _copy(tmp_path: pathlib.Path) -> pathlib.Path:
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
     (root / "fakebin").mkdir()
     _executable(root / "fakebin" / "python3", FAKE_PYTHON)
-    # The browser counts as present, so no apt-get runs.
-    for tool in ("chromium", "chromedriver"):
+    # The browser and PostgreSQL count as present, so no apt-get runs.
+    for tool in ("chromium", "chromedriver", "initdb"):
         _executable(root / "fakebin" / tool, "#!/bin/sh\n")
     _executable(root / "fakebin" / "npm", FAKE_NPM)
     return root
@@ -95,7 +95,7 @@ def test_tests_set_up_adds_the_test_parts_and_a_changed_pyproject_reinstalls(
     assert _run(root).returncode == 0
     tests = _run(root, "--tests")
     assert tests.returncode == 0, tests.stderr
-    assert "[dev,s3,azure]" in tests.stdout and ".refvenv" in tests.stdout
+    assert "[dev,s3,azure,postgres]" in tests.stdout and ".refvenv" in tests.stdout
     assert (root / ".refvenv" / "bin" / "det").exists()
     assert any(c.startswith("npm install") and "azurite@" in c for c in _calls(root))
     assert _run(root, "--tests").stdout.endswith("nothing to do\n")

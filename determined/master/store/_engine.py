@@ -30,17 +30,34 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 def make_engine(url: str) -> sa.Engine:
-    """An engine for ``url`` (``sqlite:///path`` or ``postgresql://...``; any SQLAlchemy URL).
+    """An engine for ``url``: ``sqlite:///path``, or ``postgresql://user:pass@host/db`` (also
+    ``postgres://``; psycopg 3 unless the URL names another driver, such as
+    ``postgresql+psycopg2://``), or any other SQLAlchemy URL.
 
     Raises:
         ValueError: the URL cannot be parsed or names an in-memory SQLite database (the master
-            is several threads and must survive restarts; use a file).
+            is several threads and must survive restarts; use a file), or PostgreSQL's driver
+            is not installed.
     """
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as e:
         raise ValueError(f"cannot parse database URL {url!r}: {e}") from e
-    if parsed.get_backend_name() != "sqlite":
+    backend = parsed.get_backend_name()
+    if backend == "postgres":  # the libpq spelling; SQLAlchemy knows only "postgresql"
+        parsed = parsed.set(drivername="postgresql")
+        backend = "postgresql"
+    if backend == "postgresql":
+        if parsed.drivername == "postgresql":  # no driver named: psycopg 3, our extra
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        try:
+            return sa.create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        except ModuleNotFoundError as e:
+            raise ValueError(
+                f"database URL {parsed.render_as_string()!r} needs the PostgreSQL driver "
+                f"({e.name} is not installed): pip install 'redetermined[postgres]'"
+            ) from e
+    if backend != "sqlite":
         return sa.create_engine(parsed, pool_pre_ping=True)
     if not parsed.database or parsed.database == ":memory:":
         raise ValueError(
