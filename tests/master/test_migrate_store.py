@@ -117,7 +117,8 @@ def test_history_moves_to_postgres_and_the_master_continues_there(
     first = _create_and_wait(det, tmp_path, url)
     before = _history(url, first)
     assert before["logs"] and before["checkpoints"]["checkpoints"]
-    assert len(before["metrics"]["training"]) == 4 and before["metrics"]["validation"]
+    assert len(before["metrics"]["training"][0]["result"]["metrics"]) == 4
+    assert before["metrics"]["validation"][0]["result"]["metrics"]
     det.ok("master", "down")
 
     target = postgres_server.new_database()
