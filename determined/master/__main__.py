@@ -60,7 +60,9 @@ _FILE_KEYS = {
     "slots_per_agent": int,
     "resource_manager": str,
     "log_level": str,
+    "webhooks": dict,  # {signing_key, base_url}
 }
+_WEBHOOK_KEYS = ("signing_key", "base_url")
 
 
 def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
@@ -81,9 +83,12 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
             f"master config {str(path)!r}: unknown keys {', '.join(unknown)}; allowed: "
             f"{', '.join(sorted(_FILE_KEYS))}"
         )
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in raw.items():
         kind = _FILE_KEYS[key]
+        if kind is dict:
+            out[key] = _webhooks_section(path, value)
+            continue
         if value is None or (
             kind is int and (isinstance(value, bool) or not isinstance(value, int))
         ):
@@ -92,6 +97,21 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
             continue
         out[key] = kind(value)
     return out
+
+
+def _webhooks_section(path: pathlib.Path, value: Any) -> dict[str, str]:
+    """``webhooks: {signing_key: ..., base_url: ...}``, both strings, both optional."""
+    if value is None:
+        return {}
+    bad = not isinstance(value, dict) or any(
+        k not in _WEBHOOK_KEYS or not isinstance(v, str) for k, v in value.items()
+    )
+    if bad:
+        raise ValueError(
+            f"master config {str(path)!r}: webhooks must map {' and '.join(_WEBHOOK_KEYS)} to "
+            f"strings, not {value!r}"
+        )
+    return dict(value)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -132,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         work_root=data_dir / "work" if local else None,
         cpu_slots=args.cpu_slots,
         slots_per_agent=args.slots_per_agent,
+        webhooks_config=getattr(args, "webhooks", None),
     )
     _serve(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

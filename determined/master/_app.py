@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from determined._version import __version__
-from determined.master import api, resources
+from determined.master import api, resources, webhooks
 from determined.master._errors import ApiError
 from determined.master._signals import Signals
 from determined.master.experiment import Experiments
@@ -160,6 +160,7 @@ def create_app(
     work_root: Path | None = None,
     cpu_slots: int | None = None,
     slots_per_agent: int | None = None,
+    webhooks_config: Mapping[str, str] | None = None,
 ) -> FastAPI:
     """The master's HTTP API over ``store``.
 
@@ -173,6 +174,8 @@ def create_app(
             but the dev endpoints.
         work_root: where runs get their work dirs.
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
+        webhooks_config: the master config's ``webhooks`` section (``signing_key``,
+            ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
 
     The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
     ``rm`` (the :class:`~determined.master.resources.ResourceManager`, or None).
@@ -180,6 +183,9 @@ def create_app(
     signals = Signals()
     experiments = Experiments(store, signals)
     experiments.subscribe(on_end=lambda exp_id: resources.collect_async(store, exp_id))
+    hooks = webhooks.Webhooks(store, **dict(webhooks_config or {}))
+    experiments.on_state_change(hooks.experiment_state_changed)
+    experiments.subscribe(on_change=hooks.wake)
     rm: resources.ResourceManager | None = None
     if master_url is not None and work_root is not None:
         rm = resources.LocalResourceManager(
@@ -189,6 +195,7 @@ def create_app(
             work_root=work_root,
             cpu_slots=cpu_slots,
             slots_per_agent=slots_per_agent,
+            log_hook=hooks.task_logs,
         )
 
     @contextlib.asynccontextmanager
@@ -196,15 +203,18 @@ def create_app(
         if rm is not None:
             rm.start()
         resources.resume_gc_async(store)  # GC a previous master may have cut short
+        hooks.start()
         yield
         if rm is not None:
             rm.stop()
+        hooks.close()
 
     app = FastAPI(title="redetermined master", version=__version__, lifespan=lifespan)
     app.state.store = store
     app.state.signals = signals
     app.state.experiments = experiments
     app.state.rm = rm
+    app.state.webhooks = hooks
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
     app.add_middleware(_UntypedJson)

@@ -1,8 +1,8 @@
 """The master's HTTP API: one router per area, the request and response models, the v1 JSON
 shapes (``_wire``), the FastAPI dependencies and the caller's authentication.
 
-Layering: imports ``experiment``, ``resources``, ``store`` and ``searcher`` (and the master's
-top-level ``_errors`` and ``_signals``); nothing imports it but the app.
+Layering: imports ``experiment``, ``resources``, ``store``, ``searcher`` and ``webhooks`` (and
+the master's top-level ``_errors`` and ``_signals``); nothing imports it but the app.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from determined.master.api import (
     _metrics,
     _preview,
     _trials,
+    _webhooks,
     _webui,
 )
 
@@ -41,7 +42,8 @@ ROUTERS: tuple[APIRouter, ...] = (
     _continue.router,
     _gc_preview.router,
     _metrics.router,
-    _alerts.router,
+    _alerts.router,  # POST /webhooks/custom before /webhooks/{id}
+    _webhooks.router,
     _preview.router,
     _webui.router,
 )

@@ -2,8 +2,9 @@
 custom webhook trigger (``POST /api/v1/webhooks/custom``), ``TrainContext.set_metadata()`` /
 ``get_metadata()`` to ``/api/v1/runs/{id}/metadata`` (docs/reference/master.md §3.2).
 
-Here: there are no webhooks to forward an alert to; it is stored and shown by the web UI and
-``det e describe``, read back with ``GET /api/v1/experiments/{id}/alerts``.
+Here an alert also goes to the experiment's CUSTOM webhook triggers (``determined.master.
+webhooks``), and is stored and shown by the web UI and ``det e describe``, read back with
+``GET /api/v1/experiments/{id}/alerts``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fastapi import APIRouter, Query
 
 from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import StoreDep, WebhooksDep
 from determined.master.api._models import PostAlert, PostRunMetadata
 from determined.master.store import _alerts, _experiments, _run_metadata, _trials
 
@@ -40,7 +41,9 @@ def _level(value: str | None) -> str:
 
 
 @router.post("/webhooks/custom")
-def post_alert(body: PostAlert, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def post_alert(
+    body: PostAlert, caller: Caller, store: StoreDep, hooks: WebhooksDep
+) -> dict[str, Any]:
     caller.check_experiment(body.experiment_id)
     trial_id = body.trial_id or None  # the gateway sends 0 for "no trial"
     if trial_id is not None:
@@ -63,6 +66,8 @@ def post_alert(body: PostAlert, caller: Caller, store: StoreDep) -> dict[str, An
             title=body.data.title,
             description=body.data.description,
         )
+        data = {"title": body.data.title, "description": body.data.description, "level": level}
+        hooks.custom_alert(conn, body.experiment_id, trial_id, data)
     return {}
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,15 +43,23 @@ def preemption_key(allocation_id: str) -> str:
     return f"preempt:{allocation_id}"
 
 
+StateHook = Callable[[sa.Connection, ExperimentRow], None]
+
+
 class Event:
     """One transaction's working set: the experiment row, its method, what to wake after."""
 
     def __init__(
-        self, conn: sa.Connection, exp: ExperimentRow, method: searcher.SearchMethod
+        self,
+        conn: sa.Connection,
+        exp: ExperimentRow,
+        method: searcher.SearchMethod,
+        state_hooks: Sequence[StateHook] = (),
     ) -> None:
         self.conn = conn
         self.exp = exp
         self.method = method
+        self.state_hooks = state_hooks
         self.wake: list[str] = []
         self.ended = False  # the experiment reached a terminal state in this event
 
@@ -69,6 +77,8 @@ class Event:
                 self.exp["progress"] = values["progress"] = 1.0
             self.ended = True
         _experiments.update_experiment(self.conn, self.exp["id"], **values)
+        for hook in self.state_hooks:
+            hook(self.conn, self.exp)
 
 
 class Lifecycle:
@@ -82,6 +92,7 @@ class Lifecycle:
         self._lock = threading.RLock()
         self._on_change: list[Callable[[], None]] = []
         self._on_end: list[Callable[[int], None]] = []
+        self._state_hooks: list[StateHook] = []
 
     def subscribe(
         self,
@@ -95,6 +106,11 @@ class Lifecycle:
             self._on_change.append(on_change)
         if on_end is not None:
             self._on_end.append(on_end)
+
+    def on_state_change(self, hook: StateHook) -> None:
+        """Call ``hook(conn, experiment_row)`` inside the transaction that changes an
+        experiment's state, after the change (webhooks queue their events there)."""
+        self._state_hooks.append(hook)
 
     def create(
         self,
@@ -123,7 +139,9 @@ class Lifecycle:
                 owner_id=owner_id,
             )
             warm_start_of(conn, config)  # a source that does not exist: nothing is created
-            event = Event(conn, _experiments.require_experiment(conn, exp_id), method)
+            event = Event(
+                conn, _experiments.require_experiment(conn, exp_id), method, self._state_hooks
+            )
             self._apply(event, method.initial_operations())
             self._save(event)
             self._methods[exp_id] = method
@@ -378,7 +396,7 @@ class Lifecycle:
             try:
                 with self._store.tx() as conn:
                     exp = _experiments.require_experiment(conn, experiment_id)
-                    event = Event(conn, exp, self._method(conn, exp))
+                    event = Event(conn, exp, self._method(conn, exp), self._state_hooks)
                     yield event
                     self._save(event)
             except BaseException:

@@ -21,7 +21,7 @@ from pathlib import Path
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
 from determined.master.resources import _launcher, _recovery
-from determined.master.resources._log_capture import LogSink, LogWriter
+from determined.master.resources._log_capture import LogHook, LogSink, LogWriter
 from determined.master.store import Store, TrialRow, _experiments, _trials
 
 logger = logging.getLogger("determined.master")
@@ -116,6 +116,8 @@ class LocalResourceManager:
         slots_per_agent: split the slots into simulated agents of this many; a trial needing
             more than one agent's slots runs one container (process group) per agent, which
             find each other through the rendezvous endpoint, as on a multi-node cluster.
+        log_hook: called with each batch of the runs' log lines, inside the transaction that
+            stores them (webhooks match task-log patterns there).
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class LocalResourceManager:
         work_root: Path,
         cpu_slots: int | None = None,
         slots_per_agent: int | None = None,
+        log_hook: LogHook | None = None,
     ) -> None:
         self._store = store
         self._exps = experiments
@@ -147,7 +150,7 @@ class LocalResourceManager:
         self._warned: set[int] = set()
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._logs = LogWriter(store)
+        self._logs = LogWriter(store, log_hook)
         self._thread = threading.Thread(target=self._loop, name="resource-manager", daemon=True)
         experiments.subscribe(on_change=self._wake.set)
 

@@ -8,7 +8,10 @@ import logging
 import queue
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
+
+import sqlalchemy as sa
 
 from determined.master.store import Store, _logs, _time
 
@@ -37,11 +40,16 @@ def parse_line(text: str) -> tuple[int | None, str | None, str]:
     return rank, level, text
 
 
+# Called with each stored batch of lines, inside the transaction that stores them.
+LogHook = Callable[[sa.Connection, list[dict[str, Any]]], None]
+
+
 class LogWriter:
     """One thread that writes queued lines to the store in batches (≤1000 lines / 0.25 s)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, hook: LogHook | None = None) -> None:
         self._store = store
+        self._hook = hook
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(MAX_QUEUED_LINES)
         self._thread = threading.Thread(target=self._run, name="task-logs", daemon=True)
         self._thread.start()
@@ -73,6 +81,8 @@ class LogWriter:
             try:
                 with self._store.tx() as conn:
                     _logs.append(conn, rows)
+                    if self._hook is not None:
+                        self._hook(conn, rows)
             except Exception:  # a lost batch of logs must not stop the master
                 logger.exception("could not store %d task log lines", len(rows))
             for _ in batch:

@@ -209,3 +209,45 @@ run_metadata = sa.Table(
     sa.Column("metadata", sa.JSON, nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+# Webhooks (0.37's): where to POST, on which triggers. ``workspace_id`` null: every workspace.
+webhooks = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("webhook_type", sa.String(32), nullable=False),  # DEFAULT | SLACK
+    sa.Column("mode", sa.String(32), nullable=False),  # WORKSPACE | SPECIFIC
+    sa.Column("workspace_id", sa.Integer, nullable=True),
+)
+
+webhook_triggers = sa.Table(
+    "webhook_triggers",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("webhook_id", sa.Integer, sa.ForeignKey("webhooks.id"), nullable=False, index=True),
+    # EXPERIMENT_STATE_CHANGE | TASK_LOG | CUSTOM | METRIC_THRESHOLD_EXCEEDED
+    sa.Column("trigger_type", sa.String(64), nullable=False, index=True),
+    sa.Column("condition", sa.JSON, nullable=False),
+)
+
+# The outbox: an event is queued in the transaction that caused it and deleted once delivered
+# (or given up on), so a master restart neither loses nor repeats a committed delivery.
+webhook_events = sa.Table(
+    "webhook_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=False, index=True),
+)
+
+# A task-log trigger fires once per task (as in 0.37), not once per matching line.
+webhook_task_log_fired = sa.Table(
+    "webhook_task_log_fired",
+    metadata,
+    sa.Column("task_id", sa.String(255), primary_key=True),
+    sa.Column("trigger_id", sa.Integer, sa.ForeignKey("webhook_triggers.id"), primary_key=True),
+)

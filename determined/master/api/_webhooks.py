@@ -1,0 +1,212 @@
+"""Webhooks as 0.37 serves them: ``GET/POST /api/v1/webhooks``, ``DELETE`` and ``PATCH``
+(its URL) ``/api/v1/webhooks/{id}``, ``POST /api/v1/webhooks/{id}/test``. Changing webhooks
+needs an admin, as 0.37's basic authorization does; listing them a user login."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from typing import Any
+
+import requests
+from fastapi import APIRouter
+from pydantic import Field
+
+from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
+from determined.master.api._auth import Caller
+from determined.master.api._deps import StoreDep, WebhooksDep
+from determined.master.api._models import _Body
+from determined.master.store import _webhooks
+from determined.master.store._enums import State
+from determined.master.webhooks import post, test_body
+
+router = APIRouter(prefix="/api/v1")
+
+TRIGGER_TYPES = ("EXPERIMENT_STATE_CHANGE", "METRIC_THRESHOLD_EXCEEDED", "TASK_LOG", "CUSTOM")
+WEBHOOK_TYPES = ("DEFAULT", "SLACK")
+MODES = ("WORKSPACE", "SPECIFIC")
+MAX_TRIGGERS = 100
+
+
+class TriggerBody(_Body):
+    trigger_type: str = "TRIGGER_TYPE_UNSPECIFIED"
+    condition: dict[str, Any] = Field(default_factory=dict)
+
+
+class WebhookBody(_Body):
+    """``v1Webhook`` as a create request carries it."""
+
+    url: str = ""
+    name: str = ""
+    triggers: list[TriggerBody] = Field(default_factory=list)
+    webhook_type: str = "WEBHOOK_TYPE_DEFAULT"
+    mode: str = "WEBHOOK_MODE_WORKSPACE"
+    workspace_id: int | None = None
+
+
+class PatchWebhookBody(_Body):
+    url: str = ""
+
+
+def _enum(value: str, prefix: str, allowed: tuple[str, ...], what: str) -> str:
+    name = value.removeprefix(prefix)
+    if name not in allowed:
+        shown = ", ".join(prefix + a for a in allowed)
+        raise InvalidArgument(f"{what} {value!r} is not one of {shown}")
+    return name
+
+
+def _check_url(url: str) -> str:
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise InvalidArgument(f"valid url required: {url!r} is not an http(s) URL")
+    return url
+
+
+def _terminal_or_known_states() -> set[str]:
+    return {s.value.removeprefix("STATE_") for s in State}
+
+
+def _trigger(t: TriggerBody, mode: str) -> tuple[str, dict[str, Any]]:
+    kind = _enum(t.trigger_type, "TRIGGER_TYPE_", TRIGGER_TYPES, "triggerType")
+    condition = dict(t.condition)
+    if kind == "EXPERIMENT_STATE_CHANGE":
+        state = str(condition.get("state", "")).removeprefix("STATE_")
+        if state not in _terminal_or_known_states():
+            raise InvalidArgument(
+                f"an EXPERIMENT_STATE_CHANGE trigger needs condition.state, one of "
+                f"{', '.join(sorted(_terminal_or_known_states()))}; got {t.condition}"
+            )
+        condition = {"state": state}
+    elif kind == "TASK_LOG":
+        if set(condition) != {"regex"} or not isinstance(condition["regex"], str):
+            raise InvalidArgument(
+                f"webhook task log condition must have the one key 'regex', a string; got "
+                f"{t.condition}"
+            )
+        try:
+            re.compile(condition["regex"])
+        except re.error as e:
+            raise InvalidArgument(f"condition.regex {condition['regex']!r} is invalid: {e}") from e
+    elif kind == "CUSTOM" and mode != "SPECIFIC":
+        raise InvalidArgument(
+            "custom trigger only works on webhook with mode 'SPECIFIC' (WEBHOOK_MODE_SPECIFIC)"
+        )
+    elif kind == "METRIC_THRESHOLD_EXCEEDED":
+        raise InvalidArgument("METRIC_THRESHOLD_EXCEEDED triggers are not supported yet")
+    return kind, condition
+
+
+def webhook_json(row: dict[str, Any]) -> dict[str, Any]:
+    """``v1Webhook``."""
+    return {
+        "id": row["id"],
+        "url": row["url"],
+        "triggers": [
+            {
+                "id": t["id"],
+                "triggerType": "TRIGGER_TYPE_" + t["trigger_type"],
+                "condition": t["condition"],
+                "webhookId": t["webhook_id"],
+            }
+            for t in row["triggers"]
+        ],
+        "webhookType": "WEBHOOK_TYPE_" + row["webhook_type"],
+        "name": row["name"],
+        "workspaceId": row["workspace_id"] or 0,
+        "mode": "WEBHOOK_MODE_" + row["mode"],
+    }
+
+
+def _require_admin(caller: Any) -> None:
+    caller.require_user()
+    if not caller.info.admin:
+        raise PermissionDenied("only an admin may create, change, test or delete webhooks")
+
+
+@router.get("/webhooks")
+def list_webhooks(caller: Caller, store: StoreDep) -> dict[str, Any]:
+    caller.require_user()
+    with store.read() as conn:
+        return {"webhooks": [webhook_json(w) for w in _webhooks.list_webhooks(conn)]}
+
+
+@router.post("/webhooks")
+def create_webhook(body: WebhookBody, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    _require_admin(caller)
+    if not body.triggers:
+        raise InvalidArgument("at least one trigger required")
+    if len(body.triggers) > MAX_TRIGGERS:
+        raise InvalidArgument(f"at most {MAX_TRIGGERS} triggers per webhook")
+    url = _check_url(body.url)
+    webhook_type = _enum(body.webhook_type, "WEBHOOK_TYPE_", WEBHOOK_TYPES, "webhookType")
+    mode = _enum(body.mode, "WEBHOOK_MODE_", MODES, "mode")
+    triggers = [_trigger(t, mode) for t in body.triggers]
+    name = body.name.strip()
+    if not name:
+        raise InvalidArgument("a webhook needs a name")
+    with store.tx() as conn:
+        same = [
+            w
+            for w in _webhooks.list_webhooks(conn)
+            if w["name"] == name and w["workspace_id"] == (body.workspace_id or None)
+        ]
+        if same:
+            raise InvalidArgument(f"a webhook named {name!r} exists already (id {same[0]['id']})")
+        webhook_id = _webhooks.insert_webhook(
+            conn,
+            name=name,
+            url=url,
+            webhook_type=webhook_type,
+            mode=mode,
+            workspace_id=body.workspace_id or None,
+            triggers=triggers,
+        )
+        created = _webhooks.get_webhook(conn, webhook_id)
+    assert created is not None
+    return {"webhook": webhook_json(created)}
+
+
+def _require_webhook(conn: Any, webhook_id: int) -> dict[str, Any]:
+    row = _webhooks.get_webhook(conn, webhook_id)
+    if row is None:
+        raise NotFound(f"webhook {webhook_id} not found")
+    return row
+
+
+@router.delete("/webhooks/{webhook_id}")
+def delete_webhook(webhook_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    _require_admin(caller)
+    with store.tx() as conn:
+        _require_webhook(conn, webhook_id)
+        _webhooks.delete_webhook(conn, webhook_id)
+    return {}
+
+
+@router.patch("/webhooks/{webhook_id}")
+def patch_webhook(
+    webhook_id: int, body: PatchWebhookBody, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    _require_admin(caller)
+    url = _check_url(body.url)
+    with store.tx() as conn:
+        _require_webhook(conn, webhook_id)
+        _webhooks.set_url(conn, webhook_id, url)
+    return {}
+
+
+@router.post("/webhooks/{webhook_id}/test")
+def test_webhook(
+    webhook_id: int, caller: Caller, store: StoreDep, hooks: WebhooksDep
+) -> dict[str, Any]:
+    """Send a test event now (not through the outbox); ``completed``: the receiver answered
+    2xx."""
+    _require_admin(caller)
+    with store.read() as conn:
+        row = _require_webhook(conn, webhook_id)
+    try:
+        answer = post(row["url"], json.dumps(test_body(row)), hooks.signing_key)
+    except requests.RequestException:
+        return {"completed": False}
+    return {"completed": answer.ok}

@@ -1,0 +1,25 @@
+"""Webhooks (0.37's): events on experiment state changes, task-log patterns and
+``core.Context.alert()``, queued in the store's outbox within the transaction that caused them
+(``_events``) and delivered, signed and retried, by a background thread (``_shipper``)."""
+
+from determined.master.webhooks._events import (
+    custom_alert,
+    experiment_state_changed,
+    matches,
+    task_logs,
+    test_body,
+)
+from determined.master.webhooks._service import Webhooks
+from determined.master.webhooks._shipper import Shipper, post, signature
+
+__all__ = [
+    "Shipper",
+    "Webhooks",
+    "custom_alert",
+    "experiment_state_changed",
+    "matches",
+    "post",
+    "signature",
+    "task_logs",
+    "test_body",
+]

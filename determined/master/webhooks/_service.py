@@ -1,0 +1,48 @@
+"""``Webhooks``: what the rest of the master calls (inside its transactions) and the delivery
+thread, configured by the master config's ``webhooks: {signing_key, base_url}``."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master.store import ExperimentRow, Store
+from determined.master.webhooks import _events
+from determined.master.webhooks._shipper import Shipper
+
+
+class Webhooks:
+    """Args:
+    store: the master's store (the outbox lives there).
+    signing_key: the HMAC key of ``X-Determined-AI-Signature``; without one, a random key
+        per start, as 0.37 does.
+    base_url: the web UI's address for links in Slack messages ("" leaves links out).
+    """
+
+    def __init__(self, store: Store, *, signing_key: str = "", base_url: str = "") -> None:
+        self.signing_key = signing_key or secrets.token_hex(32)
+        self.base_url = base_url
+        self.shipper = Shipper(store, self.signing_key)
+
+    def start(self) -> None:
+        self.shipper.start()
+
+    def close(self) -> None:
+        self.shipper.close()
+
+    def wake(self) -> None:
+        self.shipper.wake()
+
+    # Called inside the transaction that caused the event; the shipper sees it once committed.
+    def experiment_state_changed(self, conn: sa.Connection, exp: ExperimentRow) -> None:
+        _events.experiment_state_changed(conn, exp, self.base_url)
+
+    def task_logs(self, conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
+        _events.task_logs(conn, rows, self.base_url)
+
+    def custom_alert(
+        self, conn: sa.Connection, experiment_id: int, trial_id: int | None, data: dict[str, Any]
+    ) -> None:
+        _events.custom_alert(conn, experiment_id, trial_id, data, self.base_url)
