@@ -20,7 +20,7 @@ from determined._version import __version__
 from determined.master import api, resources, webhooks
 from determined.master._errors import ApiError
 from determined.master._signals import Signals
-from determined.master.experiment import Experiments
+from determined.master.experiment import Experiments, scan_log_policies
 from determined.master.store import Store
 
 logger = logging.getLogger("determined.master")
@@ -186,6 +186,12 @@ def create_app(
     hooks = webhooks.Webhooks(store, **dict(webhooks_config or {}))
     experiments.on_state_change(hooks.experiment_state_changed)
     experiments.subscribe(on_change=hooks.wake)
+
+    def on_logs(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
+        # Every batch of task log lines, in the transaction that stores it.
+        scan_log_policies(conn, rows)
+        hooks.task_logs(conn, rows)
+
     rm: resources.ResourceManager | None = None
     if master_url is not None and work_root is not None:
         rm = resources.LocalResourceManager(
@@ -195,7 +201,7 @@ def create_app(
             work_root=work_root,
             cpu_slots=cpu_slots,
             slots_per_agent=slots_per_agent,
-            log_hook=hooks.task_logs,
+            log_hook=on_logs,
         )
 
     @contextlib.asynccontextmanager
@@ -215,6 +221,7 @@ def create_app(
     app.state.experiments = experiments
     app.state.rm = rm
     app.state.webhooks = hooks
+    app.state.log_hook = on_logs
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
     app.add_middleware(_UntypedJson)

@@ -3,6 +3,7 @@ default. Build one with :func:`parse_experiment_config`, never field by field.""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field, field_serializer, field_validator
@@ -22,6 +23,29 @@ from determined.common.expconf._training import (
 
 def _omit_none(value: Any) -> bool:
     return value is None
+
+
+class LogAction(Section):
+    """What a matching log line does: ``cancel_retries`` (a failure of the trial is final) or
+    ``exclude_node`` (its next run avoids the node that logged it)."""
+
+    type: Literal["cancel_retries", "exclude_node"]
+
+
+class LogPolicy(Section):
+    """One of ``log_policies``: a regex over the trial's log lines and its action."""
+
+    pattern: str
+    action: LogAction
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise ValueError(f"is not a valid regular expression: {e}") from e
+        return value
 
 
 def _zero_batches() -> Length:
@@ -48,7 +72,7 @@ class TopLevelScalars(Section):
     workspace: str = ""
     project: str = ""
     preemption_timeout: int = Field(default=3600, ge=0)
-    log_policies: list[dict[str, Any]] = Field(default_factory=list)
+    log_policies: list[LogPolicy] = Field(default_factory=list)
     integrations: dict[str, Any] | None = None
     # Legacy keys older configs carry; kept as given and left out of the JSON when absent.
     integration: Any = Field(default=None, exclude_if=_omit_none)

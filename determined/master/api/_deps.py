@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 
 from determined.master._signals import Signals
 from determined.master.experiment import Experiments
+from determined.master.resources._log_capture import LogHook
 from determined.master.store import Store
 from determined.master.webhooks import Webhooks
 
@@ -33,7 +34,14 @@ async def _webhooks(request: Request) -> Webhooks:
     return request.app.state.webhooks
 
 
+async def _log_hook(request: Request) -> LogHook:
+    return request.app.state.log_hook
+
+
 StoreDep = Annotated[Store, Depends(_store)]
 ExperimentsDep = Annotated[Experiments, Depends(_experiments)]
 SignalsDep = Annotated[Signals, Depends(_signals)]
 WebhooksDep = Annotated[Webhooks, Depends(_webhooks)]
+# What every stored batch of task log lines goes through (log policies, webhooks), in its
+# transaction.
+LogHookDep = Annotated[LogHook, Depends(_log_hook)]

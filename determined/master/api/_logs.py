@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 
 from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
-from determined.master.api._deps import StoreDep, WebhooksDep
+from determined.master.api._deps import LogHookDep, StoreDep
 from determined.master.api._models import PostTaskLogs
 from determined.master.experiment import State
 from determined.master.store import Store, _logs, _time, _trials
@@ -24,7 +24,7 @@ FOLLOW_GRACE_S = 1.0  # a follow stream ends this long after the trial is termin
 
 @router.post("/task/logs")
 def post_task_logs(
-    body: PostTaskLogs, caller: Caller, store: StoreDep, hooks: WebhooksDep
+    body: PostTaskLogs, caller: Caller, store: StoreDep, on_logs: LogHookDep
 ) -> dict[str, Any]:
     """Store a batch of lines, all of one task (the reference's rule)."""
     tasks = {line.task_id for line in body.logs}
@@ -53,7 +53,7 @@ def post_task_logs(
         )
     with store.tx() as conn:
         _logs.append(conn, rows)
-        hooks.task_logs(conn, rows)
+        on_logs(conn, rows)
     return {}
 
 

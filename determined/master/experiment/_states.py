@@ -79,6 +79,8 @@ def decide_exit(
     op_closed: bool,
     restarts: int,
     max_restarts: int,
+    dont_retry: bool = False,
+    no_node_left: bool = False,
 ) -> ExitDecision:
     """The allocation exit decision of docs/reference/master.md §4.3; the first rule that
     matches wins.
@@ -91,9 +93,12 @@ def decide_exit(
         acked: the run acknowledged a preemption before it exited.
         op_complete, op_closed: the trial's searcher state (§4.2).
         restarts, max_restarts: the trial's restart count so far and the config's limit.
+        dont_retry: a ``cancel_retries`` log policy matched one of its lines: a failure is
+            final (no restart counted), rule 4's first case.
+        no_node_left: ``exclude_node`` log policies excluded every node it could run on: a
+            failure is final (0.37's capacity check before the restart).
 
-    Rule 3's unrecoverable errors and rule 4's "don't retry" log policies do not exist in
-    this master: every failure counts a restart.
+    Rule 3's unrecoverable errors do not exist in this master.
     """
     failed = exit_code != 0 and not killed
     # 1. A stopping trial ends: in ERROR if its run failed, else where its stop leads.
@@ -107,8 +112,11 @@ def decide_exit(
         return ExitDecision(state, restarts)
     # 4. A failure counts a restart; past max_restarts the trial ends in ERROR.
     if failed:
+        if dont_retry:
+            return ExitDecision(State.ERROR, restarts)
         restarts += 1
-        return ExitDecision(State.ERROR if restarts > max_restarts else state, restarts)
+        final = restarts > max_restarts or no_node_left
+        return ExitDecision(State.ERROR if final else state, restarts)
     # 5. Exit 0 without an ack: the user's code chose to stop.
     if not acked:
         return ExitDecision(State.COMPLETED, restarts)

@@ -9,6 +9,7 @@ from typing import Any
 from determined import errors
 from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument, NotFound
+from determined.master.experiment import _log_policies as log_policies
 from determined.master.experiment._lifecycle import Event, Lifecycle, preemption_key
 from determined.master.experiment._states import decide_exit
 from determined.master.store import (
@@ -17,6 +18,8 @@ from determined.master.store import (
     State,
     TrialRow,
     _experiments,
+    _log_policies,
+    _logs,
     _time,
     _trials,
     _users,
@@ -201,6 +204,9 @@ class TrialEvents(Lifecycle):
                 end_time=_time.now(),
             )
             _users.revoke_allocation_tokens(event.conn, allocation_id)
+            task_id = str(trial["task_id"])
+            dont_retry = bool(_log_policies.dont_retry(event.conn, task_id))
+            blocked = _log_policies.blocked_nodes(event.conn, task_id)
             decision = decide_exit(
                 state=State(trial["state"]),
                 exit_code=exit_code,
@@ -210,13 +216,39 @@ class TrialEvents(Lifecycle):
                 op_closed=bool(trial["op_closed"]),
                 restarts=int(trial["restarts"]),
                 max_restarts=int(event.exp["config"].get("max_restarts", 5)),
+                dont_retry=dont_retry,
+                no_node_left=bool(blocked),
             )
+            retried_failure = (
+                exit_code != 0
+                and not killed
+                and not State(trial["state"]).is_stopping
+                and not (trial["op_complete"] and trial["op_closed"])
+            )
+            if retried_failure and decision.state == State.ERROR:
+                _log_why_not_retried(event, trial, allocation_id, dont_retry, blocked)
             if decision.restarts != int(trial["restarts"]):
                 _trials.update_trial(event.conn, trial["id"], restarts=decision.restarts)
             if decision.state.is_terminal:
                 self._end_trial(event, trial, decision.state)
             self._maybe_end_experiment(event)
             return decision.state
+
+
+def _log_why_not_retried(
+    event: Event, trial: TrialRow, allocation_id: str, dont_retry: bool, blocked: list[str]
+) -> None:
+    """The task-log lines that say why a failure was final because of log policies."""
+    task_id = str(trial["task_id"])
+    like = {"task_id": task_id, "allocation_id": allocation_id, "agent_id": None}
+    notes = log_policies.failure_notes(event.conn, task_id, like) if dont_retry else []
+    if blocked and not dont_retry:
+        text = (
+            f"trial cannot run again: log policies excluded node(s) {', '.join(blocked)} and no "
+            "other node has its slots"
+        )
+        notes.append(log_policies.master_line(like, text))
+    _logs.append(event.conn, notes)
 
 
 def _stopped_by_time_search(event: Event, trial: TrialRow, length: int) -> bool:

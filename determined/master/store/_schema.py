@@ -251,3 +251,23 @@ webhook_task_log_fired = sa.Table(
     sa.Column("task_id", sa.String(255), primary_key=True),
     sa.Column("trigger_id", sa.Integer, sa.ForeignKey("webhook_triggers.id"), primary_key=True),
 )
+
+# Log policies (``log_policies`` in the experiment config) that a task's lines triggered: the
+# first line per task and regex counts.
+log_policy_dont_retry = sa.Table(
+    "log_policy_dont_retry",
+    metadata,
+    sa.Column("task_id", sa.String(255), primary_key=True),
+    sa.Column("regex", sa.Text, primary_key=True),
+    sa.Column("node_name", sa.String(255), nullable=False),
+    sa.Column("triggering_log", sa.Text, nullable=False),
+)
+
+log_policy_exclude_node = sa.Table(
+    "log_policy_exclude_node",
+    metadata,
+    sa.Column("task_id", sa.String(255), primary_key=True),
+    sa.Column("node_name", sa.String(255), primary_key=True),
+    sa.Column("regex", sa.Text, primary_key=True),
+    sa.Column("triggering_log", sa.Text, nullable=False),
+)
