@@ -15,6 +15,7 @@ from typing import Any
 
 from determined.cli import (
     _checkpoint,
+    _cluster_message,
     _continue,
     _create,
     _describe,
@@ -44,6 +45,9 @@ def _get(sess: Session, experiment_id: int) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> None:
     sess = _session.session(args)
+    banner = _cluster_message.show_active(sess)
+    if banner is not None and not (args.json or args.csv):
+        print(banner, file=sys.stderr)  # stderr: the table on stdout stays parseable
     params: dict[str, Any] = {}
     if not args.all:
         params["archived"] = "false"

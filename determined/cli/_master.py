@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from determined.cli import _daemon, _render, _session
+from determined.cli import _cluster_message, _daemon, _render, _session
 from determined.common import _paths
 
 
@@ -96,3 +96,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     info = cmds.add_parser("info", help="fetch master info")
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=cmd_info)
+    _cluster_message.add_parser(cmds)

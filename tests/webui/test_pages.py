@@ -317,3 +317,20 @@ def test_login_page_after_logout(
         browser.find_element(By.CSS_SELECTOR, "form button").click()
         wait_for(browser, lambda: browser.current_url == cluster.url + "/", f"/ after {evil}")
         browser.execute_script("localStorage.removeItem('det_token')")
+
+
+def test_the_cluster_message_is_a_banner_on_every_page(cluster: Cluster, browser: Any) -> None:
+    body = {"message": "maintenance at 18:00", "duration": "1h"}
+    r = cluster.s.put(cluster.url + "/api/v1/master/cluster_message", json=body)
+    assert r.status_code == 200, r.text
+    try:
+        for page in ("/", f"/experiments/{cluster.done}"):
+            browser.get(cluster.url + page)
+            wait_for(browser, lambda: browser.find_element(By.ID, "cluster-message"), "banner")
+            text = browser.find_element(By.ID, "cluster-message").text
+            assert text.startswith("maintenance at 18:00 (until "), text
+    finally:
+        assert cluster.s.delete(cluster.url + "/api/v1/master/cluster_message").ok
+    browser.get(cluster.url + "/")
+    wait_for(browser, lambda: browser.find_element(By.ID, "who").text, "the page")
+    assert browser.find_elements(By.ID, "cluster-message") == []

@@ -203,6 +203,9 @@ class Session:
         """POST; pass ``idempotent=True`` where the endpoint may safely run twice."""
         return self.request("POST", path, **kwargs)
 
+    def put(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("PUT", path, **kwargs)
+
     def patch(self, path: str, **kwargs: Any) -> requests.Response:
         return self.request("PATCH", path, **kwargs)
 

@@ -14,6 +14,7 @@ from determined.master.api import (
     _allocations,
     _checkpoint_lists,
     _checkpoints,
+    _cluster_message,
     _continue,
     _dev,
     _experiment_edits,
@@ -32,6 +33,7 @@ from determined.master.api import (
 # included first matches.
 ROUTERS: tuple[APIRouter, ...] = (
     _login.router,
+    _cluster_message.router,
     _trials.router,
     _checkpoints.router,
     _checkpoint_lists.router,

@@ -11,7 +11,7 @@ from determined.master._errors import Unauthenticated
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import LoginRequest
-from determined.master.store import _users
+from determined.master.store import _cluster_messages, _users
 
 router = APIRouter()
 
@@ -19,7 +19,9 @@ router = APIRouter()
 def master_info(request: Request) -> dict[str, Any]:
     """``GetMasterResponse``."""
     state = request.app.state
-    return {
+    with state.store.read() as conn:
+        message = _cluster_messages.current(conn, started=True)
+    body: dict[str, Any] = {
         # 0.37 clients warn on every command when the master's version differs from theirs
         # (PEP 440: even 0.37.0+local sorts above 0.37.0), so this is the API's version.
         "version": REFERENCE_VERSION,
@@ -39,6 +41,9 @@ def master_info(request: Request) -> dict[str, Any]:
         "userManagementEnabled": True,
         "featureSwitches": [],
     }
+    if message is not None:  # optional in the reference: absent when there is none
+        body["clusterMessage"] = _cluster_messages.message_json(message)
+    return body
 
 
 @router.get("/info")

@@ -271,3 +271,15 @@ log_policy_exclude_node = sa.Table(
     sa.Column("regex", sa.Text, primary_key=True),
     sa.Column("triggering_log", sa.Text, nullable=False),
 )
+
+# The admin's cluster-wide message (0.37's): setting one ends the previous one.
+cluster_messages = sa.Table(
+    "cluster_messages",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("start_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("created_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("created_by", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+)

@@ -75,7 +75,26 @@ async function logout() {
   location.href = "/login";
 }
 
+// The admin's cluster-wide message (GET /api/v1/master's clusterMessage) as a banner under the
+// header of every page.
+async function showClusterMessage() {
+  const header = document.querySelector("header.top");
+  if (!header) return;
+  let message = null;
+  try {
+    message = (await (await fetch("/api/v1/master")).json()).clusterMessage || null;
+  } catch (e) {
+    return;
+  }
+  const old = document.getElementById("cluster-message");
+  if (old) old.remove();
+  if (!message) return;
+  const until = message.endTime ? [" (until ", fmtWhen(message.endTime), ")"] : [];
+  header.after(el("div", { id: "cluster-message", class: "banner", role: "status" }, message.message, until));
+}
+
 async function showWho() {
+  showClusterMessage();
   const who = document.getElementById("who");
   if (!who) return;
   try {
