@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from determined.master.api import (
     _alerts,
     _allocations,
+    _bulk_experiments,
     _checkpoint_lists,
     _checkpoints,
     _cluster_message,
@@ -41,6 +42,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _logs.router,
     _experiments.router,
     _experiment_edits.router,
+    _bulk_experiments.router,
     _continue.router,
     _gc_preview.router,
     _metrics.router,
