@@ -16,9 +16,10 @@ from pydantic import Field
 from determined.master._errors import ApiError
 from determined.master.api import _experiment_edits, _experiments
 from determined.master.api._auth import Caller, Principal
-from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._deps import ExperimentsDep, ResourceManagerDep, StoreDep
 from determined.master.api._models import _Body
 from determined.master.experiment import Experiments, State
+from determined.master.resources import ResourceManager
 from determined.master.store import ExperimentRow, Store
 from determined.master.store import _experiments as _exp_rows
 
@@ -94,25 +95,31 @@ def _run(ids: list[int], act: Callable[[int], Any]) -> dict[str, Any]:
     return {"results": results}
 
 
-def _bulk(
-    name: str, states: list[str], act: Callable[[int, Principal, Experiments, Store], Any]
-) -> None:
+Act = Callable[[int, Principal, Experiments, Store, ResourceManager | None], Any]
+
+
+def _bulk(name: str, states: list[str], act: Act) -> None:
     def handler(
-        project_id: int, body: BulkRequest, caller: Caller, exps: ExperimentsDep, store: StoreDep
+        project_id: int,
+        body: BulkRequest,
+        caller: Caller,
+        exps: ExperimentsDep,
+        store: StoreDep,
+        rm: ResourceManagerDep,
     ) -> dict[str, Any]:
         caller.require_user()
         ids = _selected(store, project_id, body, states)
-        return _run(ids, lambda i: act(i, caller, exps, store))
+        return _run(ids, lambda i: act(i, caller, exps, store, rm))
 
     handler.__name__ = f"bulk_{name}"
     method = router.delete if name == "delete" else router.post
     method(f"/projects/{{project_id}}/experiments/{name}")(handler)
 
 
-_bulk("activate", [State.PAUSED.value], lambda i, c, e, s: _experiments.activate(i, c, e))
-_bulk("pause", [State.ACTIVE.value], lambda i, c, e, s: _experiments.pause(i, c, e))
-_bulk("cancel", _NOT_ENDED, lambda i, c, e, s: _experiments.cancel(i, c, e))
-_bulk("kill", _NOT_ENDED, lambda i, c, e, s: _experiments.kill(i, c, e))
-_bulk("archive", _TERMINAL, lambda i, c, e, s: _experiment_edits.archive(i, c, e))
-_bulk("unarchive", _TERMINAL, lambda i, c, e, s: _experiment_edits.unarchive(i, c, e))
-_bulk("delete", _TERMINAL, lambda i, c, e, s: _experiment_edits.delete_experiment(i, c, e, s))
+_bulk("activate", [State.PAUSED.value], lambda i, c, e, s, r: _experiments.activate(i, c, e))
+_bulk("pause", [State.ACTIVE.value], lambda i, c, e, s, r: _experiments.pause(i, c, e))
+_bulk("cancel", _NOT_ENDED, lambda i, c, e, s, r: _experiments.cancel(i, c, e))
+_bulk("kill", _NOT_ENDED, lambda i, c, e, s, r: _experiments.kill(i, c, e))
+_bulk("archive", _TERMINAL, lambda i, c, e, s, r: _experiment_edits.archive(i, c, e))
+_bulk("unarchive", _TERMINAL, lambda i, c, e, s, r: _experiment_edits.unarchive(i, c, e))
+_bulk("delete", _TERMINAL, lambda i, c, e, s, r: _experiment_edits.delete_experiment(i, c, e, s, r))

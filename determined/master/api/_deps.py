@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 
 from determined.master._signals import Signals
 from determined.master.experiment import Experiments
+from determined.master.resources import ResourceManager
 from determined.master.resources._log_capture import LogHook
 from determined.master.store import Store
 from determined.master.webhooks import Webhooks
@@ -30,6 +31,10 @@ async def _signals(request: Request) -> Signals:
     return request.app.state.signals
 
 
+async def _resource_manager(request: Request) -> ResourceManager | None:
+    return request.app.state.rm
+
+
 async def _webhooks(request: Request) -> Webhooks:
     return request.app.state.webhooks
 
@@ -42,6 +47,7 @@ StoreDep = Annotated[Store, Depends(_store)]
 ExperimentsDep = Annotated[Experiments, Depends(_experiments)]
 SignalsDep = Annotated[Signals, Depends(_signals)]
 WebhooksDep = Annotated[Webhooks, Depends(_webhooks)]
+ResourceManagerDep = Annotated[ResourceManager | None, Depends(_resource_manager)]
 # What every stored batch of task log lines goes through (log policies, webhooks), in its
 # transaction.
 LogHookDep = Annotated[LogHook, Depends(_log_hook)]

@@ -15,7 +15,7 @@ from determined.master._errors import (
     PermissionDenied,
 )
 from determined.master.api._auth import Caller
-from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._deps import ExperimentsDep, ResourceManagerDep, StoreDep
 from determined.master.api._models import PatchExperiment
 from determined.master.api._wire import experiment_json
 from determined.master.experiment import State
@@ -111,7 +111,11 @@ def delete_label(
 
 @router.delete("/experiments/{experiment_id}")
 def delete_experiment(
-    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+    experiment_id: int,
+    caller: Caller,
+    exps: ExperimentsDep,
+    store: StoreDep,
+    rm: ResourceManagerDep = None,
 ) -> dict[str, Any]:
     """Delete an ended experiment: its checkpoints' files and TensorBoard files, then every
     record of it. Done when the answer comes (the reference answers first and deletes in the
@@ -138,6 +142,8 @@ def delete_experiment(
         )
     _tensorboard_files(store, experiment_id, exp["config"])
     exps.delete(experiment_id)
+    if rm is not None:
+        rm.drop_environment(experiment_id)
     return {}
 
 

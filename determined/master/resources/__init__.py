@@ -43,6 +43,10 @@ class ResourceManager(Protocol):
         """The most slots one trial can ever get here (a larger ``slots_per_trial`` would wait
         forever: experiment creation refuses it)."""
 
+    def drop_environment(self, experiment_id: int) -> None:
+        """Forget what the experiment's runs needed on the nodes (it was deleted): here, its
+        Python environment."""
+
 
 __all__ = [
     "Candidate",

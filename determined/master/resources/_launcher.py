@@ -104,10 +104,11 @@ def launch_spec(
     )
 
 
-def command() -> list[str]:
-    """The argv of every run: ``determined.exec.launch`` checks the checkpoint storage and runs
-    the experiment's entrypoint in any of its three forms (docs/launch.md)."""
-    return [sys.executable, "-m", "determined.exec.launch"]
+def command(python: str = sys.executable) -> list[str]:
+    """The argv of every run: ``determined.exec.launch`` (run by ``python``, the experiment's
+    environment's) checks the checkpoint storage and runs the experiment's entrypoint in any of
+    its three forms (docs/launch.md)."""
+    return [python, "-m", "determined.exec.launch"]
 
 
 def check_bind_mounts(config: dict[str, Any]) -> None:

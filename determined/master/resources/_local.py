@@ -20,7 +20,7 @@ from pathlib import Path
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
-from determined.master.resources import _launcher, _recovery
+from determined.master.resources import _envs, _launcher, _recovery
 from determined.master.resources._log_capture import LogHook, LogSink, LogWriter
 from determined.master.store import Store, TrialRow, _experiments, _trials
 
@@ -135,6 +135,8 @@ class LocalResourceManager:
         self._exps = experiments
         self._master_url = master_url
         self._work_root = work_root
+        # The experiments' Python environments (``_envs``), beside the work dirs.
+        self._env_root = work_root.parent / "envs"
         gpus = [] if cpu_slots is not None else detect_gpus()
         self.gpu = bool(gpus)
         self.slots = gpus or list(range(cpu_slots or os.cpu_count() or 1))
@@ -167,6 +169,10 @@ class LocalResourceManager:
         # No run of ours is going: whatever runs left half done is garbage now.
         _recovery.remove_work_dirs(self._work_root)
         _recovery.remove_staging(self._store)
+        with self._store.read() as conn:
+            known = set(_experiments.list_experiment_ids(conn))
+        for exp_id in _envs.remove_all_but(self._env_root, known):
+            logger.info("removed the environment of deleted experiment %d", exp_id)
         self._thread.start()
 
     def terminate_all(self) -> None:
@@ -375,6 +381,13 @@ class LocalResourceManager:
             work_dir = work_dir / str(i)  # like separate machines: no shared work dir
         _launcher.prepare_work_dir(work_dir, spec)
         env = _launcher.trial_env(spec, self._master_url, self._store.cluster_id, work_dir, i)
+        environment = _envs.ensure(self._env_root, spec.experiment_id)
+        _envs.activate(env, environment)
         cid = _launcher.container_id(spec.allocation_id, i)
         sink = LogSink(self._logs, spec.task_id, spec.allocation_id, cid)
-        return _launcher.TrialProcess(_launcher.command(), work_dir, env, sink)
+        argv = _launcher.command(str(_envs.python_of(environment)))
+        return _launcher.TrialProcess(argv, work_dir, env, sink)
+
+    def drop_environment(self, experiment_id: int) -> None:
+        """Delete an experiment's environment (the experiment is deleted)."""
+        _envs.remove(self._env_root, experiment_id)
