@@ -24,6 +24,7 @@ from determined.master.api import (
     _metrics,
     _preview,
     _trials,
+    _users,
     _webui,
 )
 
@@ -31,6 +32,7 @@ from determined.master.api import (
 # included first matches.
 ROUTERS: tuple[APIRouter, ...] = (
     _login.router,
+    _users.router,
     _trials.router,
     _checkpoints.router,
     _checkpoint_lists.router,

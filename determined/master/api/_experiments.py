@@ -167,30 +167,38 @@ def get_experiment_trials(
 
 
 @router.post("/experiments/{experiment_id}/activate")
-def activate(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
-    caller.require_user()
+def activate(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_owner(store, experiment_id, "activate")
     exps.set_state(experiment_id, State.ACTIVE)
     return {}
 
 
 @router.post("/experiments/{experiment_id}/pause")
-def pause(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
-    caller.require_user()
+def pause(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_owner(store, experiment_id, "pause")
     exps.set_state(experiment_id, State.PAUSED)
     return {}
 
 
 @router.post("/experiments/{experiment_id}/cancel")
-def cancel(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+def cancel(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
     """Stop gracefully: running trials are preempted (checkpoint, then exit); ends CANCELED."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "cancel")
     exps.stop(experiment_id, State.STOPPING_CANCELED)
     return {}
 
 
 @router.post("/experiments/{experiment_id}/kill")
-def kill(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+def kill(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
     """Stop now: trial processes are killed; trials and experiment end CANCELED."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "kill")
     exps.stop(experiment_id, State.STOPPING_KILLED)
     return {}
