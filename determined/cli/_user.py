@@ -48,7 +48,7 @@ def _new_password(user: str) -> str:
 def _by_name(sess: Any, username: str) -> dict[str, Any]:
     try:
         return dict(sess.get(f"/api/v1/users/{username}/by-username").json()["user"])
-    except errors.NotFound as e:
+    except errors.MasterNotFound as e:
         raise _render.CliError(f"user {username!r} not found") from e
 
 

@@ -81,6 +81,11 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def csrf_token(token: str) -> str:
+    """The ``X-CSRF-Token`` a cookie-authenticated state-changing request must carry."""
+    return hashlib.sha256(b"csrf:" + token.encode()).hexdigest()
+
+
 def ensure_default_users(conn: sa.Connection) -> None:
     """Create ``determined`` and ``admin`` (admin) with empty passwords, once, as the reference
     does on its first start; existing users are left as they are."""
