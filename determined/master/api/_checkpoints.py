@@ -101,7 +101,11 @@ def get_checkpoint(uuid: str, caller: Caller, store: StoreDep) -> dict[str, Any]
     with store.read() as conn:
         ckpt = _checkpoints.require(conn, uuid)
         _readable(caller, conn, ckpt)
-        return {"checkpoint": checkpoint_json(conn, ckpt)}
+        # A trial reads its own experiment's secrets (a warm start's config stays redacted).
+        own = caller.trial is not None and int(caller.trial["experiment_id"]) == int(
+            _trials.require_trial(conn, ckpt["trial_id"])["experiment_id"]
+        )
+        return {"checkpoint": checkpoint_json(conn, ckpt, redacted=not own)}
 
 
 @router.patch("/checkpoints")
