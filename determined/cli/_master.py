@@ -10,7 +10,7 @@ from determined.common import _paths
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    master = _daemon.start(args.port, cpu_slots=args.cpu_slots, db_url=args.db_url)
+    master = _daemon.start(args.port, cpu_slots=args.cpu_slots, db_url=args.db_url, host=args.host)
     print(f"Master running at {master.url} (pid {master.pid}, data dir {master.data_dir})")
     print(f"Logs: {master.data_dir / _daemon.LOG_FILE}; stop it with `det master down`")
 
@@ -52,6 +52,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     up.add_argument("--cpu-slots", type=int, default=None, help="CPU slots without GPUs")
     up.add_argument("--db-url", default=None, help="SQLAlchemy URL (default: SQLite)")
+    up.add_argument(
+        "--host",
+        default=None,
+        help="address to bind (default 127.0.0.1); another one needs passwords on the "
+        "default users admin and determined",
+    )
     up.set_defaults(func=cmd_up)
     cmds.add_parser("down", help="stop the master daemon").set_defaults(func=cmd_down)
     cmds.add_parser("status", help="is the master daemon running?").set_defaults(func=cmd_status)

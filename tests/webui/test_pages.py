@@ -3,6 +3,7 @@ renders, its charts carry exactly the reported points, and actions reach the mas
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -317,3 +318,29 @@ def test_login_page_after_logout(
         browser.find_element(By.CSS_SELECTOR, "form button").click()
         wait_for(browser, lambda: browser.current_url == cluster.url + "/", f"/ after {evil}")
         browser.execute_script("localStorage.removeItem('det_token')")
+
+
+def test_another_users_experiment_shows_a_permission_error(cluster: Cluster, browser: Any) -> None:
+    """The web UI's user (``determined``) may not pause an admin's experiment: the page says
+    why, and keeps saying it while it polls; the experiment does not change."""
+    admin = cluster.master.session()
+    config = random_config("webui-admins", max_trials=1, max_length=400, sleep=0.2)
+    r = admin.post(cluster.url + "/api/v1/experiments", json={"config": yaml.safe_dump(config)})
+    assert r.status_code == 200, r.text
+    exp_id = int(r.json()["experiment"]["id"])
+    try:
+        browser.get(cluster.url + f"/experiments/{exp_id}")
+        pause = "button[data-action='pause']"
+        wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, pause), "a pause button")
+        browser.find_element(By.CSS_SELECTOR, pause).click()
+
+        def shown() -> bool:
+            text = browser.find_element(By.ID, "error").text
+            return "Permission denied" in text and f"experiment {exp_id} is not yours" in text
+
+        wait_for(browser, shown, "the permission error")
+        time.sleep(2.5)  # a poll later, still there
+        assert shown()
+        assert cluster.experiment(exp_id)["state"] == "STATE_ACTIVE"
+    finally:
+        admin.post(cluster.url + f"/api/v1/experiments/{exp_id}/kill")
