@@ -100,14 +100,15 @@ class Cluster:
         self.killed = 0  # one the list test kills
         self.asha = 0  # a finished ASHA experiment (finished_asha)
 
-    def create(self, cfg: dict[str, Any]) -> int:
+    def create(self, cfg: dict[str, Any], session: Any = None) -> int:
+        """Create (as ``session``'s user; default ``determined``) and activate."""
         content = base64.b64encode(TRAIN_PY.encode()).decode()
         body = {
             "config": yaml.safe_dump(cfg),
             "modelDefinition": [{"path": "train.py", "type": "0", "content": content}],
             "activate": True,
         }
-        r = self.s.post(self.url + "/api/v1/experiments", json=body)
+        r = (session or self.s).post(self.url + "/api/v1/experiments", json=body)
         assert r.status_code == 200, r.text
         return int(r.json()["experiment"]["id"])
 

@@ -37,6 +37,15 @@ def test_an_allowed_host_name_is_served(tmp_path: pathlib.Path) -> None:
         assert requests.get(m.url + "/info", headers={"Host": "third"}).status_code == 421
 
 
+def test_allowed_hosts_from_the_master_config(tmp_path: pathlib.Path) -> None:
+    cfg = tmp_path / "master.yaml"
+    cfg.write_text(f"port: {free_port()}\nallowed_hosts: [det.lab.test, Build-Box]\n")
+    with MasterProcess(tmp_path / "m", config_file=cfg) as m:
+        assert requests.get(m.url + "/info", headers={"Host": "build-box"}).ok
+        assert requests.get(m.url + "/info", headers={"Host": "det.lab.test."}).ok
+        assert requests.get(m.url + "/info", headers={"Host": "lab.test"}).status_code == 421
+
+
 def test_cookie_writes_need_the_csrf_token(shared_master: MasterProcess) -> None:
     url = shared_master.url
     body = requests.post(url + "/api/v1/auth/login", json={"username": "admin"}).json()
