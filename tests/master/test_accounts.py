@@ -216,3 +216,28 @@ def test_only_the_trial_or_its_owner_reports(shared_master: MasterProcess) -> No
     got = alice.get(url + f"/api/v1/checkpoints/{ckpt['uuid']}").json()["checkpoint"]
     assert got["state"] == "STATE_COMPLETED"
     assert exp_id
+
+
+def test_old_pbkdf2_hashes_check_and_become_argon2id(tmp_path: Any) -> None:
+    import sqlalchemy as sa
+
+    from determined.master.store import Store, _users
+    from determined.master.store._schema import users
+
+    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
+    salt = "00ff"
+    old = hashlib.pbkdf2_hmac("sha256", _hashed("Old-pw1").encode(), salt.encode(), 1000)
+    with store.tx() as conn:
+        uid = _users.create_user(conn, "legacy", "")
+        conn.execute(
+            users.update()
+            .where(users.c.id == uid)
+            .values(password_hash=f"pbkdf2_sha256$1000${salt}${old.hex()}")
+        )
+    with store.tx() as conn:
+        assert _users.check_password(conn, "legacy", "wrong", is_hashed=False) is None
+        assert _users.check_password(conn, "legacy", "Old-pw1", is_hashed=False) is not None
+    with store.read() as conn:
+        stored = conn.execute(sa.select(users.c.password_hash).where(users.c.id == uid)).scalar()
+        assert stored.startswith("$argon2id$")
+        assert _users.check_password(conn, "legacy", _hashed("Old-pw1"), is_hashed=True)
