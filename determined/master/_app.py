@@ -176,7 +176,12 @@ class _Csrf:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] not in _SAFE_METHODS:
+        # Logging in needs no token: a stale cookie must not block it.
+        if (
+            scope["type"] == "http"
+            and scope["method"] not in _SAFE_METHODS
+            and scope["path"] != "/api/v1/auth/login"
+        ):
             headers = dict(scope.get("headers") or [])
             if not any(headers.get(h) for h in _BEARER_HEADERS):
                 token = _cookie(headers.get(b"cookie", b"").decode("latin-1"), "auth")

@@ -52,6 +52,8 @@ def test_cookie_writes_need_the_csrf_token(shared_master: MasterProcess) -> None
     token, csrf = body["token"], body["csrfToken"]
     assert csrf == hashlib.sha256(b"csrf:" + token.encode()).hexdigest()
     jar = {"auth": token}
+    r = requests.post(url + "/api/v1/auth/login", json={"username": "admin"}, cookies=jar)
+    assert r.status_code == 200  # a stale cookie never blocks logging in
     assert requests.get(url + "/api/v1/me", cookies=jar).status_code == 200  # reads are fine
     r = requests.post(url + "/api/v1/users/1/password", json="Pw-123456", cookies=jar)
     assert r.status_code == 403 and "X-CSRF-Token" in r.json()["message"]
@@ -85,6 +87,26 @@ def test_the_reference_cli_is_unaffected(
         )
         assert out.returncode == 0, out.stdout + out.stderr
         assert "admin" in out.stdout and "determined" in out.stdout
+
+    def ref(*args: str) -> str:
+        proc = subprocess.run(
+            [str(REF_DET), "-m", shared_master.url, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    # 0.37's own user commands against these routes: create, deactivate, list, change password.
+    ref("user", "create", "refuser", "--password", "Ref-pw123")
+    ref("user", "deactivate", "refuser")
+    assert "refuser" not in ref("user", "list")
+    row = next(line for line in ref("user", "list", "--all").splitlines() if "refuser" in line)
+    assert [c.strip() for c in row.split("|")][3:5] == ["False", "False"]
+    ref("user", "activate", "refuser")
+    login(shared_master.url, "refuser", "Ref-pw123")
 
 
 def _master_cmd(data_dir: pathlib.Path, port: int, host: str) -> list[str]:
