@@ -77,6 +77,8 @@ def redact(config: Any) -> Any:
 def redact_text(text: str) -> str:
     """The config as the user wrote it (YAML), redacted. Text without secrets is returned as
     it is; text with some is rewritten from its parsed form (comments go)."""
+    if "environment_variables" not in text and not any(k in text for k in SECRET_KEYS):
+        return text  # no YAML parse for most configs (listings render many)
     try:
         parsed = yaml.safe_load(text)
     except yaml.YAMLError:
