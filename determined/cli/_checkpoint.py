@@ -62,6 +62,9 @@ def download(ckpt: dict[str, Any], output_dir: pathlib.Path) -> pathlib.Path:
     section = config.get("checkpoint_storage")
     if not section:
         raise _render.CliError(f"checkpoint {uuid}: its experiment has no checkpoint_storage")
+    # The master hides the storage's credentials ("********", docs/security.md): without them
+    # the storage client uses this machine's own (AWS_* variables, ~/.aws, gcloud, Azure's).
+    section = {k: (None if v == "********" else v) for k, v in section.items()}
     try:
         manager = storage.build(section)
     except (TypeError, ValueError, ImportError) as e:

@@ -99,6 +99,7 @@ def start(
     *,
     cpu_slots: int | None = None,
     db_url: str | None = None,
+    host: str | None = None,
     timeout: float = 60.0,
 ) -> LocalMaster:
     """Start a master daemon from the data dir and wait until it answers ``/info``.
@@ -128,6 +129,8 @@ def start(
         cmd += ["--cpu-slots", str(cpu_slots)]
     if db_url:
         cmd += ["--db-url", db_url]
+    if host:
+        cmd += ["--host", host]  # the master refuses non-loopback ones with blank passwords
     env = dict(os.environ, DET_HOME=str(data_dir))
     env.pop("DET_MASTER", None)
     log_path = data_dir / LOG_FILE

@@ -10,7 +10,7 @@ from determined.common import _paths
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    master = _daemon.start(args.port, cpu_slots=args.cpu_slots, db_url=args.db_url)
+    master = _daemon.start(args.port, cpu_slots=args.cpu_slots, db_url=args.db_url, host=args.host)
     print(f"Master running at {master.url} (pid {master.pid}, data dir {master.data_dir})")
     print(f"Logs: {master.data_dir / _daemon.LOG_FILE}; stop it with `det master down`")
 
@@ -83,6 +83,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="the database: sqlite:///FILE or postgresql://USER:PASSWORD@HOST:PORT/DB (default: "
         "the last one given, else SQLite in the data dir); remembered for the next `up`",
+    )
+    up.add_argument(
+        "--host",
+        default=None,
+        help="address to bind (default 127.0.0.1); another one needs passwords on the "
+        "default users admin and determined",
     )
     up.set_defaults(func=cmd_up)
     migrate = cmds.add_parser(

@@ -1,21 +1,119 @@
-"""``det user login [USER] | logout | whoami``."""
+"""``det user list | login | logout | whoami | create | change-password | activate |
+deactivate``, as 0.37's. Passwords go to the master hashed the way 0.37's clients hash them
+(``isHashed: true``); new ones must meet 0.37's complexity rules."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
 import sys
+from typing import Any
 
 from determined import errors
-from determined.cli import _session
+from determined.cli import _render, _session
 
 
-def _read_password(user: str) -> str:
+def _read_password(user: str, prompt: str | None = None) -> str:
     """From the terminal without echo; from stdin (one line) when it is not a terminal."""
     if sys.stdin.isatty():
-        return getpass.getpass(f"Password for user '{user}': ")
+        return getpass.getpass(prompt or f"Password for user '{user}': ")
     line = sys.stdin.readline()
     return line.rstrip("\r\n")
+
+
+def check_complexity(password: str) -> None:
+    """0.37's rules for a new password, as a CliError naming what is missing."""
+    missing = []
+    if len(password) < 8:
+        missing.append("at least 8 characters")
+    if not any(c.isupper() for c in password):
+        missing.append("an upper-case letter")
+    if not any(c.islower() for c in password):
+        missing.append("a lower-case letter")
+    if not any(c.isdigit() for c in password):
+        missing.append("a number")
+    if missing:
+        raise _render.CliError("password is too weak: it needs " + ", ".join(missing))
+
+
+def _new_password(user: str) -> str:
+    password = _read_password(user, f"New password for user '{user}': ")
+    again = _read_password(user, "Confirm password: ")
+    if password != again:
+        raise _render.CliError("Passwords do not match")
+    check_complexity(password)
+    return password
+
+
+def _by_name(sess: Any, username: str) -> dict[str, Any]:
+    try:
+        return dict(sess.get(f"/api/v1/users/{username}/by-username").json()["user"])
+    except errors.MasterNotFound as e:
+        raise _render.CliError(f"user {username!r} not found") from e
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    params = {} if args.all else {"active": "true"}
+    users = sess.get("/api/v1/users", params=params).json()["users"]
+    headers = ["User Id", "Username", "Display Name", "Admin", "Active", "Remote"]
+    headers += ["Agent Uid", "Agent Gid", "Agent User", "Agent Group"]
+    rows = [
+        [u["id"], u["username"], u.get("displayName") or "N/A", u["admin"], u["active"]]
+        + [u.get("remote", False), "N/A", "N/A", "N/A", "N/A"]
+        for u in users
+    ]
+    _render.table(headers, rows)
+
+
+def cmd_create(args: argparse.Namespace) -> None:
+    if args.remote:
+        raise _render.CliError("remote users need single sign-on, which this master has not")
+    sess = _session.session(args)
+    password = args.password
+    if password is None:
+        password = _read_password(args.username, f"Password for user '{args.username}': ")
+        if _read_password(args.username, "Confirm password: ") != password:
+            raise _render.CliError("Passwords do not match")
+    check_complexity(password)
+    sess.post(
+        "/api/v1/users",
+        json={
+            "user": {"username": args.username, "admin": bool(args.admin), "active": True},
+            "password": _session.hash_password(password),
+            "isHashed": True,
+        },
+    )
+
+
+def cmd_change_password(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    me = _session.current_user(sess)
+    username = args.target_user or me["username"]
+    password = _new_password(username)
+    user = me if username == me["username"] else _by_name(sess, username)
+    sess.patch(
+        f"/api/v1/users/{user['id']}",
+        json={"password": _session.hash_password(password), "isHashed": True},
+    )
+    if args.target_user is None or username == me["username"]:
+        url = _session.master_url(args)
+        _, token = _session.login(url, username, password)
+        _session.TokenStore(url).set_token(username, token, active=True)
+
+
+def _set_active(args: argparse.Namespace, active: bool) -> None:
+    sess = _session.session(args)
+    user = _by_name(sess, args.username)
+    sess.patch(f"/api/v1/users/{user['id']}", json={"active": active})
+
+
+def cmd_activate(args: argparse.Namespace) -> None:
+    _set_active(args, True)
+
+
+def cmd_deactivate(args: argparse.Namespace) -> None:
+    _set_active(args, False)
 
 
 def cmd_login(args: argparse.Namespace) -> None:
@@ -58,3 +156,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     logout.add_argument("user", nargs="?", default=None, help="user (default: the active one)")
     logout.set_defaults(func=cmd_logout)
     cmds.add_parser("whoami", help="print the active user").set_defaults(func=cmd_whoami)
+    ls = cmds.add_parser("list", aliases=["ls"], help="list users")
+    ls.add_argument("--all", "-a", action="store_true", help="List all active and inactive users.")
+    ls.set_defaults(func=cmd_list)
+    create = cmds.add_parser("create", help="create user")
+    create.add_argument("username", help="name of new user")
+    create.add_argument("--admin", action="store_true", help="give new user admin rights")
+    create.add_argument("--password", help="password of new user")
+    create.add_argument("--remote", action="store_true", help="an SSO user (not supported)")
+    create.set_defaults(func=cmd_create)
+    change = cmds.add_parser("change-password", help="change password for user")
+    change.add_argument(
+        "target_user", nargs="?", default=None, help="name of user to change password of"
+    )
+    change.set_defaults(func=cmd_change_password)
+    for name, func, verb in (
+        ("activate", cmd_activate, "activate"),
+        ("deactivate", cmd_deactivate, "deactivate"),
+    ):
+        cmd = cmds.add_parser(name, help=f"{verb} user")
+        cmd.add_argument("username", help=f"name of user to {verb}")
+        cmd.set_defaults(func=func)

@@ -21,6 +21,12 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m determined.master", description=__doc__)
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated host names requests may name in their Host header, besides "
+        "127.0.0.1, localhost, ::1 and --host (DNS rebinding defence)",
+    )
     p.add_argument("--data-dir", type=pathlib.Path, default=None, help="default: $DET_HOME")
     p.add_argument("--db-url", default=None, help="SQLAlchemy URL (default: SQLite in data dir)")
     p.add_argument("--cluster-name", default="", help="shown by /info")
@@ -53,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
 _FILE_KEYS = {
     "port": int,
     "host": str,
+    "allowed_hosts": str,  # a YAML list or a comma-separated string
     "data_dir": pathlib.Path,
     "db_url": str,
     "cluster_name": str,
@@ -95,6 +102,8 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
             if value is not None:
                 raise ValueError(f"master config {str(path)!r}: {key} must be an integer")
             continue
+        if key == "allowed_hosts" and isinstance(value, list):
+            value = ",".join(str(v) for v in value)
         out[key] = kind(value)
     return out
 
@@ -112,6 +121,43 @@ def _webhooks_section(path: pathlib.Path, value: Any) -> dict[str, str]:
             f"strings, not {value!r}"
         )
     return dict(value)
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` serves only this machine."""
+    return host in _LOOPBACK or host.startswith("127.")
+
+
+def _private_data_dir(data_dir: pathlib.Path, db_url: str | None) -> None:
+    """Create the data dir 0700 and the SQLite database 0600 (a database holds password and
+    token hashes and experiment configs with their storage secrets). Existing ones are left
+    as their owner set them."""
+    if not data_dir.exists():
+        data_dir.mkdir(parents=True, mode=0o700)
+        data_dir.chmod(0o700)  # mkdir's mode is masked by the umask
+    if db_url is None:
+        db = data_dir / "master.db"
+        if not db.exists():
+            os.close(os.open(db, os.O_CREAT | os.O_WRONLY, 0o600))
+            db.chmod(0o600)
+
+
+def blank_password_refusal(host: str, blank: list[str]) -> str | None:
+    """Why a master must not serve on ``host`` (not loopback) while the default users
+    ``blank`` have no password, or None when it may."""
+    if is_loopback(host) or not blank:
+        return None
+    names = " and ".join(repr(b) for b in blank)
+    return (
+        f"refusing to serve on {host}: user(s) {names} have a blank password, so anyone who "
+        "can reach this address could log in as them. Start the master on 127.0.0.1 first "
+        "(`det master up`), set passwords with `det user login admin` then "
+        "`det user change-password admin` (and `det user change-password determined`, or "
+        "`det user deactivate determined`), then start it on this address again"
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -135,13 +181,20 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     data_dir = (args.data_dir or _paths.data_dir()).expanduser().resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    _private_data_dir(data_dir, args.db_url)
     # Defaults that live in the data dir (checkpoint storage, logs) follow --data-dir.
     os.environ["DET_HOME"] = str(data_dir)
     try:
         store = Store(args.db_url or sqlite_url(data_dir))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    from determined.master.store import _users
+
+    with store.read() as conn:
+        refusal = blank_password_refusal(args.host, _users.blank_password_users(conn))
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
         return 2
     local = args.resource_manager == "local"
     app = create_app(
@@ -153,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         cpu_slots=args.cpu_slots,
         slots_per_agent=args.slots_per_agent,
         webhooks_config=getattr(args, "webhooks", None),
+        host=args.host,
+        allowed_hosts=args.allowed_hosts.split(","),
     )
     _serve(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

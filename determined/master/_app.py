@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import hmac
+import http.cookies
+import ipaddress
 import logging
+import socket
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ from determined.master._errors import ApiError
 from determined.master._signals import Signals
 from determined.master.experiment import Experiments, scan_log_policies
 from determined.master.store import Store
+from determined.master.store._users import csrf_token
 
 logger = logging.getLogger("determined.master")
 
@@ -108,6 +113,101 @@ class _BodyLimit:
             await response(scope, receive, send)
 
 
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_BEARER_HEADERS = (b"authorization", b"grpc-metadata-x-allocation-token", b"x-allocation-token")
+
+
+def allowed_host_names(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The names a request's Host header may carry: loopback names, the bound address, this
+    machine's name when bound beyond loopback, and ``extra`` (``--allowed-hosts``). Any IP
+    address is allowed too (see ``_HostCheck``)."""
+    names = {"localhost", bind.lower()}
+    if bind not in ("127.0.0.1", "::1", "localhost"):
+        names.update({socket.gethostname().lower(), socket.getfqdn().lower()})
+    names.update(e.strip().lower().rstrip(".") for e in extra if e.strip())
+    return frozenset(names)
+
+
+def _host_name(host: str) -> str:
+    if host.startswith("["):  # [v6]:port
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class _HostCheck:
+    """DNS rebinding: a page on ``evil.example`` whose name an attacker points at 127.0.0.1
+    reaches the master with ``Host: evil.example``. Requests naming a host that is neither an
+    IP address nor an allowed name are refused with 421 before anything runs."""
+
+    def __init__(self, app: Any, allowed: frozenset[str]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            raw = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            name = _host_name(raw.strip()).lower().rstrip(".")
+            if name and not _is_ip(name) and name not in self.allowed:
+                message = (
+                    f"this master does not serve host {name!r}; use its address, or add the "
+                    "name to the master's allowed_hosts (--allowed-hosts)"
+                )
+                response = JSONResponse(_error_body(7, message), status_code=421)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class _Csrf:
+    """A browser sends the ``auth`` cookie with any site's form post. A state-changing request
+    authenticated only by that cookie must carry ``X-CSRF-Token`` (``csrf_token`` of the
+    cookie's token, which the login answer hands out as ``csrfToken``), or is refused 403.
+    Requests with a bearer token (CLI, SDK, trials, the web UI) are not affected."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        # Logging in needs no token: a stale cookie must not block it.
+        if (
+            scope["type"] == "http"
+            and scope["method"] not in _SAFE_METHODS
+            and scope["path"] != "/api/v1/auth/login"
+        ):
+            headers = dict(scope.get("headers") or [])
+            if not any(headers.get(h) for h in _BEARER_HEADERS):
+                token = _cookie(headers.get(b"cookie", b"").decode("latin-1"), "auth")
+                sent = headers.get(b"x-csrf-token", b"").decode("latin-1")
+                if token and not hmac.compare_digest(sent, csrf_token(token)):
+                    message = (
+                        "this request is authenticated by a cookie but has no valid "
+                        "X-CSRF-Token header; send the csrfToken of your login, or use "
+                        "'Authorization: Bearer <token>'"
+                    )
+                    response = JSONResponse(_error_body(7, message), status_code=403)
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _cookie(header: str, name: str) -> str:
+    jar = http.cookies.SimpleCookie()
+    try:
+        jar.load(header)
+    except http.cookies.CookieError:
+        return ""
+    morsel = jar.get(name)
+    return morsel.value if morsel is not None else ""
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     # JSON nested past what the parsers' recursion allows.
     @app.exception_handler(RecursionError)
@@ -161,6 +261,8 @@ def create_app(
     cpu_slots: int | None = None,
     slots_per_agent: int | None = None,
     webhooks_config: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
 ) -> FastAPI:
     """The master's HTTP API over ``store``.
 
@@ -176,6 +278,8 @@ def create_app(
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
         webhooks_config: the master config's ``webhooks`` section (``signing_key``,
             ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
+        host, allowed_hosts: the bound address and further names requests may carry in
+            their Host header (see ``_HostCheck``).
 
     The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
     ``rm`` (the :class:`~determined.master.resources.ResourceManager`, or None).
@@ -226,6 +330,8 @@ def create_app(
     app.state.cluster_name = cluster_name
     app.add_middleware(_UntypedJson)
     app.add_middleware(_BodyLimit)
+    app.add_middleware(_Csrf)
+    app.add_middleware(_HostCheck, allowed=allowed_host_names(host, allowed_hosts))
     _install_error_handlers(app)
     for router in api.ROUTERS:
         app.include_router(router)

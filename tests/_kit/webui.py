@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from _kit.master import MasterProcess
+from _kit.master import MasterProcess, login
 
 TESTS = pathlib.Path(__file__).resolve().parents[1]
 
@@ -89,24 +89,26 @@ def chart_series(browser: Any, chart_id: str) -> dict[str, list[list[float]]]:
 
 
 class Cluster:
-    """An admin session on a real master, with bounded waits."""
+    """A session of user ``determined`` (whom the web UI logs in as by itself, so it owns
+    what this creates) on a real master, with bounded waits."""
 
     def __init__(self, master: MasterProcess) -> None:
         self.master = master
         self.url: str = master.url
-        self.s = master.session()
+        self.s = master.session(login(master.url, "determined"))
         self.done = 0  # the finished experiment of the ``cluster`` fixture
         self.killed = 0  # one the list test kills
         self.asha = 0  # a finished ASHA experiment (finished_asha)
 
-    def create(self, cfg: dict[str, Any]) -> int:
+    def create(self, cfg: dict[str, Any], session: Any = None) -> int:
+        """Create (as ``session``'s user; default ``determined``) and activate."""
         content = base64.b64encode(TRAIN_PY.encode()).decode()
         body = {
             "config": yaml.safe_dump(cfg),
             "modelDefinition": [{"path": "train.py", "type": "0", "content": content}],
             "activate": True,
         }
-        r = self.s.post(self.url + "/api/v1/experiments", json=body)
+        r = (session or self.s).post(self.url + "/api/v1/experiments", json=body)
         assert r.status_code == 200, r.text
         return int(r.json()["experiment"]["id"])
 

@@ -7,6 +7,7 @@ import os
 import pathlib
 import signal
 import socket
+import stat
 
 import psutil
 import pytest
@@ -114,3 +115,11 @@ def test_create_starts_the_local_master(tmp_path: pathlib.Path) -> None:
         assert not _alive(pid)
     finally:
         _cleanup(home)
+
+
+def test_up_beyond_loopback_refuses_blank_passwords(tmp_path: pathlib.Path) -> None:
+    home = tmp_path / "home"
+    r = Det(home)("master", "up", "--port", str(free_port()), "--host", "0.0.0.0")
+    assert r.returncode == 1
+    assert "blank password" in r.stderr and "det user change-password admin" in r.stderr
+    assert stat.S_IMODE((home / "master.db").stat().st_mode) == 0o600

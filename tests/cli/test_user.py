@@ -50,3 +50,36 @@ def test_wrong_password_is_a_clear_error(det: Det) -> None:
     unknown = det("user", "login", "ghost", input="\n")
     assert unknown.returncode == 1
     assert "wrong username or password" in unknown.stderr
+
+
+def test_create_list_change_password_deactivate(det: Det, master: MasterProcess) -> None:
+    det.ok("user", "login", "admin", input="\n")
+    weak = det("user", "create", "carol", "--password", "short")
+    assert weak.returncode == 1 and "password is too weak" in weak.stderr
+    det.ok("user", "create", "carol", "--password", "Carol-pw1")
+    det.ok("user", "create", "dave", "--admin", input="Dave-pw22\nDave-pw22\n")
+    listed = det.ok("user", "list")
+    cells = [[c.strip() for c in line.split("|")] for line in listed.splitlines()]
+    assert cells[0][:6] == ["User Id", "Username", "Display Name", "Admin", "Active", "Remote"]
+    rows = {row[1]: row for row in cells[2:]}
+    assert rows["carol"][3:5] == ["False", "True"] and rows["dave"][3] == "True"
+    dup = det("user", "create", "carol", "--password", "Carol-pw1")
+    assert dup.returncode == 1 and "already exists" in dup.stderr
+    # carol changes her own password; her new session works, the old password does not.
+    det.ok("user", "login", "carol", input="Carol-pw1\n")
+    det.ok("user", "change-password", input="Carol-pw2\nCarol-pw2\n")
+    assert "carol" in det.ok("user", "whoami")
+    with pytest.raises(requests.HTTPError):
+        requests.post(
+            master.url + "/api/v1/auth/login", json={"username": "carol", "password": "Carol-pw1"}
+        ).raise_for_status()
+    # Not an admin: she cannot deactivate anyone.
+    refused = det("user", "deactivate", "dave")
+    assert refused.returncode == 1 and "admin" in refused.stderr
+    det.ok("user", "login", "admin", input="\n")
+    det.ok("user", "deactivate", "carol")
+    assert "carol" not in det.ok("user", "list") and "carol" in det.ok("user", "list", "--all")
+    locked = det("user", "login", "carol", input="Carol-pw2\n")
+    assert locked.returncode == 1 and "wrong username or password" in locked.stderr
+    det.ok("user", "activate", "carol")
+    det.ok("user", "login", "carol", input="Carol-pw2\n")

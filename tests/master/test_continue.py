@@ -223,7 +223,8 @@ def test_reference_det_e_continue(cluster: Cluster, tmp_path: pathlib.Path) -> N
     exp_id = cluster.create(config(out, max_length=2))
     cluster.wait_experiment(exp_id, "STATE_COMPLETED")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PYTHON"))}
-    env.update(HOME=str(tmp_path), DET_USER="determined", DET_PASS="")
+    # The cluster's admin owns the experiment: only its owner or an admin may continue it.
+    env.update(HOME=str(tmp_path), DET_USER="admin", DET_PASS="")
     cmd = [str(REF_DET), "-m", cluster.url, "e", "continue", str(exp_id)]
     cmd += ["--config", "searcher.max_length=5"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)

@@ -231,10 +231,17 @@ def test_sdk_and_cli_edit_and_delete(env: tuple[Ref, Cluster, dict]) -> None:
         {"noop.py": ""},
     )
     try:
+        # Another user's experiment (the cluster's admin created it): a clear 403.
         out = ref.det("e", "archive", str(running), ok=False)
-        assert "Experiment is not in terminal state" in out
-        out = ref.det("e", "delete", str(running), "--yes", ok=False)
-        assert f"cannot delete experiment {running}" in out
+        assert "Forbidden" in out and f"experiment {running} is not yours" in out
+        ref.env["DET_USER"] = "admin"
+        try:
+            out = ref.det("e", "archive", str(running), ok=False)
+            assert "Experiment is not in terminal state" in out
+            out = ref.det("e", "delete", str(running), "--yes", ok=False)
+            assert f"cannot delete experiment {running}" in out
+        finally:
+            ref.env["DET_USER"] = "determined"
     finally:
         cluster.post(f"/api/v1/experiments/{running}/kill")
     got = ref.python(SDK_EDITS, str(info["exp_id"]))

@@ -3,6 +3,7 @@ renders, its charts carry exactly the reported points, and actions reach the mas
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -320,8 +321,9 @@ def test_login_page_after_logout(
 
 
 def test_the_cluster_message_is_a_banner_on_every_page(cluster: Cluster, browser: Any) -> None:
+    admin = cluster.master.session()  # setting it needs an admin
     body = {"message": "maintenance at 18:00", "duration": "1h"}
-    r = cluster.s.put(cluster.url + "/api/v1/master/cluster_message", json=body)
+    r = admin.put(cluster.url + "/api/v1/master/cluster_message", json=body)
     assert r.status_code == 200, r.text
     try:
         for page in ("/", f"/experiments/{cluster.done}"):
@@ -330,7 +332,31 @@ def test_the_cluster_message_is_a_banner_on_every_page(cluster: Cluster, browser
             text = browser.find_element(By.ID, "cluster-message").text
             assert text.startswith("maintenance at 18:00 (until "), text
     finally:
-        assert cluster.s.delete(cluster.url + "/api/v1/master/cluster_message").ok
+        assert admin.delete(cluster.url + "/api/v1/master/cluster_message").ok
     browser.get(cluster.url + "/")
     wait_for(browser, lambda: browser.find_element(By.ID, "who").text, "the page")
     assert browser.find_elements(By.ID, "cluster-message") == []
+
+
+def test_another_users_experiment_shows_a_permission_error(cluster: Cluster, browser: Any) -> None:
+    """The web UI's user (``determined``) may not pause an admin's experiment: the page says
+    why, and keeps saying it while it polls; the experiment does not change."""
+    admin = cluster.master.session()
+    config = random_config("webui-admins", max_trials=1, max_length=400, sleep=0.2)
+    exp_id = cluster.create(config, session=admin)
+    try:
+        browser.get(cluster.url + f"/experiments/{exp_id}")
+        pause = "button[data-action='pause']"
+        wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, pause), "a pause button")
+        browser.find_element(By.CSS_SELECTOR, pause).click()
+
+        def shown() -> bool:
+            text = browser.find_element(By.ID, "error").text
+            return "Permission denied" in text and f"experiment {exp_id} is not yours" in text
+
+        wait_for(browser, shown, "the permission error")
+        time.sleep(2.5)  # a poll later, still there
+        assert shown()
+        assert cluster.experiment(exp_id)["state"] != "STATE_PAUSED"
+    finally:
+        admin.post(cluster.url + f"/api/v1/experiments/{exp_id}/kill")

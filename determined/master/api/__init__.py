@@ -26,6 +26,7 @@ from determined.master.api import (
     _metrics,
     _preview,
     _trials,
+    _users,
     _webhooks,
     _webui,
 )
@@ -35,6 +36,7 @@ from determined.master.api import (
 ROUTERS: tuple[APIRouter, ...] = (
     _login.router,
     _cluster_message.router,
+    _users.router,
     _trials.router,
     _checkpoints.router,
     _checkpoint_lists.router,

@@ -8,8 +8,9 @@ anything else answers 403.
 A token's principal is cached by token digest (``Store.tokens``, see ``store/_token_cache``):
 a trial's process sends its token several times a second. Revoking or deleting tokens drops
 them from the cache as the transaction ends, so a revoked token is refused at once. A cached
-principal holds only what cannot change while its token lives: the user (no endpoint edits
-users) and the ids that place an allocation's token (its allocation, task, trial, experiment).
+principal holds only what cannot change while its token lives, or drops out of the cache
+when it does: the user (``_users.update_user`` forgets its tokens) and the ids that place an
+allocation's token (its allocation, task, trial, experiment).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from determined.master._errors import PermissionDenied, Unauthenticated
-from determined.master.store import Store, _trials, _users
+from determined.master.store import Store, _experiments, _trials, _users
 
 _HEADERS = ("authorization", "grpc-metadata-x-allocation-token", "x-allocation-token")
 # What a principal keeps of its allocation and trial: set when they are created, never updated.
@@ -74,6 +75,49 @@ class Principal:
     def require_user(self) -> None:
         if self.is_allocation:
             raise PermissionDenied("this endpoint needs a user's login token")
+
+    def require_admin(self, action: str) -> None:
+        """403 unless a user's token of an admin."""
+        self.require_user()
+        if not self.info.admin:
+            raise PermissionDenied(f"only an admin may {action}; log in as one (det user login)")
+
+    def check_owner(self, store: Store, experiment_id: int, action: str) -> None:
+        """403 unless the caller is a user who owns the experiment, or an admin. 404 when there
+        is no such experiment."""
+        self.require_user()
+        if self.info.admin:
+            return
+        with store.read() as conn:
+            owner = _experiments.owner_of(conn, experiment_id)
+        if owner != self.info.user_id:
+            raise PermissionDenied(
+                f"experiment {experiment_id} is not yours: only its owner or an admin may "
+                f"{action} it"
+            )
+
+    def check_trial_owner(self, store: Store, trial_id: int, action: str) -> None:
+        """check_owner for the trial's experiment (404 when there is no such trial)."""
+        self.require_user()
+        with store.read() as conn:
+            experiment_id = int(_trials.require_trial(conn, trial_id)["experiment_id"])
+        self.check_owner(store, experiment_id, f"{action} trial {trial_id} of")
+
+    def check_reporter(self, store: Store, trial_id: int) -> None:
+        """Who may report a trial's metrics, checkpoints and progress: its own allocation's
+        token, or (unmanaged use, the reference's trials) its experiment's owner's login token.
+        Another user's token is 403, an admin's too: nobody forges another's results."""
+        if self.is_allocation:
+            self.check_trial(trial_id)
+            return
+        with store.read() as conn:
+            experiment_id = int(_trials.require_trial(conn, trial_id)["experiment_id"])
+            owner = _experiments.owner_of(conn, experiment_id)
+        if owner != self.info.user_id:
+            raise PermissionDenied(
+                f"trial {trial_id} belongs to experiment {experiment_id} of another user: only "
+                "that trial's allocation token or its owner may report for it"
+            )
 
 
 def _bearer(request: Request) -> str | None:
@@ -130,6 +174,14 @@ async def authenticate(request: Request) -> Principal:
     if cached is not None:
         return cached
     return await run_in_threadpool(_resolve, store, token, digest)
+
+
+async def check_reporter(caller: Principal, store: Store, trial_id: int) -> None:
+    """``Principal.check_reporter`` from the event loop: no thread hop for allocation tokens."""
+    if caller.is_allocation:
+        caller.check_trial(trial_id)
+    else:
+        await run_in_threadpool(caller.check_reporter, store, trial_id)
 
 
 Caller = Annotated[Principal, Depends(authenticate)]

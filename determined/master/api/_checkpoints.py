@@ -23,7 +23,7 @@ from determined.master.api._models import (
     StartRun,
 )
 from determined.master.api._wire import checkpoint_json
-from determined.master.store import CheckpointRow, _checkpoints, _time, _trials
+from determined.master.store import CheckpointRow, _checkpoints, _experiments, _time, _trials
 
 router = APIRouter(prefix="/api/v1")
 
@@ -31,7 +31,7 @@ router = APIRouter(prefix="/api/v1")
 @router.post("/runs/start")
 def start_run(body: StartRun, caller: Caller, store: StoreDep) -> dict[str, Any]:
     """Register (or find) the run's checkpoint storage; every trial's ``core.init()`` calls it."""
-    caller.check_trial(body.run_id)
+    caller.check_reporter(store, body.run_id)
     with store.tx() as conn:
         if _trials.get_trial(conn, body.run_id) is None:
             raise NotFound(f"run {body.run_id} not found")
@@ -52,10 +52,12 @@ def report_checkpoint(body: ReportCheckpoint, caller: Caller, store: StoreDep) -
         when = _time.parse(body.report_time)
     except ValueError as e:
         raise InvalidArgument(f"reportTime {body.report_time!r} is not an RFC 3339 time") from e
-    with store.tx() as conn:
+    with store.read() as conn:
         trial = _trials.trial_by_task(conn, body.task_id)
-        if trial is None:
-            raise InvalidArgument(f"task {body.task_id} is not a trial's task")
+    if trial is None:
+        raise InvalidArgument(f"task {body.task_id} is not a trial's task")
+    caller.check_reporter(store, int(trial["id"]))
+    with store.tx() as conn:
         _checkpoints.insert(
             conn,
             uuid=body.uuid,
@@ -81,12 +83,29 @@ def _readable(caller: Caller, conn: Any, ckpt: CheckpointRow) -> None:
         )
 
 
+def _owns_checkpoint(caller: Caller, conn: Any, ckpt: CheckpointRow, action: str) -> None:
+    """403 unless a user's token of the checkpoint's experiment's owner, or an admin's."""
+    caller.require_user()
+    if caller.info.admin:
+        return
+    experiment_id = int(_trials.require_trial(conn, ckpt["trial_id"])["experiment_id"])
+    if _experiments.owner_of(conn, experiment_id) != caller.info.user_id:
+        raise PermissionDenied(
+            f"checkpoint {ckpt['uuid']} belongs to experiment {experiment_id} of another user: "
+            f"only its owner or an admin may {action} it; nothing was changed"
+        )
+
+
 @router.get("/checkpoints/{uuid}")
 def get_checkpoint(uuid: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
     with store.read() as conn:
         ckpt = _checkpoints.require(conn, uuid)
         _readable(caller, conn, ckpt)
-        return {"checkpoint": checkpoint_json(conn, ckpt)}
+        # A trial reads its own experiment's secrets (a warm start's config stays redacted).
+        own = caller.trial is not None and int(caller.trial["experiment_id"]) == int(
+            _trials.require_trial(conn, ckpt["trial_id"])["experiment_id"]
+        )
+        return {"checkpoint": checkpoint_json(conn, ckpt, redacted=not own)}
 
 
 @router.patch("/checkpoints")
@@ -97,6 +116,8 @@ def patch_checkpoints(body: PatchCheckpoints, caller: Caller, store: StoreDep) -
             ckpt = _checkpoints.require(conn, item.uuid)
             if caller.allocation is not None:
                 caller.check_task(ckpt["task_id"])
+            else:
+                _owns_checkpoint(caller, conn, ckpt, "change")
             resources = None if item.resources is None else item.resources.resources
             _checkpoints.update_resources(conn, item.uuid, resources)
     return {}
@@ -108,9 +129,13 @@ def delete_checkpoints(body: DeleteCheckpoints, caller: Caller, store: StoreDep)
     ones are left alone). Every uuid must exist, or nothing is deleted."""
     caller.require_user()
     with store.read() as conn:
-        missing = [u for u in body.checkpoint_uuids if _checkpoints.get(conn, u) is None]
-    if missing:
-        raise NotFound(f"checkpoint(s) not found: {', '.join(missing)}; nothing was deleted")
+        found = {u: _checkpoints.get(conn, u) for u in body.checkpoint_uuids}
+        missing = [u for u, c in found.items() if c is None]
+        if missing:
+            raise NotFound(f"checkpoint(s) not found: {', '.join(missing)}; nothing was deleted")
+        for ckpt in found.values():
+            assert ckpt is not None
+            _owns_checkpoint(caller, conn, ckpt, "delete")
     failed = resources.delete_checkpoints(store, body.checkpoint_uuids)
     if failed:
         lines = "; ".join(f"{u}: {why}" for u, why in failed.items())

@@ -11,6 +11,7 @@ from fastapi import APIRouter
 from determined import errors
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument
+from determined.master.api import _redact
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import ContinueExperiment
@@ -64,7 +65,8 @@ def continued_config(
             f"experiment {exp['id']} uses the {old['searcher'].get('name')!r} searcher; only a "
             "single-searcher experiment can be continued (create a new experiment instead)"
         )
-    config = experiment.parse_experiment_config(merged(old, override))
+    # A redacted config sent back: its placeholders get the stored secrets again.
+    config = experiment.parse_experiment_config(_redact.restore(merged(old, override), old))
     resources.check_bind_mounts(config)
     if config.get("hyperparameters") != old.get("hyperparameters"):
         raise InvalidArgument(
@@ -105,7 +107,7 @@ def _continue(
     exps.continue_trial(experiment_id, lambda exp, trial: continued_config(exp, trial, override))
     with store.read() as conn:
         exp = _experiments.require_experiment(conn, experiment_id)
-        return {"experiment": experiment_json(conn, exp), "warnings": []}
+        return {"experiment": experiment_json(conn, exp), "warnings": []}  # redacted
 
 
 @router.post("/experiments/continue")
@@ -116,6 +118,7 @@ def continue_experiment(
     caller.require_user()
     if body.id is None:
         raise InvalidArgument("id: the experiment to continue is required")
+    caller.check_owner(store, body.id, "continue")
     return _continue(body.id, body, exps, store)
 
 
@@ -127,7 +130,7 @@ def continue_experiment_by_path(
     exps: ExperimentsDep,
     store: StoreDep,
 ) -> dict[str, Any]:
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "continue")
     if body.id is not None and body.id != experiment_id:
         raise InvalidArgument(f"body id {body.id} does not match experiment {experiment_id}")
     return _continue(experiment_id, body, exps, store)

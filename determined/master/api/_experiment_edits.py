@@ -12,7 +12,6 @@ from determined.master import resources
 from determined.master._errors import (
     FailedPrecondition,
     InvalidArgument,
-    PermissionDenied,
 )
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, ResourceManagerDep, StoreDep
@@ -33,16 +32,20 @@ _GC_POLICY = {
 
 
 @router.post("/experiments/{experiment_id}/archive")
-def archive(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+def archive(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
     """Hide an ended experiment from default listings (400 unless terminal and unarchived)."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "archive")
     exps.set_archived(experiment_id, True)
     return {}
 
 
 @router.post("/experiments/{experiment_id}/unarchive")
-def unarchive(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
-    caller.require_user()
+def unarchive(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_owner(store, experiment_id, "unarchive")
     exps.set_archived(experiment_id, False)
     return {}
 
@@ -67,7 +70,7 @@ def patch_experiment(
     store: StoreDep,
 ) -> dict[str, Any]:
     """Change the fields present in the body; answers ``{experiment}`` as it is now."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "edit")
     if body.id is not None and body.id != experiment_id:
         raise InvalidArgument(f"body id {body.id} does not match experiment {experiment_id}")
     values = body.model_dump(exclude={"id"})
@@ -97,7 +100,7 @@ def put_label(
     experiment_id: int, label: str, caller: Caller, exps: ExperimentsDep, store: StoreDep
 ) -> dict[str, Any]:
     """Add one label (the SDK's ``add_label``); ``{labels}`` as they are now."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "edit")
     return _labels(exps, store, experiment_id, label, "")
 
 
@@ -105,7 +108,7 @@ def put_label(
 def delete_label(
     experiment_id: int, label: str, caller: Caller, exps: ExperimentsDep, store: StoreDep
 ) -> dict[str, Any]:
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "edit")
     return _labels(exps, store, experiment_id, "", label)
 
 
@@ -120,14 +123,9 @@ def delete_experiment(
     """Delete an ended experiment: its checkpoints' files and TensorBoard files, then every
     record of it. Done when the answer comes (the reference answers first and deletes in the
     background)."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "delete")
     with store.read() as conn:
         exp = exps.check_deletable(conn, experiment_id)
-        if not caller.info.admin and int(exp["owner_id"]) != caller.info.user_id:
-            raise PermissionDenied(
-                f"experiment {experiment_id} is not yours: only its owner or an admin may "
-                "delete it (archive hides it from your listings instead)"
-            )
         uuids = [
             c["uuid"]
             for t in _trials.trials_of(conn, experiment_id)
@@ -160,7 +158,7 @@ def _tensorboard_files(store: Store, experiment_id: int, config: dict[str, Any])
 def delete_tensorboard_files(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
     """Delete the TensorBoard files the experiment's trials synced to its checkpoint storage
     (``det e delete-tb-files``); shared_fs and directory storage only, for now."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "delete the TensorBoard files of")
     with store.read() as conn:
         exp = _experiments.require_experiment(conn, experiment_id)
     _tensorboard_files(store, experiment_id, exp["config"])

@@ -6,11 +6,12 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import yaml
 from fastapi import APIRouter, Query, Request
 
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
-from determined.master.api import _wire
+from determined.master.api import _redact, _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
@@ -38,7 +39,8 @@ def create_experiment(
     body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep, request: Request
 ) -> dict[str, Any]:
     caller.require_user()
-    config = experiment.parse_experiment_config(body.config)
+    text = _restored_text(body, caller, store)
+    config = experiment.parse_experiment_config(text)
     resources.check_bind_mounts(config)
     _check_capacity(config, request.app.state.rm)
     if body.validate_only:
@@ -46,14 +48,31 @@ def create_experiment(
     tgz = tar_model_definition(body.model_definition or [])
     exp_id = exps.create(
         config,
-        body.config,
+        text,
         owner_id=caller.info.user_id,
         model_definition=tgz,
         activate=body.activate,
     )
     with store.read() as conn:
         created = experiment_json(conn, _experiments.require_experiment(conn, exp_id))
-    return {"experiment": created, "config": config, "warnings": []}
+    return {"experiment": created, "config": _redact.redact(config), "warnings": []}
+
+
+def _restored_text(body: CreateExperiment, caller: Caller, store: StoreDep) -> str:
+    """The config text with redacted secrets put back from ``parentId`` (a fork of a config
+    read redacted); 400 for placeholders with nothing to restore, 403 for another user's."""
+    raw = experiment.load_yaml(body.config, "config")
+    if not isinstance(raw, dict):
+        return body.config  # parse_experiment_config says what is wrong
+    parent = None
+    if body.parent_id is not None:
+        with store.read() as conn:
+            parent = _experiments.require_experiment(conn, body.parent_id)["config"]
+    restored = _redact.restore(raw, parent)
+    if restored is raw:
+        return body.config
+    caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
+    return str(yaml.safe_dump(restored, sort_keys=False))
 
 
 @router.get("/experiments/{experiment_id}/searcher/best_searcher_validation_metric")
@@ -88,7 +107,8 @@ def get_experiment(experiment_id: int, caller: Caller, store: StoreDep) -> dict[
     caller.check_experiment(experiment_id)
     with store.read() as conn:
         exp = _experiments.require_experiment(conn, experiment_id)
-        body = experiment_json(conn, exp)
+        # Only the experiment's own trials read its secrets (check_experiment above).
+        body = experiment_json(conn, exp, redacted=not caller.is_allocation)
     return {"experiment": body, "config": body["config"], "jobSummary": None}
 
 
@@ -167,30 +187,38 @@ def get_experiment_trials(
 
 
 @router.post("/experiments/{experiment_id}/activate")
-def activate(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
-    caller.require_user()
+def activate(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_owner(store, experiment_id, "activate")
     exps.set_state(experiment_id, State.ACTIVE)
     return {}
 
 
 @router.post("/experiments/{experiment_id}/pause")
-def pause(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
-    caller.require_user()
+def pause(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_owner(store, experiment_id, "pause")
     exps.set_state(experiment_id, State.PAUSED)
     return {}
 
 
 @router.post("/experiments/{experiment_id}/cancel")
-def cancel(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+def cancel(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
     """Stop gracefully: running trials are preempted (checkpoint, then exit); ends CANCELED."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "cancel")
     exps.stop(experiment_id, State.STOPPING_CANCELED)
     return {}
 
 
 @router.post("/experiments/{experiment_id}/kill")
-def kill(experiment_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+def kill(
+    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
     """Stop now: trial processes are killed; trials and experiment end CANCELED."""
-    caller.require_user()
+    caller.check_owner(store, experiment_id, "kill")
     exps.stop(experiment_id, State.STOPPING_KILLED)
     return {}

@@ -69,7 +69,8 @@ def login(body: LoginRequest, store: StoreDep) -> dict[str, Any]:
         if user is None:
             raise Unauthenticated("invalid credentials: unknown user or wrong password")
         token = _users.issue_token(conn, int(user["id"]))
-    return {"token": token, "user": _users.user_json(user)}
+    # csrfToken: what a client that authenticates by the ``auth`` cookie sends as X-CSRF-Token.
+    return {"token": token, "user": _users.user_json(user), "csrfToken": _users.csrf_token(token)}
 
 
 @router.post("/api/v1/auth/logout")

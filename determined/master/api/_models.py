@@ -127,6 +127,7 @@ class PostTaskLogs(_Body):
 
 class CreateExperiment(_Body):
     config: str
+    parent_id: int | None = None  # a fork: redacted secrets are restored from this experiment
     model_definition: list[Any] | None = None
     activate: bool = True
     validate_only: bool = False

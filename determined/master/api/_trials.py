@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from determined.common.api._session import json_safe
 from determined.master import experiment
 from determined.master._errors import InvalidArgument
-from determined.master.api._auth import Caller
+from determined.master.api._auth import Caller, check_reporter
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import (
     CompleteOperation,
@@ -43,7 +43,7 @@ def get_trial(trial_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
 def runner_metadata(
     trial_id: int, body: RunnerMetadata, caller: Caller, store: StoreDep
 ) -> dict[str, Any]:
-    caller.check_trial(trial_id)
+    caller.check_reporter(store, trial_id)
     with store.tx() as conn:
         _trials.require_trial(conn, trial_id)
         _trials.update_trial(conn, trial_id, runner_state=body.state)
@@ -99,7 +99,7 @@ async def _report(
 async def report_metrics(
     trial_id: int, body: ReportMetrics, caller: Caller, store: StoreDep, exps: ExperimentsDep
 ) -> dict[str, Any]:
-    caller.check_trial(trial_id)
+    await check_reporter(caller, store, trial_id)
     await _report(store, trial_id, body.group, body.metrics, exps)
     return {}
 
@@ -108,7 +108,7 @@ async def report_metrics(
 async def report_training_metrics(
     trial_id: int, body: ReportTrainingMetrics, caller: Caller, store: StoreDep
 ) -> dict[str, Any]:
-    caller.check_trial(trial_id)
+    await check_reporter(caller, store, trial_id)
     await _report(store, trial_id, "training", body.training_metrics)
     return {}
 
@@ -121,7 +121,7 @@ async def report_validation_metrics(
     store: StoreDep,
     exps: ExperimentsDep,
 ) -> dict[str, Any]:
-    caller.check_trial(trial_id)
+    await check_reporter(caller, store, trial_id)
     await _report(store, trial_id, "validation", body.validation_metrics, exps)
     return {}
 
@@ -134,9 +134,9 @@ def searcher_operation(trial_id: int, caller: Caller, exps: ExperimentsDep) -> d
 
 @router.post("/trials/{trial_id}/searcher/completed_operation")
 def completed_operation(
-    trial_id: int, body: CompleteOperation, caller: Caller, exps: ExperimentsDep
+    trial_id: int, body: CompleteOperation, caller: Caller, exps: ExperimentsDep, store: StoreDep
 ) -> dict[str, Any]:
-    caller.check_trial(trial_id)
+    caller.check_reporter(store, trial_id)
     exps.complete_operation(trial_id, body.op.length, json_safe(body.searcher_metric))
     return {}
 
@@ -146,11 +146,12 @@ def progress(
     trial_id: int,
     caller: Caller,
     exps: ExperimentsDep,
+    store: StoreDep,
     body: Any = Body(...),
     is_raw: bool = Query(False, alias="isRaw"),
 ) -> dict[str, Any]:
     """Body ``{progress, isRaw}``, or a bare number (the 0.37 op-progress form)."""
-    caller.check_trial(trial_id)
+    caller.check_reporter(store, trial_id)
     if isinstance(body, (int, float)) and not isinstance(body, bool):
         parsed = Progress(progress=float(body), is_raw=is_raw)
     else:
@@ -165,16 +166,18 @@ def progress(
 
 @router.post("/trials/{trial_id}/early_exit")
 def early_exit(
-    trial_id: int, body: EarlyExit, caller: Caller, exps: ExperimentsDep
+    trial_id: int, body: EarlyExit, caller: Caller, exps: ExperimentsDep, store: StoreDep
 ) -> dict[str, Any]:
-    caller.check_trial(trial_id)
+    caller.check_reporter(store, trial_id)
     exps.early_exit(trial_id, body.reason)
     return {}
 
 
 @router.post("/trials/{trial_id}/kill")
-def kill_trial(trial_id: int, caller: Caller, exps: ExperimentsDep) -> dict[str, Any]:
+def kill_trial(
+    trial_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
     """Kill one trial: its process group is killed; it ends CANCELED and is not replaced."""
-    caller.require_user()
+    caller.check_trial_owner(store, trial_id, "kill")
     exps.kill_trial(trial_id)
     return {}

@@ -21,6 +21,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from determined.common import storage
 from determined.master import experiment, resources, searcher
 from determined.master._errors import FailedPrecondition, NotFound
+from determined.master.api import _redact
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.store import _checkpoints, _experiments, _metrics, _time, _trials
@@ -129,7 +130,7 @@ def original_config(experiment_id: int, caller: Caller, store: StoreDep) -> dict
     caller.require_user()
     with store.read() as conn:
         exp = _experiments.require_experiment(conn, experiment_id)
-    return {"originalConfig": exp["original_config"]}
+    return {"originalConfig": _redact.redact_text(exp["original_config"])}
 
 
 def _rung_trials(

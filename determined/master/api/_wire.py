@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined.master import experiment
+from determined.master.api import _redact
 from determined.master.experiment import State
 from determined.master.store import (
     CheckpointRow,
@@ -65,9 +66,12 @@ EMPTY_EXPERIMENT: dict[str, Any] = {
 }
 
 
-def experiment_json(conn: sa.Connection, exp: ExperimentRow) -> dict[str, Any]:
+def experiment_json(
+    conn: sa.Connection, exp: ExperimentRow, *, redacted: bool = True
+) -> dict[str, Any]:
     """``v1Experiment``: every field the reference's bindings require, and the optional ones
-    this master knows."""
+    this master knows. ``config`` and ``originalConfig`` have their secrets hidden unless
+    ``redacted`` is False (for the experiment's own trials only; see ``_redact``)."""
     config = exp["config"]
     owner = _users.require_user(conn, exp["owner_id"])
     metric, smaller = experiment.searcher_metric(config)
@@ -92,8 +96,10 @@ def experiment_json(conn: sa.Connection, exp: ExperimentRow) -> dict[str, Any]:
         "notes": exp["notes"],
         "state": _experiment_display_state(conn, exp, trials),
         "archived": bool(exp["archived"]),
-        "config": config,
-        "originalConfig": exp["original_config"],
+        "config": _redact.redact(config) if redacted else config,
+        "originalConfig": (
+            _redact.redact_text(exp["original_config"]) if redacted else exp["original_config"]
+        ),
         "startTime": _time.rfc3339(start),
         "endTime": _time.rfc3339(end),
         "duration": duration,
@@ -194,8 +200,11 @@ def trial_json(conn: sa.Connection, trial: TrialRow) -> dict[str, Any]:
     }
 
 
-def checkpoint_json(conn: sa.Connection, ckpt: CheckpointRow) -> dict[str, Any]:
-    """``v1Checkpoint`` with its training metadata."""
+def checkpoint_json(
+    conn: sa.Connection, ckpt: CheckpointRow, *, redacted: bool = True
+) -> dict[str, Any]:
+    """``v1Checkpoint`` with its training metadata (its experiment's config redacted unless
+    ``redacted`` is False)."""
     trial = _trials.require_trial(conn, ckpt["trial_id"])
     exp = _experiments.require_experiment(conn, trial["experiment_id"])
     metric, _ = experiment.searcher_metric(exp["config"])
@@ -213,7 +222,7 @@ def checkpoint_json(conn: sa.Connection, ckpt: CheckpointRow) -> dict[str, Any]:
         "training": {
             "trialId": trial["id"],
             "experimentId": trial["experiment_id"],
-            "experimentConfig": exp["config"],
+            "experimentConfig": _redact.redact(exp["config"]) if redacted else exp["config"],
             "hparams": trial["hparams"],
             "trainingMetrics": _metrics_json(train),
             "validationMetrics": _metrics_json(val),

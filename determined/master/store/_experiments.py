@@ -70,6 +70,16 @@ def require_experiment(conn: sa.Connection, experiment_id: int) -> ExperimentRow
     return exp
 
 
+def owner_of(conn: sa.Connection, experiment_id: int) -> int:
+    """The experiment's owner's user id. Raises NotFound (404) when there is no experiment."""
+    row = conn.execute(
+        sa.select(experiments.c.owner_id).where(experiments.c.id == experiment_id)
+    ).first()
+    if row is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return int(row[0])
+
+
 def list_experiment_ids(conn: sa.Connection) -> list[int]:
     q = sa.select(experiments.c.id).order_by(experiments.c.id)
     return [int(r[0]) for r in conn.execute(q)]

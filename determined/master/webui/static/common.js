@@ -2,6 +2,7 @@
 "use strict";
 
 const TOKEN_KEY = "det_token";
+const CSRF_KEY = "det_csrf"; // the login's csrfToken: sent as X-CSRF-Token with every change
 const NO_AUTO_KEY = "det_no_auto_login"; // set by "log out": do not log in as "determined" again
 const TERMINAL = ["STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"];
 
@@ -16,6 +17,7 @@ async function login(username, password) {
   const body = await r.json().catch(() => ({}));
   if (!r.ok) throw new Error(body.message || `${r.status} ${r.statusText}`);
   localStorage.setItem(TOKEN_KEY, body.token);
+  localStorage.setItem(CSRF_KEY, body.csrfToken || "");
   localStorage.removeItem(NO_AUTO_KEY);
   return body;
 }
@@ -44,6 +46,9 @@ async function ensureToken() {
 async function api(path, opts = {}, retried = false) {
   await ensureToken();
   const headers = { ...(opts.headers || {}), Authorization: "Bearer " + localStorage.getItem(TOKEN_KEY) };
+  // The master asks for it only when a cookie authenticates a change; sending it always is
+  // harmless and keeps the UI working behind a proxy that turns the token into a cookie.
+  if ((opts.method || "GET") !== "GET") headers["X-CSRF-Token"] = localStorage.getItem(CSRF_KEY) || "";
   const r = await fetch(path, { ...opts, headers });
   if (r.status === 401) {
     localStorage.removeItem(TOKEN_KEY);
@@ -53,7 +58,8 @@ async function api(path, opts = {}, retried = false) {
   }
   if (!r.ok) {
     const body = await r.json().catch(() => ({}));
-    const err = new Error(body.message || `${r.status} ${r.statusText}`);
+    const why = body.message || `${r.status} ${r.statusText}`;
+    const err = new Error(r.status === 403 ? `Permission denied: ${why}` : why);
     err.status = r.status;
     throw err;
   }
@@ -71,6 +77,7 @@ async function logout() {
     /* already gone */
   }
   localStorage.removeItem(TOKEN_KEY);
+  localStorage.removeItem(CSRF_KEY);
   localStorage.setItem(NO_AUTO_KEY, "1");
   location.href = "/login";
 }

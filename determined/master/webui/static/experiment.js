@@ -69,12 +69,15 @@ function bestCheckpoint() {
   );
 }
 
+let actionError = null; // the last refused action's message: polling keeps it shown
+
 async function act(action) {
   if (action === "kill" && !confirm(`Kill experiment ${EXP_ID}? Its running trials are stopped at once.`)) return;
+  actionError = null;
   try {
     await postJSON(`/api/v1/experiments/${EXP_ID}/${action}`);
   } catch (e) {
-    showError(e);
+    actionError = `${action} experiment ${EXP_ID}: ${e.message}`;
   }
   refresh(true);
 }
@@ -189,7 +192,7 @@ async function refresh(force = false) {
     }
     const ckpt = best.checkpoints.find((c) => typeof c.training.searcherMetric === "number") || null;
     state = { ...state, exp: exp.experiment, trials: trials.trials, curves, best: ckpt };
-    showError(null);
+    showError(actionError);
     // Redraw only the parts whose data changed (a running experiment's duration changes on
     // every poll; redrawing its charts would reset their legend scroll and highlight).
     const parts = [
