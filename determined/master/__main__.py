@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--resource-manager",
-        choices=("local", "none"),
+        choices=("local", "none", "slurm"),
         default="local",
         help="'none': run no trials (the dev endpoints allocate them by hand)",
     )
@@ -58,7 +58,7 @@ _FILE_KEYS = {
     "cluster_name": str,
     "cpu_slots": int,
     "slots_per_agent": int,
-    "resource_manager": str,
+    "resource_manager": str,  # or a mapping: {type: slurm, ...} (docs/deploy/slurm.md)
     "log_level": str,
 }
 
@@ -84,6 +84,17 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
     out = {}
     for key, value in raw.items():
         kind = _FILE_KEYS[key]
+        if key == "resource_manager" and isinstance(value, dict):
+            rm_type = value.get("type")
+            if rm_type not in ("local", "slurm"):
+                raise ValueError(
+                    f"master config {str(path)!r}: resource_manager.type must be local or "
+                    f"slurm, not {rm_type!r}"
+                )
+            out["resource_manager"] = rm_type
+            if rm_type == "slurm":
+                out["slurm"] = value
+            continue
         if value is None or (
             kind is int and (isinstance(value, bool) or not isinstance(value, int))
         ):
@@ -123,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    local = args.resource_manager == "local"
+    local = args.resource_manager in ("local", "slurm")
+    slurm = getattr(args, "slurm", None)
+    if args.resource_manager == "slurm" and slurm is None:
+        slurm = {"type": "slurm"}
     app = create_app(
         store,
         cluster_name=args.cluster_name,
@@ -132,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         work_root=data_dir / "work" if local else None,
         cpu_slots=args.cpu_slots,
         slots_per_agent=args.slots_per_agent,
+        slurm=slurm if args.resource_manager == "slurm" else None,
     )
     _serve(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

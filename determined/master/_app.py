@@ -160,6 +160,7 @@ def create_app(
     work_root: Path | None = None,
     cpu_slots: int | None = None,
     slots_per_agent: int | None = None,
+    slurm: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The master's HTTP API over ``store``.
 
@@ -173,6 +174,8 @@ def create_app(
             but the dev endpoints.
         work_root: where runs get their work dirs.
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
+        slurm: the master config's ``resource_manager`` with ``type: slurm``: trials run as
+            Slurm jobs (:class:`SlurmResourceManager`) instead of local processes.
 
     The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
     ``rm`` (the :class:`~determined.master.resources.ResourceManager`, or None).
@@ -181,7 +184,15 @@ def create_app(
     experiments = Experiments(store, signals)
     experiments.subscribe(on_end=lambda exp_id: resources.collect_async(store, exp_id))
     rm: resources.ResourceManager | None = None
-    if master_url is not None and work_root is not None:
+    if master_url is not None and work_root is not None and slurm is not None:
+        rm = resources.SlurmResourceManager(
+            store,
+            experiments,
+            master_url=master_url,
+            work_root=work_root,
+            config=resources.SlurmConfig.parse(slurm),
+        )
+    elif master_url is not None and work_root is not None:
         rm = resources.LocalResourceManager(
             store,
             experiments,
