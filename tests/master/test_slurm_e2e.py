@@ -4,13 +4,14 @@ under tmp_path (tests/_kit/slurm_cluster.py): each trial allocation is one Slurm
 from __future__ import annotations
 
 import pathlib
+import time
 from collections.abc import Iterator
 
 import pytest
 import yaml
 from _kit.master import MasterProcess
 from _kit.slurm_cluster import SlurmCluster, missing
-from _kit.trial_cluster import Cluster, config, env_of
+from _kit.trial_cluster import Cluster, config, env_of, wait_file
 
 pytestmark = [
     pytest.mark.e2e,
@@ -64,3 +65,57 @@ def test_core_api_trial_runs_as_a_slurm_job(tmp_path: pathlib.Path, slurm: Slurm
         assert "JobState=COMPLETED" in shown and "ExitCode=0:0" in shown, shown
         assert "JobName=det-" in shown and "Partition=debug" in shown, shown
         assert exp["state"] == "STATE_COMPLETED"
+
+
+def _checkpoint_steps(cluster: Cluster, trial_id: int) -> list[int]:
+    got = cluster.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]
+    return sorted(int(c["metadata"]["steps_completed"]) for c in got)
+
+
+def test_kill_checkpoints_then_cancels_the_job(tmp_path: pathlib.Path, slurm: SlurmCluster) -> None:
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        exp_id = cluster.create(config(out, max_length=10000, sleep=0.05))
+        trial = cluster.wait_trial(exp_id, "STATE_RUNNING", "RUNNING", timeout=30)
+        wait_file(out / f"{trial['id']}.1.pid")
+        job = _job_of(cluster, trial["taskId"])
+        time.sleep(0.5)  # some steps trained
+        assert cluster.post(f"/api/v1/experiments/{exp_id}/kill").status_code == 200
+        cluster.wait_experiment(exp_id, "STATE_CANCELED", timeout=30)
+        steps = _checkpoint_steps(cluster, trial["id"])
+        assert steps and steps[-1] > 0, steps  # the kill reached its preemption path
+        # The job is gone from the queue; it ended on its own (the trial exited 0).
+        assert job not in slurm.run("squeue", "-h", "-o", "%i").split()
+        shown = slurm.run("scontrol", "-o", "show", "job", job)
+        assert "ExitCode=0:0" in shown, shown
+        lines = [e["log"] for e in cluster.logs(trial["taskId"])]
+        assert any("forcibly killing" in x for x in lines), lines
+
+
+def test_master_kill9_restart_adopts_the_running_job(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    m = _master(tmp_path, slurm)
+    try:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        exp_id = cluster.create(config(out, max_length=40, sleep=0.1))
+        trial = cluster.wait_trial(exp_id, "STATE_RUNNING", "RUNNING", timeout=30)
+        wait_file(out / f"{trial['id']}.1.pid")
+        job = _job_of(cluster, trial["taskId"])
+        m.kill()  # SIGKILL: the Slurm job goes on without its master
+        time.sleep(0.5)
+        assert job in slurm.run("squeue", "-h", "-o", "%i").split()
+        m.start()
+        cluster = Cluster(m)
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=60)
+        assert exp["state"] == "STATE_COMPLETED"
+        [trial] = cluster.trials(exp_id)
+        assert trial["state"] == "STATE_COMPLETED"
+        assert trial["restarts"] == 0  # not lost, not started twice
+        assert not (out / f"{trial['id']}.2.pid").exists()
+        lines = [e["log"] for e in cluster.logs(trial["taskId"])]
+        assert any(f"adopted Slurm job {job}" in x for x in lines), lines
+    finally:
+        m.stop()

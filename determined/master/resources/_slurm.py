@@ -286,15 +286,26 @@ class SlurmResourceManager(_local.LocalResourceManager):
         super()._reap()
 
     def _kill(self, run: _local._Run, reason: str) -> None:
-        """SIGTERM reaches the trial (it may checkpoint); the job is cancelled after a grace."""
+        """A running trial is first asked to checkpoint and exit through its preemption path
+        (the allocation is flagged preempted: its long poll answers at once); ``scancel``
+        (Slurm's SIGTERM to the srun steps, SIGKILL after ``KillWait``) follows after
+        ``KILL_GRACE_S``, at once for a job still queued."""
         if run.killed:
             return
         run.sink.master(f"forcibly killing allocation's remaining resources (reason: {reason})")
         run.killed = True
-        run.signal(signal.SIGTERM)
-        timer = threading.Timer(KILL_GRACE_S, run.signal, args=(signal.SIGKILL,))
-        timer.daemon = True
-        timer.start()
+        allocation_id = next((a for a, r in self._runs.items() if r is run), None)
+        job = self._jobs.get(allocation_id or "")
+        if allocation_id is not None and job is not None and job.state != "PENDING":
+            try:
+                self._exps.preempt(allocation_id)
+            except Exception:  # gone already: the scancel below still ends the job
+                logger.exception("cannot flag allocation %s preempted", allocation_id)
+            timer = threading.Timer(KILL_GRACE_S, run.signal, args=(signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+        else:
+            run.signal(signal.SIGKILL)
         self._wake.set()
 
     def _schedule(self) -> None:
