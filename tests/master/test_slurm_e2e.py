@@ -119,3 +119,69 @@ def test_master_kill9_restart_adopts_the_running_job(
         assert any(f"adopted Slurm job {job}" in x for x in lines), lines
     finally:
         m.stop()
+
+
+def test_two_slot_pytorch_trial_spans_n1_and_n2(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    """slots_per_trial 2 with slurm.slots_per_node 1: one job on both nodes, one srun task
+    each; torch_distributed meets at the rendezvous on the first and trains 2 ranks (gloo)."""
+    from _kit.pytorch_model_def import MODEL_DEF
+
+    cfg = {
+        "name": "slurm-ddp",
+        "entrypoint": "model_def:RegressionTrial",
+        "max_restarts": 0,
+        "resources": {"slots_per_trial": 2},
+        "slurm": {"slots_per_node": 1},
+        "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 4}},
+        "min_validation_period": {"batches": 4},
+        "hyperparameters": {"lr": 0.05, "global_batch_size": 8},
+    }
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        exp_id = cluster.create(cfg, {"model_def.py": MODEL_DEF})
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=90)
+        [trial] = cluster.trials(exp_id)
+        logs = cluster.logs(trial["taskId"])
+        text = "".join(e["log"] for e in logs)
+        assert exp["state"] == "STATE_COMPLETED", text[-3000:]
+        assert trial["totalBatchesProcessed"] == 4
+        assert {e["rankId"] for e in logs if e.get("rankId") is not None} == {0, 1}
+        job = _job_of(cluster, trial["taskId"])
+        shown = slurm.run("scontrol", "-o", "show", "job", job)
+        assert "NodeList=n[1-2]" in shown and "NumNodes=2" in shown, shown
+
+
+def test_asha_search_pauses_and_resumes(tmp_path: pathlib.Path, slurm: SlurmCluster) -> None:
+    cfg = config(tmp_path / "out", sleep=0.1, ckpt_every=2)
+    cfg["searcher"] = {
+        "name": "adaptive_asha",
+        "metric": "loss",
+        "max_length": 8,
+        "max_trials": 2,
+        "max_rungs": 2,
+        "divisor": 2,
+        "max_concurrent_trials": 2,
+    }
+    cfg["hyperparameters"]["metric"] = {"type": "double", "minval": 0.1, "maxval": 1.0}
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        exp_id = cluster.create(cfg)
+        deadline = time.monotonic() + 30
+        while not any(t.get("totalBatchesProcessed", 0) >= 2 for t in cluster.trials(exp_id)):
+            assert time.monotonic() < deadline, cluster.trials(exp_id)
+            time.sleep(0.1)
+        assert cluster.post(f"/api/v1/experiments/{exp_id}/pause").status_code == 200
+        cluster.wait_experiment(exp_id, "STATE_PAUSED", timeout=30)
+        deadline = time.monotonic() + 30
+        while slurm.run("squeue", "-h", "-o", "%i").strip():  # every job ended
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert cluster.post(f"/api/v1/experiments/{exp_id}/activate").status_code == 200
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=60)
+        assert exp["state"] == "STATE_COMPLETED"
+        trials = cluster.trials(exp_id)
+        assert len(trials) == 2 and all(t["state"] == "STATE_COMPLETED" for t in trials)
+        assert max(t["totalBatchesProcessed"] for t in trials) == 8
+        assert all(t["restarts"] == 0 for t in trials)  # a pause is no failure
