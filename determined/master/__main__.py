@@ -93,6 +93,12 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
                 )
             out["resource_manager"] = rm_type
             if rm_type == "slurm":
+                from determined.master.resources._slurm import SlurmConfig, SlurmConfigError
+
+                try:
+                    SlurmConfig.parse(value)
+                except (SlurmConfigError, TypeError) as e:
+                    raise ValueError(f"master config {str(path)!r}: {e}") from e
                 out["slurm"] = value
             continue
         if value is None or (

@@ -62,6 +62,10 @@ class SlurmConfig:
                 f"{', '.join(sorted(known))}"
             )
         out = cls(**{k: v for k, v in raw.items() if k != "type"})
+        if not isinstance(out.gres_supported, bool):
+            raise SlurmConfigError("resource_manager.gres_supported must be true or false")
+        if not isinstance(out.sbatch_args, list):
+            raise SlurmConfigError("resource_manager.sbatch_args must be a list of strings")
         if out.slots_type not in ("cpu", "cuda", "gpu"):
             raise SlurmConfigError(
                 f"resource_manager.slots_type must be cpu or cuda, not {out.slots_type!r}"
