@@ -36,9 +36,13 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 def _master(tmp: pathlib.Path, slurm: SlurmCluster, **rm: object) -> MasterProcess:
     conf = tmp / "master.yaml"
     conf.write_text(yaml.safe_dump({"resource_manager": {"type": "slurm", **rm}}))
-    m = MasterProcess(tmp / "master", config_file=conf, env={"SLURM_CONF": slurm.env["SLURM_CONF"]})
-    m.start()
-    return m
+    env = {"SLURM_CONF": slurm.env["SLURM_CONF"]}
+    return MasterProcess(tmp / "master", config_file=conf, env=env)  # not started yet
+
+
+def _jobs_of(cluster: Cluster, task_id: str) -> list[str]:
+    lines = [e["log"] for e in cluster.logs(task_id)]
+    return [x.split("Slurm job ")[1].split()[0] for x in lines if "submitted as Slurm job" in x]
 
 
 def _job_of(cluster: Cluster, task_id: str) -> str:
@@ -97,6 +101,7 @@ def test_master_kill9_restart_adopts_the_running_job(
     tmp_path: pathlib.Path, slurm: SlurmCluster
 ) -> None:
     m = _master(tmp_path, slurm)
+    m.start()
     try:
         cluster = Cluster(m)
         out = tmp_path / "out"
@@ -185,3 +190,21 @@ def test_asha_search_pauses_and_resumes(tmp_path: pathlib.Path, slurm: SlurmClus
         assert len(trials) == 2 and all(t["state"] == "STATE_COMPLETED" for t in trials)
         assert max(t["totalBatchesProcessed"] for t in trials) == 8
         assert all(t["restarts"] == 0 for t in trials)  # a pause is no failure
+
+
+def test_a_failed_job_is_restarted_per_max_restarts(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    out = tmp_path / "out"
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        exp_id = cluster.create(config(out, max_length=2, fail_runs=1))  # max_restarts 1
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=60)
+        [trial] = cluster.trials(exp_id)
+        assert exp["state"] == "STATE_COMPLETED"
+        assert trial["restarts"] == 1
+        first, second = _jobs_of(cluster, trial["taskId"])  # one job per run
+        assert first != second
+        assert "ExitCode=3:0" in slurm.run("scontrol", "-o", "show", "job", first)
+        lines = [e["log"] for e in cluster.logs(trial["taskId"])]
+        assert any("exited (exit code 3)" in x for x in lines), lines
