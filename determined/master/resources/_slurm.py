@@ -28,7 +28,7 @@ from determined.master._errors import ApiError
 from determined.master.experiment import Experiments
 from determined.master.resources import _launcher, _local, _recovery
 from determined.master.resources._log_capture import LogSink
-from determined.master.store import Store, _trials
+from determined.master.store import Store, _experiments, _trials
 
 logger = logging.getLogger("determined.master")
 JOB_PREFIX = "det-"
@@ -251,7 +251,15 @@ class SlurmResourceManager(_local.LocalResourceManager):
         job = SlurmJob(job_id, self._work_root / allocation_id, sink)
         job._offset = job.output.stat().st_size if job.output.exists() else 0
         self._jobs[allocation_id] = job
-        self._runs[allocation_id] = _local._Run([job], sink, [], 3600.0)  # type: ignore[list-item]
+        timeout = 3600.0
+        try:
+            with self._store.read() as conn:
+                trial = _trials.require_trial(conn, row["trial_id"])
+                exp = _experiments.require_experiment(conn, trial["experiment_id"])
+            timeout = float(exp["config"].get("preemption_timeout") or timeout)
+        except Exception:  # the default is safe: the job itself is adopted regardless
+            logger.exception("cannot read the preemption timeout of %s", allocation_id)
+        self._runs[allocation_id] = _local._Run([job], sink, [], timeout)  # type: ignore[list-item]
         sink.master(f"the restarted master adopted Slurm job {job_id}")
         logger.warning("adopted Slurm job %s of allocation %s", job_id, allocation_id)
 
@@ -329,8 +337,6 @@ class SlurmResourceManager(_local.LocalResourceManager):
 
     def _submit(self, trial: Any, need: int) -> None:
         with self._store.read() as conn:
-            from determined.master.store import _experiments
-
             exp = _experiments.require_experiment(conn, trial["experiment_id"])
         cfg = exp["config"]
         slurm = cfg.get("slurm") or {}
