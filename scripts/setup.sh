@@ -3,7 +3,8 @@
 #
 #   ./scripts/setup.sh          what the main job needs: .venv with torch (CPU build) and the package
 #   ./scripts/setup.sh --tests  and what the tests need: the dev extra, Determined 0.37 in .refvenv
-#                               (the reference the tests compare with), Chromium for the browser tests
+#                               (the reference the tests compare with), Chromium for the browser tests,
+#                               Slurm (slurm-wlm, munge) for the Slurm resource manager's tests
 #
 # Safe to run again: when nothing it installs from has changed since the last run, it says so and
 # returns at once. torch is pinned here (a CPU build on the project's machines); the package itself
@@ -96,6 +97,17 @@ if [ "$tests" = 1 ]; then
         >/dev/null; } || echo 'setup: could not install chromium; browser tests will skip' >&2"
     else
       say "no apt-get as root here: install chromium and chromium-driver for tests/webui" >&2
+    fi
+  fi
+  # Slurm and munge for the Slurm resource manager's tests (a private two-node cluster under
+  # tmp_path); without them those tests skip and say why.
+  if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+      step "Slurm and munge (for the Slurm tests)" bash -c "{ apt-get update -qq && \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge \
+        >/dev/null; } || echo 'setup: could not install slurm-wlm; Slurm tests will skip' >&2"
+    else
+      say "no apt-get as root here: install slurm-wlm and munge for the Slurm tests" >&2
     fi
   fi
 fi

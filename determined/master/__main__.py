@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--resource-manager",
-        choices=("local", "none"),
+        choices=("local", "none", "slurm"),
         default="local",
         help="'none': run no trials (the dev endpoints allocate them by hand)",
     )
@@ -65,7 +65,7 @@ _FILE_KEYS = {
     "cluster_name": str,
     "cpu_slots": int,
     "slots_per_agent": int,
-    "resource_manager": str,
+    "resource_manager": str,  # or a mapping: {type: slurm, ...} (docs/deploy/slurm.md)
     "log_level": str,
     "webhooks": dict,  # {signing_key, base_url}
 }
@@ -95,6 +95,23 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
         kind = _FILE_KEYS[key]
         if kind is dict:
             out[key] = _webhooks_section(path, value)
+            continue
+        if key == "resource_manager" and isinstance(value, dict):
+            rm_type = value.get("type")
+            if rm_type not in ("local", "slurm"):
+                raise ValueError(
+                    f"master config {str(path)!r}: resource_manager.type must be local or "
+                    f"slurm, not {rm_type!r}"
+                )
+            out["resource_manager"] = rm_type
+            if rm_type == "slurm":
+                from determined.master.resources._slurm import SlurmConfig, SlurmConfigError
+
+                try:
+                    SlurmConfig.parse(value)
+                except (SlurmConfigError, TypeError) as e:
+                    raise ValueError(f"master config {str(path)!r}: {e}") from e
+                out["slurm"] = value
             continue
         if value is None or (
             kind is int and (isinstance(value, bool) or not isinstance(value, int))
@@ -197,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {refusal}", file=sys.stderr)
         return 2
     local = args.resource_manager == "local"
+    local = args.resource_manager in ("local", "slurm")
+    slurm = getattr(args, "slurm", None)
+    if args.resource_manager == "slurm" and slurm is None:
+        slurm = {"type": "slurm"}
     app = create_app(
         store,
         cluster_name=args.cluster_name,
@@ -208,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         webhooks_config=getattr(args, "webhooks", None),
         host=args.host,
         allowed_hosts=args.allowed_hosts.split(","),
+        slurm=slurm if args.resource_manager == "slurm" else None,
     )
     _serve(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -263,6 +263,7 @@ def create_app(
     webhooks_config: Mapping[str, str] | None = None,
     host: str = "127.0.0.1",
     allowed_hosts: Iterable[str] = (),
+    slurm: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The master's HTTP API over ``store``.
 
@@ -280,6 +281,8 @@ def create_app(
             ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
         host, allowed_hosts: the bound address and further names requests may carry in
             their Host header (see ``_HostCheck``).
+        slurm: the master config's ``resource_manager`` with ``type: slurm``: trials run as
+            Slurm jobs (:class:`SlurmResourceManager`) instead of local processes.
 
     The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
     ``rm`` (the :class:`~determined.master.resources.ResourceManager`, or None).
@@ -297,7 +300,16 @@ def create_app(
         hooks.task_logs(conn, rows)
 
     rm: resources.ResourceManager | None = None
-    if master_url is not None and work_root is not None:
+    if master_url is not None and work_root is not None and slurm is not None:
+        rm = resources.SlurmResourceManager(
+            store,
+            experiments,
+            master_url=master_url,
+            work_root=work_root,
+            config=resources.SlurmConfig.parse(slurm),
+            log_hook=on_logs,
+        )
+    elif master_url is not None and work_root is not None:
         rm = resources.LocalResourceManager(
             store,
             experiments,

@@ -116,10 +116,10 @@ def _bulk(name: str, states: list[str], act: Act) -> None:
     method(f"/projects/{{project_id}}/experiments/{name}")(handler)
 
 
-_bulk("activate", [State.PAUSED.value], lambda i, c, e, s, r: _experiments.activate(i, c, e))
-_bulk("pause", [State.ACTIVE.value], lambda i, c, e, s, r: _experiments.pause(i, c, e))
-_bulk("cancel", _NOT_ENDED, lambda i, c, e, s, r: _experiments.cancel(i, c, e))
-_bulk("kill", _NOT_ENDED, lambda i, c, e, s, r: _experiments.kill(i, c, e))
-_bulk("archive", _TERMINAL, lambda i, c, e, s, r: _experiment_edits.archive(i, c, e))
-_bulk("unarchive", _TERMINAL, lambda i, c, e, s, r: _experiment_edits.unarchive(i, c, e))
+_bulk("activate", [State.PAUSED.value], lambda i, c, e, s, r: _experiments.activate(i, c, e, s))
+_bulk("pause", [State.ACTIVE.value], lambda i, c, e, s, r: _experiments.pause(i, c, e, s))
+_bulk("cancel", _NOT_ENDED, lambda i, c, e, s, r: _experiments.cancel(i, c, e, s))
+_bulk("kill", _NOT_ENDED, lambda i, c, e, s, r: _experiments.kill(i, c, e, s))
+_bulk("archive", _TERMINAL, lambda i, c, e, s, r: _experiment_edits.archive(i, c, e, s))
+_bulk("unarchive", _TERMINAL, lambda i, c, e, s, r: _experiment_edits.unarchive(i, c, e, s))
 _bulk("delete", _TERMINAL, lambda i, c, e, s, r: _experiment_edits.delete_experiment(i, c, e, s, r))

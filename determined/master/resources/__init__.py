@@ -1,8 +1,9 @@
 """Where trials run and what is left of them: the resource manager (a trial's runs as
 processes, their logs) and checkpoint GC.
 
-The app uses :class:`ResourceManager` (``LocalResourceManager`` is the one backend today),
-:func:`collect_async` (GC when an experiment ends) and the helpers its routers call.
+The app uses :class:`ResourceManager` (``LocalResourceManager``, or
+``SlurmResourceManager`` for a Slurm cluster), :func:`collect_async` (GC when an experiment
+ends) and the helpers its routers call.
 
 Layering: imports ``experiment`` and ``store`` (and the master's top-level ``_errors``),
 nothing above.
@@ -24,6 +25,7 @@ from determined.master.resources._gc import (
 from determined.master.resources._launcher import check_bind_mounts
 from determined.master.resources._local import LocalResourceManager
 from determined.master.resources._recovery import resume_gc_async
+from determined.master.resources._slurm import SlurmConfig, SlurmConfigError, SlurmResourceManager
 
 
 class ResourceManager(Protocol):
@@ -52,6 +54,9 @@ __all__ = [
     "Candidate",
     "LocalResourceManager",
     "ResourceManager",
+    "SlurmConfig",
+    "SlurmConfigError",
+    "SlurmResourceManager",
     "check_bind_mounts",
     "checkpoint_storage",
     "collect_async",

@@ -1,0 +1,459 @@
+"""The Slurm resource manager: each trial allocation is one Slurm batch job.
+
+It is the local resource manager's loop (reap, record exits, enforce kills and preemption
+timeouts, schedule) with Slurm doing the placing and queueing: every runnable trial is
+submitted at once with ``sbatch``; its batch script starts the trial with ``srun`` (one task
+per node), so that ``scancel --signal`` reaches the trial's processes. A job's state comes
+from ``squeue`` while it is known there, then from ``scontrol show job`` (kept ~5 minutes)
+or the exit code the batch script wrote. The job's output file is copied into the trial's
+task logs as it grows. Jobs are named ``det-<allocation id>``: a restarted master adopts the
+ones still queued or running (no trial lost or started twice). The work dirs must be on a
+filesystem every node sees (here: one host).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import shlex
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from determined.master._errors import ApiError
+from determined.master.experiment import Experiments
+from determined.master.resources import _envs, _launcher, _local, _recovery
+from determined.master.resources._log_capture import LogHook, LogSink
+from determined.master.store import Store, _experiments, _trials
+
+logger = logging.getLogger("determined.master")
+JOB_PREFIX = "det-"
+# Slurm job states after which the job runs no more.
+_ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
+KILL_GRACE_S = 10.0  # after a kill's SIGTERM, the trial has this long before scancel
+
+
+class SlurmConfigError(ValueError):
+    """A bad ``resource_manager: {type: slurm}`` section."""
+
+
+@dataclasses.dataclass
+class SlurmConfig:
+    """``resource_manager`` of the master config with ``type: slurm`` (0.37's field names)."""
+
+    slots_type: str = "cpu"  # "cpu" or "cuda"/"gpu"
+    gres_supported: bool = True
+    default_compute_resource_pool: str | None = None
+    partition_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sbatch_args: list[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> SlurmConfig:
+        """Raises SlurmConfigError naming the bad key."""
+        known = {f.name for f in dataclasses.fields(cls)} | {"type"}
+        unknown = sorted(str(k) for k in raw if k not in known)
+        if unknown:
+            raise SlurmConfigError(
+                f"resource_manager: unknown keys {', '.join(unknown)}; allowed: "
+                f"{', '.join(sorted(known))}"
+            )
+        out = cls(**{k: v for k, v in raw.items() if k != "type"})
+        if not isinstance(out.gres_supported, bool):
+            raise SlurmConfigError("resource_manager.gres_supported must be true or false")
+        if not isinstance(out.sbatch_args, list):
+            raise SlurmConfigError("resource_manager.sbatch_args must be a list of strings")
+        if out.slots_type not in ("cpu", "cuda", "gpu"):
+            raise SlurmConfigError(
+                f"resource_manager.slots_type must be cpu or cuda, not {out.slots_type!r}"
+            )
+        if not isinstance(out.partition_overrides, dict):
+            raise SlurmConfigError("resource_manager.partition_overrides must be a mapping")
+        return out
+
+    @property
+    def gpu(self) -> bool:
+        return self.slots_type in ("cuda", "gpu")
+
+
+def _slurm(args: list[str], timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+
+
+def job_states(prefix: str = JOB_PREFIX) -> dict[str, tuple[str, str, str]]:
+    """``job name -> (job id, state, node list)`` of this user's jobs squeue knows."""
+    out = _slurm(["squeue", "-h", "-u", str(os.getuid()), "-o", "%j|%i|%T|%N"])
+    if out.returncode != 0:
+        raise RuntimeError(f"squeue failed: {out.stderr.strip()}")
+    jobs = {}
+    for line in out.stdout.splitlines():
+        name, job_id, state, nodes = (line.split("|") + ["", "", "", ""])[:4]
+        if name.startswith(prefix):
+            jobs[name] = (job_id, state, nodes)
+    return jobs
+
+
+def finished_exit_code(job_id: str, exit_file: Path) -> int:
+    """A finished job's exit code: the trial's own (the batch script wrote it), else
+    ``scontrol``'s (a signal counts as 128 + its number), else -1."""
+    try:
+        return int(exit_file.read_text().strip())
+    except (OSError, ValueError):
+        pass
+    out = _slurm(["scontrol", "-o", "show", "job", job_id])
+    for field in out.stdout.split():
+        if field.startswith("ExitCode="):
+            code, _, sig = field[len("ExitCode=") :].partition(":")
+            if sig and sig != "0":
+                return 128 + int(sig)
+            return int(code)
+    return -1
+
+
+class SlurmJob:
+    """One allocation as a Slurm job; stands where the local manager has a process group
+    (``poll``, ``signal_group``, ``finish``)."""
+
+    def __init__(self, job_id: str, work_dir: Path, sink: LogSink) -> None:
+        self.job_id = job_id
+        self.pid = int(job_id)
+        self.work_dir = work_dir
+        self.state = "PENDING"
+        self.nodes = ""
+        self.code: int | None = None
+        self._sink = sink
+        self._offset = 0
+        self._announced = False
+
+    @property
+    def output(self) -> Path:
+        return self.work_dir / "slurm.out"
+
+    def update(self, known: dict[str, tuple[str, str, str]], name: str) -> None:
+        """Take the job's state from a ``job_states`` answer; copy new output lines."""
+        self.copy_output()
+        if self.code is not None:
+            return
+        if name in known and known[name][1] in _ACTIVE:
+            _, self.state, self.nodes = known[name]
+            if self.state == "RUNNING" and not self._announced:
+                self._announced = True
+                self._sink.master(f"Slurm job {self.job_id} is running on {self.nodes}")
+            return
+        self.code = finished_exit_code(self.job_id, self.work_dir / "exit_code")
+        self.state = "DONE"
+        self.copy_output()
+
+    def copy_output(self) -> None:
+        try:
+            with self.output.open("rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1
+        if not end:
+            return
+        self._offset += end
+        for line in data[:end].decode("utf-8", errors="replace").splitlines():
+            if line:
+                self._sink.line(line, stdtype="stdout")
+
+    def poll(self) -> int | None:
+        return self.code
+
+    def signal_group(self, sig: int = signal.SIGKILL) -> None:
+        """``scancel --signal`` (reaches the srun steps: the trial); SIGKILL cancels the job
+        (Slurm's SIGTERM, then SIGKILL after ``KillWait``)."""
+        if self.code is not None:
+            return
+        if sig == signal.SIGKILL or self.state == "PENDING":
+            args = ["scancel", self.job_id]
+        else:
+            args = ["scancel", f"--signal={signal.Signals(sig).name[3:]}", self.job_id]
+        try:
+            _slurm(args, timeout=10)
+        except subprocess.TimeoutExpired:
+            logger.warning("%s timed out", " ".join(args))
+
+    def finish(self, timeout: float = 5.0) -> None:
+        self.copy_output()
+
+
+_WRAPPER = """#!/bin/bash
+# One task per node: source this task's environment, run the trial in its work dir.
+set -a
+. "{work}/env.$SLURM_PROCID"
+set +a
+cd "{work}/$SLURM_PROCID"
+if [ -f ./startup-hook.sh ]; then . ./startup-hook.sh; fi
+exec {argv}
+"""
+
+_BATCH = """#!/bin/bash
+srun --kill-on-bad-exit=1 --ntasks={ntasks} --ntasks-per-node=1 bash "{work}/task.sh"
+code=$?
+echo $code > "{work}/exit_code"
+exit $code
+"""
+
+
+class SlurmResourceManager(_local.LocalResourceManager):
+    """Runs the trials of ``experiments`` as Slurm jobs (``SLURM_CONF`` etc. come from the
+    master's environment)."""
+
+    def __init__(
+        self,
+        store: Store,
+        experiments: Experiments,
+        *,
+        master_url: str,
+        work_root: Path,
+        config: SlurmConfig,
+        log_hook: LogHook | None = None,
+    ) -> None:
+        self._slurm_config = config
+        super().__init__(
+            store, experiments, master_url=master_url, work_root=work_root, log_hook=log_hook
+        )
+        self.gpu = config.gpu
+        self._jobs: dict[str, SlurmJob] = {}
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Adopt the jobs of live allocations still in Slurm; close the others."""
+        with self._store.read() as conn:
+            stale = {str(a["id"]): a for a in _trials.live_allocations(conn)}
+        try:
+            known = job_states()
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            logger.error("cannot ask Slurm for its jobs: %s", e)
+            known = {}
+        for allocation_id, row in stale.items():
+            name = JOB_PREFIX + allocation_id
+            if name in known and known[name][1] in _ACTIVE:
+                self._adopt(allocation_id, row, known[name][0])
+            else:
+                work = self._work_root / allocation_id
+                code = (
+                    finished_exit_code(known[name][0], work / "exit_code")
+                    if name in known
+                    else _exit_file_code(work)
+                )
+                self._exits[allocation_id] = (code, code == -1)
+        self._record_exits()
+        _recovery.remove_staging(self._store)
+        self._thread.start()
+
+    def _adopt(self, allocation_id: str, row: Any, job_id: str) -> None:
+        sink = LogSink(self._logs, str(row["task_id"]), allocation_id)
+        job = SlurmJob(job_id, self._work_root / allocation_id, sink)
+        job._offset = job.output.stat().st_size if job.output.exists() else 0
+        self._jobs[allocation_id] = job
+        timeout = 3600.0
+        try:
+            with self._store.read() as conn:
+                trial = _trials.require_trial(conn, row["trial_id"])
+                exp = _experiments.require_experiment(conn, trial["experiment_id"])
+            timeout = float(exp["config"].get("preemption_timeout") or timeout)
+        except Exception:  # the default is safe: the job itself is adopted regardless
+            logger.exception("cannot read the preemption timeout of %s", allocation_id)
+        self._runs[allocation_id] = _local._Run([job], sink, [], timeout)  # type: ignore[list-item]
+        sink.master(f"the restarted master adopted Slurm job {job_id}")
+        logger.warning("adopted Slurm job %s of allocation %s", job_id, allocation_id)
+
+    def terminate_all(self) -> None:
+        """The master is stopping: Slurm jobs keep running (a restarted master adopts them)."""
+        self._stopping.set()
+
+    def stop(self) -> None:
+        self.terminate_all()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+        for job in self._jobs.values():
+            job.copy_output()
+        self._logs.close()
+
+    def capacity(self) -> int:
+        """Slots of the whole cluster (CPUs, or a large number for GPUs: Slurm decides)."""
+        if self._slurm_config.gpu:
+            return 1 << 20
+        try:
+            out = _slurm(["sinfo", "-h", "-o", "%C"])
+            return int(out.stdout.split("/")[-1])
+        except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+            return 1 << 20
+
+    # ----------------------------------------------------------------- the loop
+
+    def _reap(self) -> None:
+        if self._jobs:
+            known = job_states()
+            for allocation_id, job in list(self._jobs.items()):
+                job.update(known, JOB_PREFIX + allocation_id)
+                if job.code is not None:
+                    del self._jobs[allocation_id]
+        super()._reap()
+
+    def _kill(self, run: _local._Run, reason: str) -> None:
+        """A running trial is first asked to checkpoint and exit through its preemption path
+        (the allocation is flagged preempted: its long poll answers at once); ``scancel``
+        (Slurm's SIGTERM to the srun steps, SIGKILL after ``KillWait``) follows after
+        ``KILL_GRACE_S``, at once for a job still queued."""
+        if run.killed:
+            return
+        run.sink.master(f"forcibly killing allocation's remaining resources (reason: {reason})")
+        run.killed = True
+        allocation_id = next((a for a, r in self._runs.items() if r is run), None)
+        job = self._jobs.get(allocation_id or "")
+        if allocation_id is not None and job is not None and job.state != "PENDING":
+            try:
+                self._exps.preempt(allocation_id)
+            except Exception:  # gone already: the scancel below still ends the job
+                logger.exception("cannot flag allocation %s preempted", allocation_id)
+            timer = threading.Timer(KILL_GRACE_S, run.signal, args=(signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+        else:
+            run.signal(signal.SIGKILL)
+        self._wake.set()
+
+    def _schedule(self) -> None:
+        with self._store.read() as conn:
+            runnable = _trials.runnable_trials(conn)
+        for trial in runnable:
+            if self._stopping.is_set():
+                return
+            try:
+                need = self._slots_needed(trial)
+            except Exception:
+                logger.exception("cannot schedule trial %s", trial["id"])
+                continue
+            if need is None:
+                continue
+            self._submit(trial, need)
+
+    def _submit(self, trial: Any, need: int) -> None:
+        with self._store.read() as conn:
+            exp = _experiments.require_experiment(conn, trial["experiment_id"])
+        cfg = exp["config"]
+        slurm = cfg.get("slurm") or {}
+        per_node = int(slurm.get("slots_per_node") or need)
+        nodes = max(1, math.ceil(need / per_node))
+        containers = [list(range(min(per_node, need - i * per_node))) for i in range(nodes)]
+        resources = [
+            {"resourcesId": str(i), "address": "127.0.0.1", "slots": len(c)}
+            for i, c in enumerate(containers)
+        ]
+        try:
+            alloc, token = self._exps.allocate(int(trial["id"]), resources)
+        except ApiError:
+            return
+        except Exception:
+            logger.exception("cannot allocate trial %s", trial["id"])
+            return
+        allocation_id = str(alloc["id"])
+        sink = LogSink(self._logs, str(alloc["task_id"]), allocation_id)
+        work = self._work_root / allocation_id
+        try:
+            with self._store.read() as conn:
+                spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
+            spec.port_offset = _launcher.pick_port_offset(
+                {r.port_offset for r in self._runs.values()}
+            )
+            job_id = self._sbatch(spec, work, cfg)
+        except Exception as e:
+            if not isinstance(e, _launcher.LaunchError):
+                logger.exception("submitting allocation %s failed", allocation_id)
+            sink.master(f"crashed: {_launcher.describe(e)}")
+            self._logs.flush()
+            self._exits[allocation_id] = (1, False)
+            self._record_exits()
+            return
+        job = SlurmJob(job_id, work, sink)
+        self._jobs[allocation_id] = job
+        timeout = float(cfg.get("preemption_timeout") or 3600)
+        self._runs[allocation_id] = _local._Run(
+            [job],  # type: ignore[list-item]
+            sink,
+            [],
+            timeout,
+            port_offset=spec.port_offset,
+        )
+        sink.master(
+            f"Resources for Trial {spec.trial_id} (Experiment {spec.experiment_id}) were "
+            f"submitted as Slurm job {job_id} ({nodes} node(s), {need} slot(s))"
+        )
+
+    def partition(self, config: dict[str, Any]) -> str | None:
+        """The experiment's resource pool is a partition (default: the master's
+        ``default_compute_resource_pool``, else Slurm's default partition)."""
+        pool = (config.get("resources") or {}).get("resource_pool") or (
+            self._slurm_config.default_compute_resource_pool
+        )
+        return str(pool) if pool else None
+
+    def _sbatch(self, spec: _launcher.LaunchSpec, work: Path, cfg: dict[str, Any]) -> str:
+        work.mkdir(parents=True, exist_ok=True)
+        # The experiment's own Python environment (``_envs``), on the shared data dir.
+        environment = _envs.ensure(self._env_root, spec.experiment_id)
+        for i in range(len(spec.containers)):
+            cwork = work / str(i)
+            _launcher.prepare_work_dir(cwork, spec)
+            env = _launcher.trial_env(spec, self._master_url, self._store.cluster_id, cwork, i)
+            env["DET_RESOURCES_TYPE"] = "slurm-job"
+            env["DET_AGENT_ID"] = "slurm"
+            _envs.activate(env, environment)
+            lines = [
+                f"{k}={shlex.quote(v)}"
+                for k, v in env.items()
+                if os.environ.get(k) != v and k.isidentifier()
+            ]
+            (work / f"env.{i}").write_text("\n".join(lines) + "\n")
+        python = str(_envs.python_of(environment))
+        argv = " ".join(shlex.quote(a) for a in _launcher.command(python))
+        (work / "task.sh").write_text(_WRAPPER.format(work=work, argv=argv))
+        (work / "batch.sh").write_text(_BATCH.format(work=work, ntasks=len(spec.containers)))
+        per_node = len(spec.containers[0])
+        args = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={JOB_PREFIX}{spec.allocation_id}",
+            f"--output={work / 'slurm.out'}",
+            f"--chdir={work}",
+            f"--nodes={len(spec.containers)}",
+            f"--ntasks={len(spec.containers)}",
+            "--ntasks-per-node=1",
+        ]
+        slurm = cfg.get("slurm") or {}
+        if self.gpu and self._slurm_config.gres_supported:
+            gpu_type = slurm.get("gpu_type")
+            args.append(f"--gres=gpu:{gpu_type + ':' if gpu_type else ''}{per_node}")
+        elif self.gpu:
+            args.append(f"--gpus-per-node={per_node}")
+        else:
+            args.append(f"--cpus-per-task={per_node}")
+        pool = self.partition(cfg)
+        if pool:
+            override = self._slurm_config.partition_overrides.get(pool) or {}
+            args.append(f"--partition={pool}")
+            args.extend(str(a) for a in override.get("sbatch_args") or [])
+        args.extend(str(a) for a in self._slurm_config.sbatch_args)
+        args.extend(str(a) for a in slurm.get("sbatch_args") or [])
+        args.append(str(work / "batch.sh"))
+        out = _slurm(args)
+        if out.returncode != 0:
+            raise _launcher.LaunchError(f"sbatch refused the job: {out.stderr.strip()}")
+        return out.stdout.strip().split(";")[0]
+
+
+def _exit_file_code(work: Path) -> int:
+    try:
+        return int((work / "exit_code").read_text().strip())
+    except (OSError, ValueError):
+        return -1

@@ -1,0 +1,210 @@
+"""The Slurm resource manager (docs/deploy/slurm.md) against a real two-node Slurm started
+under tmp_path (tests/_kit/slurm_cluster.py): each trial allocation is one Slurm job."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from _kit.master import MasterProcess
+from _kit.slurm_cluster import SlurmCluster, missing
+from _kit.trial_cluster import Cluster, config, env_of, wait_file
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        bool(missing()),
+        reason=f"Slurm binaries missing ({', '.join(missing())}): "
+        "apt-get install -y slurm-wlm munge (scripts/setup.sh --tests)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _master(tmp: pathlib.Path, slurm: SlurmCluster, **rm: object) -> MasterProcess:
+    conf = tmp / "master.yaml"
+    conf.write_text(yaml.safe_dump({"resource_manager": {"type": "slurm", **rm}}))
+    env = {"SLURM_CONF": slurm.env["SLURM_CONF"]}
+    return MasterProcess(tmp / "master", config_file=conf, env=env)  # not started yet
+
+
+def _jobs_of(cluster: Cluster, task_id: str) -> list[str]:
+    lines = [e["log"] for e in cluster.logs(task_id)]
+    return [x.split("Slurm job ")[1].split()[0] for x in lines if "submitted as Slurm job" in x]
+
+
+def _job_of(cluster: Cluster, task_id: str) -> str:
+    lines = cluster.wait_log(task_id, "submitted as Slurm job")
+    line = next(x for x in lines if "submitted as Slurm job" in x)
+    return line.split("Slurm job ")[1].split()[0]
+
+
+def test_core_api_trial_runs_as_a_slurm_job(tmp_path: pathlib.Path, slurm: SlurmCluster) -> None:
+    with _master(tmp_path, slurm, default_compute_resource_pool="debug") as m:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        exp_id = cluster.create(config(out, max_length=2))
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=60)
+        [trial] = cluster.trials(exp_id)
+        env = env_of(out, trial["id"], 1)
+        assert env["DET_RESOURCES_TYPE"] == "slurm-job"
+        assert env["DET_MASTER"].startswith("http://127.0.0.1:")
+        task = trial["taskId"]
+        job = _job_of(cluster, task)
+        lines = cluster.wait_log(task, f"hello from trial {trial['id']} run 1")
+        assert "a warning line" in "\n".join(lines)  # stderr too
+        shown = slurm.run("scontrol", "-o", "show", "job", job)
+        assert "JobState=COMPLETED" in shown and "ExitCode=0:0" in shown, shown
+        assert "JobName=det-" in shown and "Partition=debug" in shown, shown
+        assert exp["state"] == "STATE_COMPLETED"
+
+
+def _checkpoint_steps(cluster: Cluster, trial_id: int) -> list[int]:
+    got = cluster.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]
+    return sorted(int(c["metadata"]["steps_completed"]) for c in got)
+
+
+def test_kill_checkpoints_then_cancels_the_job(tmp_path: pathlib.Path, slurm: SlurmCluster) -> None:
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        exp_id = cluster.create(config(out, max_length=10000, sleep=0.05))
+        trial = cluster.wait_trial(exp_id, "STATE_RUNNING", "RUNNING", timeout=30)
+        wait_file(out / f"{trial['id']}.1.pid")
+        job = _job_of(cluster, trial["taskId"])
+        time.sleep(0.5)  # some steps trained
+        assert cluster.post(f"/api/v1/experiments/{exp_id}/kill").status_code == 200
+        cluster.wait_experiment(exp_id, "STATE_CANCELED", timeout=30)
+        steps = _checkpoint_steps(cluster, trial["id"])
+        assert steps and steps[-1] > 0, steps  # the kill reached its preemption path
+        # The job is gone from the queue; it ended on its own (the trial exited 0).
+        assert job not in slurm.run("squeue", "-h", "-o", "%i").split()
+        shown = slurm.run("scontrol", "-o", "show", "job", job)
+        assert "ExitCode=0:0" in shown, shown
+        lines = [e["log"] for e in cluster.logs(trial["taskId"])]
+        assert any("forcibly killing" in x for x in lines), lines
+
+
+def test_master_kill9_restart_adopts_the_running_job(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    m = _master(tmp_path, slurm)
+    m.start()
+    try:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        exp_id = cluster.create(config(out, max_length=40, sleep=0.1))
+        trial = cluster.wait_trial(exp_id, "STATE_RUNNING", "RUNNING", timeout=30)
+        wait_file(out / f"{trial['id']}.1.pid")
+        job = _job_of(cluster, trial["taskId"])
+        m.kill()  # SIGKILL: the Slurm job goes on without its master
+        time.sleep(0.5)
+        assert job in slurm.run("squeue", "-h", "-o", "%i").split()
+        m.start()
+        cluster = Cluster(m)
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=60)
+        assert exp["state"] == "STATE_COMPLETED"
+        [trial] = cluster.trials(exp_id)
+        assert trial["state"] == "STATE_COMPLETED"
+        assert trial["restarts"] == 0  # not lost, not started twice
+        assert not (out / f"{trial['id']}.2.pid").exists()
+        lines = [e["log"] for e in cluster.logs(trial["taskId"])]
+        assert any(f"adopted Slurm job {job}" in x for x in lines), lines
+    finally:
+        m.stop()
+
+
+def test_two_slot_pytorch_trial_spans_n1_and_n2(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    """slots_per_trial 2 with slurm.slots_per_node 1: one job on both nodes, one srun task
+    each; torch_distributed meets at the rendezvous on the first and trains 2 ranks (gloo)."""
+    from _kit.pytorch_model_def import MODEL_DEF
+
+    cfg = {
+        "name": "slurm-ddp",
+        "entrypoint": "model_def:RegressionTrial",
+        "max_restarts": 0,
+        "resources": {"slots_per_trial": 2},
+        "slurm": {"slots_per_node": 1},
+        "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 4}},
+        "min_validation_period": {"batches": 4},
+        "hyperparameters": {"lr": 0.05, "global_batch_size": 8},
+    }
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        exp_id = cluster.create(cfg, {"model_def.py": MODEL_DEF})
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=90)
+        [trial] = cluster.trials(exp_id)
+        logs = cluster.logs(trial["taskId"])
+        text = "".join(e["log"] for e in logs)
+        assert exp["state"] == "STATE_COMPLETED", text[-3000:]
+        assert trial["totalBatchesProcessed"] == 4
+        assert {e["rankId"] for e in logs if e.get("rankId") is not None} == {0, 1}
+        job = _job_of(cluster, trial["taskId"])
+        shown = slurm.run("scontrol", "-o", "show", "job", job)
+        assert "NodeList=n[1-2]" in shown and "NumNodes=2" in shown, shown
+
+
+def test_asha_search_pauses_and_resumes(tmp_path: pathlib.Path, slurm: SlurmCluster) -> None:
+    cfg = config(tmp_path / "out", sleep=0.1, ckpt_every=2)
+    cfg["searcher"] = {
+        "name": "adaptive_asha",
+        "metric": "loss",
+        "max_length": 8,
+        "max_trials": 2,
+        "max_rungs": 2,
+        "divisor": 2,
+        "max_concurrent_trials": 2,
+    }
+    cfg["hyperparameters"]["metric"] = {"type": "double", "minval": 0.1, "maxval": 1.0}
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        exp_id = cluster.create(cfg)
+        deadline = time.monotonic() + 30
+        while not any(t.get("totalBatchesProcessed", 0) >= 2 for t in cluster.trials(exp_id)):
+            assert time.monotonic() < deadline, cluster.trials(exp_id)
+            time.sleep(0.1)
+        assert cluster.post(f"/api/v1/experiments/{exp_id}/pause").status_code == 200
+        cluster.wait_experiment(exp_id, "STATE_PAUSED", timeout=30)
+        deadline = time.monotonic() + 30
+        while slurm.run("squeue", "-h", "-o", "%i").strip():  # every job ended
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert cluster.post(f"/api/v1/experiments/{exp_id}/activate").status_code == 200
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=60)
+        assert exp["state"] == "STATE_COMPLETED"
+        trials = cluster.trials(exp_id)
+        assert len(trials) == 2 and all(t["state"] == "STATE_COMPLETED" for t in trials)
+        assert max(t["totalBatchesProcessed"] for t in trials) == 8
+        assert all(t["restarts"] == 0 for t in trials)  # a pause is no failure
+
+
+def test_a_failed_job_is_restarted_per_max_restarts(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    out = tmp_path / "out"
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        exp_id = cluster.create(config(out, max_length=2, fail_runs=1))  # max_restarts 1
+        exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=60)
+        [trial] = cluster.trials(exp_id)
+        assert exp["state"] == "STATE_COMPLETED"
+        assert trial["restarts"] == 1
+        first, second = _jobs_of(cluster, trial["taskId"])  # one job per run
+        assert first != second
+        assert "ExitCode=3:0" in slurm.run("scontrol", "-o", "show", "job", first)
+        lines = [e["log"] for e in cluster.logs(trial["taskId"])]
+        assert any("exited (exit code 3)" in x for x in lines), lines
