@@ -25,6 +25,9 @@ class OptimizationsConfig(Section):
     tensor_fusion_threshold: int = Field(default=64, ge=0)
     tensor_fusion_cycle_time: int = Field(default=1, ge=0)
     auto_tune_tensor_fusion: bool = False
+    # Not in 0.37: PyTorchTrial stages checkpoints to host memory and writes them in the
+    # background (docs/pytorch.md, "Asynchronous checkpoints").
+    async_checkpoints: bool = False
 
 
 class ProfilingConfig(Section):
