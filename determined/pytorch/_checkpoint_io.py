@@ -20,12 +20,58 @@ from determined.pytorch._context import _TrainingSetup
 logger = logging.getLogger("determined.pytorch")
 
 
+DCP_DIR = "dcp"  # sharded model and optimizer state: torch.distributed.checkpoint's layout
+
+
+def is_sharded(setup: _TrainingSetup) -> bool:
+    """Whether the trial's models are FSDP2 modules (``fully_shard``): their weights and
+    optimizer state are then saved with torch.distributed.checkpoint, one file per rank."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return any(isinstance(m, FSDPModule) for m in setup.models)
+
+
+def _dcp_state(setup: _TrainingSetup, *, optimizers: bool = True) -> dict[str, Any]:
+    from torch.distributed.checkpoint import state_dict as dsd
+
+    models = torch.nn.ModuleList(setup.models)  # one namespace: "0.weight", "1.bias", ...
+    state: dict[str, Any] = {"models": dsd.get_model_state_dict(models)}
+    if optimizers and setup.optimizers:
+        state["optimizers"] = dsd.get_optimizer_state_dict(models, setup.optimizers)
+    return state
+
+
+def write_sharded(path: pathlib.Path, setup: _TrainingSetup) -> None:
+    """Every rank's shard of the models and optimizers into ``path/dcp`` (a collective over
+    the default process group; rank 0 also writes DCP's ``.metadata``)."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save(_dcp_state(setup), checkpoint_id=path / DCP_DIR)
+
+
+def restore_sharded(path: pathlib.Path, setup: _TrainingSetup, *, weights_only: bool) -> None:
+    """Load ``path/dcp`` into the trial's models (and optimizers), resharded to this run's
+    layout: any world size, FSDP2 or plain modules. A collective when a process group is up."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import state_dict as dsd
+
+    models = torch.nn.ModuleList(setup.models)
+    state = _dcp_state(setup, optimizers=not weights_only)
+    dcp.load(state, checkpoint_id=path / DCP_DIR)
+    dsd.set_model_state_dict(models, state["models"])
+    if "optimizers" in state:
+        dsd.set_optimizer_state_dict(models, setup.optimizers, state["optimizers"])
+
+
 def build_state_dict(
     setup: _TrainingSetup, callbacks: dict[str, PyTorchCallback]
 ) -> dict[str, Any]:
+    """The chief's ``state_dict.pth``. With FSDP2 models, weights and optimizer state live in
+    ``dcp/`` instead and the two lists are empty."""
+    sharded = is_sharded(setup)
     state: dict[str, Any] = {
-        "models_state_dict": [m.state_dict() for m in setup.models],
-        "optimizers_state_dict": [o.state_dict() for o in setup.optimizers],
+        "models_state_dict": [] if sharded else [m.state_dict() for m in setup.models],
+        "optimizers_state_dict": [] if sharded else [o.state_dict() for o in setup.optimizers],
         "lr_schedulers_state_dict": [s.state_dict() for s in setup.lr_schedulers],
         "callbacks": {name: cb.state_dict() for name, cb in callbacks.items()},
         "rng_state": _state.rng_state(),
@@ -171,7 +217,10 @@ def restore(
     for cb in callbacks.values():
         cb.on_checkpoint_load_start(state)
     state = _legacy.normalize_state(state, len(setup.models))
-    restore_models(setup.models, state)
+    if (path / DCP_DIR).is_dir():
+        restore_sharded(path, setup, weights_only=weights_only)
+    else:
+        restore_models(setup.models, state)
     if weights_only:
         return None
     for opt, sd in zip(setup.optimizers, state.get("optimizers_state_dict", []), strict=False):

@@ -237,8 +237,18 @@ class PyTorchTrialContext:
         """Move ``model`` to the device and, with several ranks under torch.distributed
         (``USE_TORCH_DISTRIBUTED`` set), wrap it in DistributedDataParallel whose attribute
         lookups fall through to the model (``self.model.weight``, the model's own methods), as
-        in 0.37. Call on every rank in the same order."""
+        in 0.37. Call on every rank in the same order.
+
+        A model already sharded with ``torch.distributed.fsdp.fully_shard`` (FSDP2) is
+        registered as it is (no DDP): build its optimizer from the sharded parameters, and
+        checkpoints save weights and optimizer state with torch.distributed.checkpoint, one
+        file per rank (docs/pytorch.md, "FSDP2")."""
         if not self._managed:
+            return model
+        from torch.distributed.fsdp import FSDPModule
+
+        if isinstance(model, FSDPModule):
+            self.models.append(model)
             return model
         model = model.to(self.device)
         if self.distributed.get_size() > 1 and os.environ.get("USE_TORCH_DISTRIBUTED"):

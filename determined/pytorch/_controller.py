@@ -93,6 +93,12 @@ class Controller:
         self._bar: Any = None
         self._status: str | None = None
         self._writing = False  # a checkpoint is being written in the background
+        self._sharded = _checkpoint_io.is_sharded(self.setup)
+        if settings.async_checkpoints and self._sharded:
+            logger.warning(
+                "async_checkpoints is not supported with FSDP2 models yet: their sharded "
+                "checkpoints are written synchronously"
+            )
 
     # ---- entry point -----------------------------------------------------------------------
 
@@ -431,7 +437,7 @@ class Controller:
             "format": "pickle",
             "determined_version": det.__version__,
         }
-        if self.settings.async_checkpoints:
+        if self.settings.async_checkpoints and not self._sharded:
             self._checkpoint_in_background(metadata)
             return
         shard = self.dist.get_size() > 1
@@ -439,6 +445,8 @@ class Controller:
         if shard or self.chief:
             with self.core.checkpoint.store_path(metadata, shard=shard) as (path, uuid):
                 _checkpoint_io.write_rank_files(path, self.dist.get_rank())
+                if self._sharded:
+                    _checkpoint_io.write_sharded(path, self.setup)
                 if self.chief:
                     _checkpoint_io.write_chief_files(
                         path, self.setup, self.callbacks, self.progress, self.settings
