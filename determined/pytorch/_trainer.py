@@ -237,7 +237,7 @@ class Trainer:
 
     def _async_checkpoints(self, arg: bool | None) -> bool:
         if arg is None:
-            arg = (self._config().get("optimizations") or {}).get("async_checkpoints", False)
+            arg = (self._config().get("optimizations") or {}).get("async_checkpoints") or False
         if not isinstance(arg, bool):
             raise TypeError(f"async_checkpoints must be True, False or None, not {arg!r}")
         return arg
