@@ -49,14 +49,18 @@ def _full(t: torch.Tensor) -> list[float]:
     return [float(x) for x in full.detach().flatten()]
 
 
-def run(length: int, latest: str | None = None, **hp: Any) -> dict[str, Any]:
+def run(
+    length: int, latest: str | None = None, fit: dict[str, Any] | None = None, **hp: Any
+) -> dict[str, Any]:
     torch.manual_seed(0)
     capture = Capture()
     dist = core.DistributedContext.from_torch_distributed()
     with det_torch.init(hparams={**HP, **hp}, exp_conf=CONF, distributed=dist) as ctx:
         trial = FSDPTrial(ctx)
         trial.build_callbacks = lambda: {"capture": capture}  # type: ignore[method-assign]
-        det_torch.Trainer(trial, ctx).fit(max_length=Batch(length), latest_checkpoint=latest)
+        det_torch.Trainer(trial, ctx).fit(
+            max_length=Batch(length), latest_checkpoint=latest, **(fit or {})
+        )
     state = trial.opt.state_dict()["state"]
     return {
         "fsdp": isinstance(trial.model, FSDPModule),
@@ -85,6 +89,8 @@ def main() -> None:
         out["straight"] = run(8)
         out["first"] = run(4)
         out["resumed"] = run(8, latest=out["first"]["uuids"][-1])
+        # async_checkpoints with FSDP2: written synchronously (DCP is a collective), same result
+        out["async"] = run(4, fit={"async_checkpoints": True})
     elif phase == "load":  # restore ``latest`` and train nothing more
         out["loaded"] = run(4, latest=latest)
     elif phase == "plain":  # no process group, no FSDP: the same checkpoint, unsharded

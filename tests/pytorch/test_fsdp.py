@@ -112,3 +112,13 @@ def test_resharding_2_to_1_and_1_to_2(runs: dict[str, Any]) -> None:
         assert loaded["fsdp"] and loaded["events"] == []
         assert loaded["params"] == saved1["params"]
         assert loaded["exp_avg"] == saved1["exp_avg"]
+
+
+def test_async_checkpoints_with_fsdp_fall_back_to_synchronous(runs: dict[str, Any]) -> None:
+    """fit(async_checkpoints=True) with FSDP2 models still writes a complete DCP checkpoint
+    (synchronously, with a warning) that every rank hears of."""
+    a, b = (r["async"] for r in runs["two"])
+    assert a["uuids"] == b["uuids"] and len(a["uuids"]) == 1
+    path = runs["tmp"] / "det_home" / "checkpoints" / a["uuids"][0] / "dcp"
+    assert sorted(p.name for p in path.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert a["params"] == runs["two"][0]["first"]["params"]
