@@ -263,3 +263,94 @@ def test_core_api_store_path_in_background(tmp_path: pathlib.Path) -> None:
             ctx.checkpoint.store_path_in_background(write, {})
         assert ctx.checkpoint.wait_for_background() is None
         assert sorted(p.name for p in tmp_path.iterdir()) == [storage_id]
+
+
+def _nested() -> Any:
+    from hypothesis import strategies as st
+
+    leaves = st.one_of(
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.text(max_size=3),
+        st.none(),
+        st.lists(st.floats(allow_nan=False, width=32), min_size=1, max_size=4).map(torch.tensor),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.lists(inner, max_size=3).map(tuple),
+            st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        ),
+        max_leaves=12,
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return type(a) is type(b) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
+
+
+def _storages(obj: Any) -> list[int]:
+    if isinstance(obj, torch.Tensor):
+        return [obj.untyped_storage().data_ptr()] if obj.numel() else []
+    if isinstance(obj, dict):
+        return [p for v in obj.values() for p in _storages(v)]
+    if isinstance(obj, list | tuple):
+        return [p for v in obj for p in _storages(v)]
+    return []
+
+
+def test_host_copy_is_equal_and_shares_no_tensor_memory() -> None:
+    """Property: staging (host_copy) gives an equal structure (same container types, equal
+    tensors and values) whose tensors share no storage with the original, so training may
+    change the original while the copy is written."""
+    from hypothesis import given, settings
+
+    from determined.pytorch._checkpoint_io import host_copy
+
+    @settings(max_examples=60, deadline=None)
+    @given(_nested())
+    def check(obj: Any) -> None:
+        copied = host_copy(obj)
+        assert _same(obj, copied)
+        assert not set(_storages(obj)) & set(_storages(copied))
+
+    check()
+
+
+def test_core_close_waits_for_the_background_write_and_raises_its_failure(
+    tmp_path: pathlib.Path,
+) -> None:
+    """core.Context.close() (and so leaving ``with core.init()``) waits for an outstanding
+    background write, which is then committed; a failed one is raised by close(), after the
+    rest of the context has been closed."""
+    from determined import core
+
+    done: list[int] = []
+
+    def slow(path: pathlib.Path) -> None:
+        time.sleep(0.3)
+        (path / "a").write_bytes(b"1")
+        done.append(1)
+
+    with core.init(checkpoint_storage=str(tmp_path)) as ctx:
+        ctx.checkpoint.store_path_in_background(slow, {})
+    assert done == [1]
+    [committed] = [p for p in tmp_path.iterdir()]
+    assert (committed / "a").read_bytes() == b"1"
+
+    def broken(path: pathlib.Path) -> None:
+        raise OSError("bucket gone (test)")
+
+    ctx = core.init(checkpoint_storage=str(tmp_path))
+    ctx.checkpoint.store_path_in_background(broken, {})
+    with pytest.raises(errors.CheckpointFailed, match="bucket gone"):
+        ctx.close()
+    assert ctx.distributed._closed
+    assert [p.name for p in tmp_path.iterdir()] == [committed.name]
