@@ -1,7 +1,8 @@
 """One rank of a gloo run with FSDP2 (``fully_shard``) models, for tests/pytorch/test_fsdp.py.
 
 Run as ``python fsdp_worker.py PHASE OUT_JSON [CHECKPOINT]`` with torchrun's environment
-variables set (WORLD_SIZE 1 or 2); writes what the test asserts on to OUT_JSON.
+variables set (WORLD_SIZE 1 or 2); writes what the test asserts on to OUT_JSON. ``train``:
+train and resume; with CHECKPOINT also load it (with FSDP, then plain). ``load``: load it.
 """
 
 from __future__ import annotations
@@ -82,8 +83,7 @@ def main() -> None:
     torch.set_num_threads(1)
     phase, out_file = sys.argv[1], sys.argv[2]
     latest = sys.argv[3] if len(sys.argv) > 3 else None
-    if phase != "plain":
-        tdist.init_process_group("gloo")
+    tdist.init_process_group("gloo")
     out: dict[str, Any] = {}
     if phase == "train":  # straight to 8; to 4 (checkpoint); resumed from it to 8
         out["straight"] = run(8)
@@ -91,10 +91,12 @@ def main() -> None:
         out["resumed"] = run(8, latest=out["first"]["uuids"][-1])
         # async_checkpoints with FSDP2: written synchronously (DCP is a collective), same result
         out["async"] = run(4, fit={"async_checkpoints": True})
+    if phase == "train" and latest is not None:  # one rank: load a 2-rank checkpoint too
+        out["loaded"] = run(4, latest=latest)
+        tdist.destroy_process_group()  # and again without FSDP or any process group
+        out["plain"] = run(4, latest=latest, fsdp=False)
     elif phase == "load":  # restore ``latest`` and train nothing more
         out["loaded"] = run(4, latest=latest)
-    elif phase == "plain":  # no process group, no FSDP: the same checkpoint, unsharded
-        out["loaded"] = run(4, latest=latest, fsdp=False)
     with open(out_file, "w") as f:
         json.dump(out, f)
     if tdist.is_initialized():

@@ -52,16 +52,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("fsdp")
     two = _launch(tmp, 2, "train")
     uuid2 = two[0]["first"]["uuids"][-1]
-    one = _launch(tmp, 1, "train")
+    one = _launch(tmp, 1, "train", uuid2)
     uuid1 = one[0]["first"]["uuids"][-1]
     return {
         "tmp": tmp,
         "two": two,
         "one": one,
         "uuid2": uuid2,
-        "2to1": _launch(tmp, 1, "load", uuid2)[0]["loaded"],
+        "2to1": one[0]["loaded"],
+        "plain": one[0]["plain"],
         "1to2": [r["loaded"] for r in _launch(tmp, 2, "load", uuid1)],
-        "plain": _launch(tmp, 1, "plain", uuid2)[0]["loaded"],
     }
 
 
