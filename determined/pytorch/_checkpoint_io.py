@@ -15,7 +15,7 @@ import torch
 from determined import errors
 from determined.pytorch import _legacy, _state
 from determined.pytorch._callback import PyTorchCallback
-from determined.pytorch._context import _TrainingSetup
+from determined.pytorch._context import _TrainingSetup, is_fsdp
 
 logger = logging.getLogger("determined.pytorch")
 
@@ -26,9 +26,7 @@ DCP_DIR = "dcp"  # sharded model and optimizer state: torch.distributed.checkpoi
 def is_sharded(setup: _TrainingSetup) -> bool:
     """Whether the trial's models are FSDP2 modules (``fully_shard``): their weights and
     optimizer state are then saved with torch.distributed.checkpoint, one file per rank."""
-    from torch.distributed.fsdp import FSDPModule
-
-    return any(isinstance(m, FSDPModule) for m in setup.models)
+    return any(is_fsdp(m) for m in setup.models)
 
 
 def _dcp_state(setup: _TrainingSetup, *, optimizers: bool = True) -> dict[str, Any]:

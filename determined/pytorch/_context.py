@@ -45,6 +45,16 @@ class _TrainingSetup:
     profiler: Any  # a torch.profiler.profile from set_profiler(), or None
 
 
+def is_fsdp(model: torch.nn.Module) -> bool:
+    """Whether ``model`` was sharded with ``torch.distributed.fsdp.fully_shard`` (FSDP2).
+    False on torch builds without torch.distributed."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return isinstance(model, FSDPModule)
+
+
 def _pick_device(dist: core.DistributedContext) -> torch.device:
     if not torch.cuda.is_available():
         return torch.device("cpu")
@@ -245,9 +255,7 @@ class PyTorchTrialContext:
         file per rank (docs/pytorch.md, "FSDP2")."""
         if not self._managed:
             return model
-        from torch.distributed.fsdp import FSDPModule
-
-        if isinstance(model, FSDPModule):
+        if is_fsdp(model):
             self.models.append(model)
             return model
         model = model.to(self.device)

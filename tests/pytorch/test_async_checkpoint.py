@@ -354,3 +354,42 @@ def test_core_close_waits_for_the_background_write_and_raises_its_failure(
         ctx.close()
     assert ctx.distributed._closed
     assert [p.name for p in tmp_path.iterdir()] == [committed.name]
+
+
+class PreemptedSlowWrite(PyTorchCallback):
+    """The checkpoint the preemption asks for takes a while to write in the background."""
+
+    def __init__(self) -> None:
+        self.finished: list[float] = []
+
+    def on_checkpoint_write_end(self, checkpoint_dir: str) -> None:
+        time.sleep(0.3)
+        self.finished.append(time.monotonic())
+
+
+class PreemptedTrial(MLPTrial):
+    def build_callbacks(self) -> dict[str, PyTorchCallback]:
+        self.slow = PreemptedSlowWrite()
+        return {**super().build_callbacks(), "slow": self.slow}
+
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        if batch_idx == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # local preemption signal (core)
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+
+def test_preemption_waits_for_the_background_write() -> None:
+    """A preemption with async checkpoints: the final checkpoint is staged at the boundary
+    and fit() returns STOPPED only once it is committed and announced
+    (on_checkpoint_upload_end ran, the files are in place)."""
+    from determined.pytorch import ExitReason
+
+    trial, cap, _ = run_local(
+        PreemptedTrial, reporting_period=Batch(5), max_length=Batch(20), async_checkpoints=True
+    )
+    assert trial.reason == ExitReason.STOPPED
+    assert [i for _, i in trial.events] == [0, 1, 2, 3, 4]
+    assert len(trial.slow.finished) == 1 and len(cap.uuids) == 1
+    assert cap.uuids[0] in _committed()
+    progress = (ckpt_dir(cap.uuids[0]) / "trial_state.json").read_text()
+    assert '"batches_trained": 5' in progress
