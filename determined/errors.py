@@ -57,6 +57,10 @@ class CheckpointIncomplete(CheckpointCorrupted):
     """A checkpoint was never committed (no manifest) or files listed in its manifest are gone."""
 
 
+class CheckpointFailed(RuntimeError):
+    """A checkpoint written in the background was not saved; nothing of it was registered."""
+
+
 class StorageConfigError(ValueError):
     """A ``checkpoint_storage`` configuration that cannot be used, with what to change."""
 
@@ -128,6 +132,7 @@ class InvalidExperimentConfig(ValueError):
 __all__ = [
     "BadRequest",
     "CheckpointCorrupted",
+    "CheckpointFailed",
     "CheckpointIncomplete",
     "CheckpointNotFound",
     "DistributedPeerLost",

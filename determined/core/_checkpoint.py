@@ -8,6 +8,7 @@ before the commit, so a master never hears of a partial checkpoint.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -23,6 +24,7 @@ from determined.common import storage
 from determined.common.storage import Manifest
 from determined.core import _checkpoint_merge as merge
 from determined.core import _checkpoint_read as read
+from determined.core._checkpoint_async import BackgroundWriter
 from determined.core._checkpoint_read import DownloadMode
 from determined.core._checkpoint_reporter import (
     CheckpointReporter,
@@ -82,6 +84,7 @@ class CheckpointContext:
         self._dist = dist
         self._storage_manager = storage_manager
         self._reporter = reporter
+        self._background = BackgroundWriter()
 
     # ---- saving -------------------------------------------------------------------------------
 
@@ -342,6 +345,55 @@ class CheckpointContext:
         finally:
             # Only the local staging copy: what reached storage is the chief's to keep or abort.
             sm.discard_staging(storage_id)
+
+    # ---- in the background ------------------------------------------------------------------
+
+    def store_path_in_background(
+        self, write: Callable[[pathlib.Path], None], metadata: dict[str, Any] | None = None
+    ) -> concurrent.futures.Future[str]:
+        """Save a checkpoint without blocking: ``write(path)`` fills the checkpoint directory
+        on a background thread, which then commits and reports it exactly as
+        :meth:`store_path` does. Returns a future of the storage id.
+
+        ``write`` must only read what the caller has already copied (staged) for it: the
+        caller goes on changing its live state as soon as this returns. Rank 0 only
+        (RuntimeError elsewhere). One checkpoint is written at a time: this first waits for
+        the previous one, and raises :class:`determined.errors.CheckpointFailed` if that one
+        failed. Raises ValueError at once if the reporter refuses ``metadata``.
+
+        A failed write commits and reports nothing; the failure is raised by the next
+        ``store_path_in_background``, :meth:`wait_for_background`, or the core context's
+        close. A process killed mid-write leaves no checkpoint the master knows of.
+        """
+        if self._dist.get_rank() != 0:
+            raise RuntimeError(
+                "cannot call store_path_in_background() from non-chief worker "
+                f"(rank={self._dist.get_rank()}); gather what to save on rank 0 first"
+            )
+        meta = dict(metadata or {})
+        self._reporter.check(meta)
+        _metadata_bytes(meta)
+
+        def run() -> str:
+            with self.store_path(meta) as (path, storage_id):
+                write(path)
+            return storage_id
+
+        return self._background.submit(run)
+
+    def wait_for_background(self) -> str | None:
+        """Block until the checkpoint being written in the background (if any) is committed
+        and reported; returns its storage id, or None if none was outstanding. Raises
+        :class:`determined.errors.CheckpointFailed` if it failed (once; nothing of it was
+        registered)."""
+        return self._background.wait()
+
+    def _background_done(self) -> bool:
+        """Whether a background write has ended and awaits :meth:`wait_for_background`."""
+        return self._background.done()
+
+    def _close(self) -> None:
+        self._background.wait()
 
     # ---- reading and deleting ----------------------------------------------------------------
 

@@ -150,14 +150,18 @@ class Context:
         exc_val: BaseException | None = None,
         exc_tb: types.TracebackType | None = None,
     ) -> None:
-        """Stop in order: preemption, sockets, metrics (drained; errors re-raised), profiler,
-        TensorBoard (final sync), HTTP session. The exception arguments (0.37's signature, as
+        """Stop in order: a background checkpoint (waited for; its failure re-raised),
+        preemption, sockets, metrics (drained; errors re-raised), profiler, TensorBoard (final
+        sync), HTTP session. The exception arguments (0.37's signature, as
         ``__exit__`` passes them) change nothing: the master learns of a failure from the
         process's exit code."""
         try:
-            self.preempt.close()
-            self.distributed.close()
-            self.train._close()
+            try:
+                self.checkpoint._close()  # an outstanding background checkpoint finishes first
+            finally:
+                self.preempt.close()
+                self.distributed.close()
+                self.train._close()
         finally:
             self.profiler._close()
             if self._tensorboard_writer is not None:

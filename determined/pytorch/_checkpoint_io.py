@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import collections
+import copy
+import dataclasses
 import logging
 import pathlib
 from typing import Any
@@ -12,17 +15,61 @@ import torch
 from determined import errors
 from determined.pytorch import _legacy, _state
 from determined.pytorch._callback import PyTorchCallback
-from determined.pytorch._context import _TrainingSetup
+from determined.pytorch._context import _TrainingSetup, is_fsdp
 
 logger = logging.getLogger("determined.pytorch")
+
+
+DCP_DIR = "dcp"  # sharded model and optimizer state: torch.distributed.checkpoint's layout
+
+
+def is_sharded(setup: _TrainingSetup) -> bool:
+    """Whether the trial's models are FSDP2 modules (``fully_shard``): their weights and
+    optimizer state are then saved with torch.distributed.checkpoint, one file per rank."""
+    return any(is_fsdp(m) for m in setup.models)
+
+
+def _dcp_state(setup: _TrainingSetup, *, optimizers: bool = True) -> dict[str, Any]:
+    from torch.distributed.checkpoint import state_dict as dsd
+
+    models = torch.nn.ModuleList(setup.models)  # one namespace: "0.weight", "1.bias", ...
+    state: dict[str, Any] = {"models": dsd.get_model_state_dict(models)}
+    if optimizers and setup.optimizers:
+        state["optimizers"] = dsd.get_optimizer_state_dict(models, setup.optimizers)
+    return state
+
+
+def write_sharded(path: pathlib.Path, setup: _TrainingSetup) -> None:
+    """Every rank's shard of the models and optimizers into ``path/dcp`` (a collective over
+    the default process group; rank 0 also writes DCP's ``.metadata``)."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save(_dcp_state(setup), checkpoint_id=path / DCP_DIR)
+
+
+def restore_sharded(path: pathlib.Path, setup: _TrainingSetup, *, weights_only: bool) -> None:
+    """Load ``path/dcp`` into the trial's models (and optimizers), resharded to this run's
+    layout: any world size, FSDP2 or plain modules. A collective when a process group is up."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import state_dict as dsd
+
+    models = torch.nn.ModuleList(setup.models)
+    state = _dcp_state(setup, optimizers=not weights_only)
+    dcp.load(state, checkpoint_id=path / DCP_DIR)
+    dsd.set_model_state_dict(models, state["models"])
+    if "optimizers" in state:
+        dsd.set_optimizer_state_dict(models, setup.optimizers, state["optimizers"])
 
 
 def build_state_dict(
     setup: _TrainingSetup, callbacks: dict[str, PyTorchCallback]
 ) -> dict[str, Any]:
+    """The chief's ``state_dict.pth``. With FSDP2 models, weights and optimizer state live in
+    ``dcp/`` instead and the two lists are empty."""
+    sharded = is_sharded(setup)
     state: dict[str, Any] = {
-        "models_state_dict": [m.state_dict() for m in setup.models],
-        "optimizers_state_dict": [o.state_dict() for o in setup.optimizers],
+        "models_state_dict": [] if sharded else [m.state_dict() for m in setup.models],
+        "optimizers_state_dict": [] if sharded else [o.state_dict() for o in setup.optimizers],
         "lr_schedulers_state_dict": [s.state_dict() for s in setup.lr_schedulers],
         "callbacks": {name: cb.state_dict() for name, cb in callbacks.items()},
         "rng_state": _state.rng_state(),
@@ -30,6 +77,80 @@ def build_state_dict(
     if setup.scaler is not None:
         state["scaler_state_dict"] = setup.scaler.state_dict()
     return state
+
+
+@dataclasses.dataclass
+class Staged:
+    """Everything the chief writes into a checkpoint, taken at one instant. With ``to_host``
+    the tensors are copies in host memory, so training may go on while it is written."""
+
+    state: dict[str, Any]
+    progress: dict[str, Any]
+    load_data: dict[str, Any]
+    code_dir: pathlib.Path | None
+    code_subdir: str
+    rank_rngs: list[dict[str, Any]] | None = None  # every rank's RNG state, by rank
+
+
+def stage(
+    setup: _TrainingSetup,
+    callbacks: dict[str, PyTorchCallback],
+    progress: _state.Progress,
+    settings: Any,
+    *,
+    to_host: bool = False,
+    rank_rngs: list[dict[str, Any]] | None = None,
+) -> Staged:
+    """Take the chief's checkpoint state (``on_checkpoint_save_start`` hooks run here, on the
+    calling thread). ``to_host`` copies every tensor to host memory: the only part of an
+    asynchronous checkpoint that blocks training."""
+    state = build_state_dict(setup, callbacks)
+    for cb in callbacks.values():
+        cb.on_checkpoint_save_start(state)
+    load_data = settings.load_data
+    if to_host:
+        state = host_copy(state)
+        load_data = copy.deepcopy(load_data)
+    return Staged(
+        state=state,
+        progress=progress.state_dict(),
+        load_data=load_data,
+        code_dir=settings.code_dir,
+        code_subdir=settings.code_subdir,
+        rank_rngs=host_copy(rank_rngs) if to_host and rank_rngs is not None else rank_rngs,
+    )
+
+
+def host_copy(obj: Any) -> Any:
+    """A copy of ``obj`` that shares no tensor storage with it: tensors are copied to host
+    memory; dicts, lists and tuples are rebuilt; anything else is deep-copied."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if type(obj) in (dict, collections.OrderedDict):
+        return type(obj)((k, host_copy(v)) for k, v in obj.items())
+    if type(obj) is list:
+        return [host_copy(v) for v in obj]
+    if type(obj) is tuple:
+        return tuple(host_copy(v) for v in obj)
+    if isinstance(obj, int | float | str | bool | type(None)):
+        return obj
+    return copy.deepcopy(obj)
+
+
+def write_staged(path: pathlib.Path, staged: Staged, callbacks: dict[str, PyTorchCallback]) -> None:
+    """Write a staged checkpoint's files, then run the chief's write-end hooks (on whatever
+    thread calls this: the background writer for asynchronous checkpoints)."""
+    torch.save(staged.state, path / "state_dict.pth")
+    _state.write_json(path / "trial_state.json", staged.progress)
+    _state.write_json(path / "load_data.json", staged.load_data)
+    for rank, rng in enumerate(staged.rank_rngs or []):
+        write_rank_files(path, rank, rng)
+    if staged.code_dir is not None:
+        dst = path / "code" / staged.code_subdir
+        _state.copy_code(staged.code_dir, dst, exclude=path.parent)
+    for cb in callbacks.values():
+        cb.on_checkpoint_end(str(path))
+        cb.on_checkpoint_write_end(str(path))
 
 
 def write_chief_files(
@@ -40,25 +161,15 @@ def write_chief_files(
     settings: Any,
 ) -> None:
     """Everything but the per-rank files, with the chief's checkpoint hooks in order."""
-    state = build_state_dict(setup, callbacks)
-    for cb in callbacks.values():
-        cb.on_checkpoint_save_start(state)
-    torch.save(state, path / "state_dict.pth")
-    _state.write_json(path / "trial_state.json", progress.state_dict())
-    _state.write_json(path / "load_data.json", settings.load_data)
-    if settings.code_dir is not None:
-        dst = path / "code" / settings.code_subdir
-        _state.copy_code(settings.code_dir, dst, exclude=path.parent)
-    for cb in callbacks.values():
-        cb.on_checkpoint_end(str(path))
-        cb.on_checkpoint_write_end(str(path))
+    write_staged(path, stage(setup, callbacks, progress, settings), callbacks)
 
 
-def write_rank_files(path: pathlib.Path, rank: int) -> None:
-    """Every rank's own RNG state (the chief's is also in state_dict.pth)."""
+def write_rank_files(path: pathlib.Path, rank: int, rng: dict[str, Any] | None = None) -> None:
+    """A rank's own RNG state (the chief's is also in state_dict.pth); ``rng`` defaults to
+    this process's current state."""
     file = _state.rank_rng_file(path, rank)
     file.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(_state.rng_state(), file)
+    torch.save(_state.rng_state() if rng is None else rng, file)
 
 
 def load_state(path: pathlib.Path, **torch_load_kwargs: Any) -> dict[str, Any]:
@@ -104,7 +215,10 @@ def restore(
     for cb in callbacks.values():
         cb.on_checkpoint_load_start(state)
     state = _legacy.normalize_state(state, len(setup.models))
-    restore_models(setup.models, state)
+    if (path / DCP_DIR).is_dir():
+        restore_sharded(path, setup, weights_only=weights_only)
+    else:
+        restore_models(setup.models, state)
     if weights_only:
         return None
     for opt, sd in zip(setup.optimizers, state.get("optimizers_state_dict", []), strict=False):

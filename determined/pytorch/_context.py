@@ -45,6 +45,16 @@ class _TrainingSetup:
     profiler: Any  # a torch.profiler.profile from set_profiler(), or None
 
 
+def is_fsdp(model: torch.nn.Module) -> bool:
+    """Whether ``model`` was sharded with ``torch.distributed.fsdp.fully_shard`` (FSDP2).
+    False on torch builds without torch.distributed."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return isinstance(model, FSDPModule)
+
+
 def _pick_device(dist: core.DistributedContext) -> torch.device:
     if not torch.cuda.is_available():
         return torch.device("cpu")
@@ -237,8 +247,16 @@ class PyTorchTrialContext:
         """Move ``model`` to the device and, with several ranks under torch.distributed
         (``USE_TORCH_DISTRIBUTED`` set), wrap it in DistributedDataParallel whose attribute
         lookups fall through to the model (``self.model.weight``, the model's own methods), as
-        in 0.37. Call on every rank in the same order."""
+        in 0.37. Call on every rank in the same order.
+
+        A model already sharded with ``torch.distributed.fsdp.fully_shard`` (FSDP2) is
+        registered as it is (no DDP): build its optimizer from the sharded parameters, and
+        checkpoints save weights and optimizer state with torch.distributed.checkpoint, one
+        file per rank (docs/pytorch.md, "FSDP2")."""
         if not self._managed:
+            return model
+        if is_fsdp(model):
+            self.models.append(model)
             return model
         model = model.to(self.device)
         if self.distributed.get_size() > 1 and os.environ.get("USE_TORCH_DISTRIBUTED"):

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 import determined as det
-from determined import core
+from determined import core, errors
 from determined.pytorch import _checkpoint_io, _metrics, _state
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import PyTorchTrialContext
@@ -68,6 +68,7 @@ class LoopSettings:
     load_data: dict[str, Any] = dataclasses.field(default_factory=dict)
     code_dir: pathlib.Path | None = None
     code_subdir: str = ""  # where code_dir goes under code/ (the trial module's package path)
+    async_checkpoints: bool = False  # stage to host memory, write in the background
 
 
 class Controller:
@@ -91,6 +92,13 @@ class Controller:
         self._last_completed: core.SearcherOperation | None = None
         self._bar: Any = None
         self._status: str | None = None
+        self._writing = False  # a checkpoint is being written in the background
+        self._sharded = _checkpoint_io.is_sharded(self.setup)
+        if settings.async_checkpoints and self._sharded:
+            logger.warning(
+                "async_checkpoints is not supported with FSDP2 models yet: their sharded "
+                "checkpoints are written synchronously"
+            )
 
     # ---- entry point -----------------------------------------------------------------------
 
@@ -103,10 +111,13 @@ class Controller:
                 stack.callback(cb.on_trial_shutdown)  # unwinds in reverse, even on error
             self._setup(stack)
             try:
-                return self._run_ops()
+                reason = self._run_ops()
             except det.InvalidHP:
                 self._checkpoint_if_needed()
+                self._collect_background(block=True)
                 raise
+            self._collect_background(block=True)  # the end, or a preemption: wait for it
+            return reason
 
     def _setup(self, stack: contextlib.ExitStack) -> None:
         # Loaders first (the reference order), then the checkpoint, then the iterator: the
@@ -212,6 +223,7 @@ class Controller:
         while not length_reached(length, self.progress.batches_trained, self.epoch_len):
             fired = self._train_chunk(length)
             self._report_training()
+            self._collect_background(block=False)  # a background failure surfaces here
             progress_due = True  # once, when TRAIN and REPORT fire together
             for boundary in fired:
                 if boundary in (Boundary.TRAIN, Boundary.REPORT):
@@ -425,16 +437,71 @@ class Controller:
             "format": "pickle",
             "determined_version": det.__version__,
         }
+        if self.settings.async_checkpoints and not self._sharded:
+            self._checkpoint_in_background(metadata)
+            return
         shard = self.dist.get_size() > 1
         uuid = None
         if shard or self.chief:
             with self.core.checkpoint.store_path(metadata, shard=shard) as (path, uuid):
                 _checkpoint_io.write_rank_files(path, self.dist.get_rank())
+                if self._sharded:
+                    _checkpoint_io.write_sharded(path, self.setup)
                 if self.chief:
                     _checkpoint_io.write_chief_files(
                         path, self.setup, self.callbacks, self.progress, self.settings
                     )
         uuid = self.dist.broadcast(uuid if self.chief else None)
+        for cb in self.callbacks.values():
+            cb.on_checkpoint_upload_end(uuid)
+
+    def _checkpoint_in_background(self, metadata: dict[str, Any]) -> None:
+        """Stage on the loop's thread (the previous checkpoint first finishes; every rank's RNG
+        state goes to the chief), then the chief writes, commits and reports in the background.
+        ``on_checkpoint_upload_end`` runs when a later boundary collects the result."""
+        self._collect_background(block=True)
+        rngs = self.dist.gather(_state.rng_state())
+        if self.chief:
+            staged = _checkpoint_io.stage(
+                self.setup,
+                self.callbacks,
+                self.progress,
+                self.settings,
+                to_host=True,
+                rank_rngs=rngs,
+            )
+            callbacks = self.callbacks
+
+            def write(path: pathlib.Path) -> None:
+                _checkpoint_io.write_staged(path, staged, callbacks)
+
+            self.core.checkpoint.store_path_in_background(write, metadata)
+        self._writing = True
+
+    def _collect_background(self, *, block: bool) -> None:
+        """Collect the background checkpoint, if any: all ranks together, when it has ended
+        (or at once with ``block``). Raises ``errors.CheckpointFailed`` on every rank if it
+        was not saved."""
+        if not self._writing:
+            return
+        if not block and not self.dist.broadcast(
+            self.core.checkpoint._background_done() if self.chief else None
+        ):
+            return
+        self._writing = False
+        uuid, error = None, None
+        if self.chief:
+            try:
+                uuid = self.core.checkpoint.wait_for_background()
+            except errors.CheckpointFailed as e:
+                error = e
+        uuid, message = self.dist.broadcast(
+            (uuid, None if error is None else str(error)) if self.chief else None
+        )
+        if error is not None:
+            raise error
+        if message is not None:
+            raise errors.CheckpointFailed(f"on rank 0: {message}")
         for cb in self.callbacks.values():
             cb.on_checkpoint_upload_end(uuid)
 

@@ -186,6 +186,7 @@ class Trainer:
         step_zero_validation: bool = False,
         test_mode: bool = False,
         profiling_enabled: bool = False,
+        async_checkpoints: bool | None = None,
     ) -> ExitReason:
         """Train: see docs/pytorch.md for when it validates, checkpoints and reports.
 
@@ -194,6 +195,11 @@ class Trainer:
         ``searcher.max_length`` (``max_length`` is then ignored with a warning, as in
         Determined 0.37); without it (0.38 style) ``max_length`` is required and decides.
         Returns why the loop ended (all work done, or stopped by preemption or a request).
+
+        ``async_checkpoints`` (not in 0.37; None: the config's
+        ``optimizations.async_checkpoints``, default False) blocks training only while a
+        checkpoint is copied to host memory and writes it in the background; see
+        docs/pytorch.md for its failure semantics.
         """
         if checkpoint_policy not in ("best", "all", "none"):
             raise ValueError(f"checkpoint_policy must be best, all or none: {checkpoint_policy!r}")
@@ -220,6 +226,7 @@ class Trainer:
             step_zero_validation=step_zero_validation,
             latest_checkpoint=latest_checkpoint,
             profiling_enabled=profiling_enabled,
+            async_checkpoints=self._async_checkpoints(async_checkpoints),
             load_data=_load_data(self._trial, self._context, self._is_trainer),
             code_dir=code_dir,
             code_subdir=code_subdir,
@@ -227,6 +234,13 @@ class Trainer:
         reason = Controller(self._trial, self._context, settings).run()
         logger.info(f"training ended: {reason.value}")
         return reason
+
+    def _async_checkpoints(self, arg: bool | None) -> bool:
+        if arg is None:
+            arg = (self._config().get("optimizations") or {}).get("async_checkpoints") or False
+        if not isinstance(arg, bool):
+            raise TypeError(f"async_checkpoints must be True, False or None, not {arg!r}")
+        return arg
 
     def _config(self) -> dict[str, Any]:
         return self._context._exp_conf or {}

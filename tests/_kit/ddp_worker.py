@@ -91,7 +91,11 @@ def main() -> None:
     w_straight = run(8, hp=workers)
     w_first = run(5, hp=workers)
     w_resumed = run(8, latest=w_first["uuids"][-1], seed=123, hp=workers)
+    # Asynchronous checkpoints: every rank's RNG state goes to the chief, which writes them.
+    a_first = run(4, async_checkpoints=True, checkpoint_period=Batch(2))
+    a_resumed = run(10, latest=a_first["uuids"][-1], seed=123, async_checkpoints=True)
     out = {"straight": straight, "first": first, "resumed": resumed}
+    out.update(a_first=a_first, a_resumed=a_resumed)
     out.update(w_straight=w_straight, w_resumed=w_resumed)
     # Gradient aggregation over 2 batches per rank, with DDP's no_sync in between.
     plain = {"lr": 0.05, "n": 36, "batch_size": 4}

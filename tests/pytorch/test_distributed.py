@@ -103,6 +103,17 @@ def test_two_rank_exact_resume(ranks: list[dict[str, Any]]) -> None:
         assert r["resumed"]["params"] == r["straight"]["params"]
 
 
+def test_two_rank_exact_resume_with_async_checkpoints(ranks: list[dict[str, Any]]) -> None:
+    """Asynchronous checkpoints with 2 ranks (issue #19): checkpoints at 2 and 4 reach every
+    rank's on_checkpoint_upload_end with the same uuids; 4 + resume to 10 is bitwise the
+    same as 10 straight (each rank's RNG state came back from the chief's files)."""
+    assert ranks[0]["a_first"]["uuids"] == ranks[1]["a_first"]["uuids"]
+    assert len(ranks[0]["a_first"]["uuids"]) == 2
+    for r in ranks:
+        assert r["a_resumed"]["events"] == list(range(4, 10))
+        assert r["a_resumed"]["params"] == r["straight"]["params"]
+
+
 def test_two_rank_exact_resume_with_workers_at_an_epoch_end(ranks: list[dict[str, Any]]) -> None:
     """Exact resume, 2 ranks, num_workers=2, resumed at the end of an epoch (5 batches per
     rank): bitwise the same weights as a straight run."""

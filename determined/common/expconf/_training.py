@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from determined.common.expconf._base import Section
 
@@ -25,6 +25,17 @@ class OptimizationsConfig(Section):
     tensor_fusion_threshold: int = Field(default=64, ge=0)
     tensor_fusion_cycle_time: int = Field(default=1, ge=0)
     auto_tune_tensor_fusion: bool = False
+    # Not in 0.37: PyTorchTrial stages checkpoints to host memory and writes them in the
+    # background (docs/pytorch.md, "Asynchronous checkpoints"). Left out of the filled config
+    # when not given, so that it stays the reference's.
+    async_checkpoints: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_extensions(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("async_checkpoints") is None:
+            data.pop("async_checkpoints", None)
+        return data
 
 
 class ProfilingConfig(Section):

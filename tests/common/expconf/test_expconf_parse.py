@@ -232,3 +232,15 @@ def test_non_json_values_rejected_with_paths() -> None:
         "data.when": "must be a JSON value (got date datetime.date(2020, 1, 1))",
         "data.n[0]": "must be a finite number (got nan)",
     }
+
+
+def test_async_checkpoints_is_filled_only_when_given() -> None:
+    """optimizations.async_checkpoints (issue #19, not in 0.37): absent from the filled config
+    unless given (the filled config stays the reference's), kept when given, and a non-bool
+    is refused with the field's name."""
+    filled = parse_experiment_config(MINIMAL).to_json_dict()
+    assert "async_checkpoints" not in filled["optimizations"]
+    on = parse_experiment_config({**MINIMAL, "optimizations": {"async_checkpoints": True}})
+    assert on.to_json_dict()["optimizations"]["async_checkpoints"] is True
+    bad = problems({**MINIMAL, "optimizations": {"async_checkpoints": 1}})
+    assert "valid boolean" in bad["optimizations.async_checkpoints"]

@@ -1,0 +1,163 @@
+"""Training-loop stall per checkpoint, synchronous vs asynchronous (issue #19 item 3).
+
+A CPU model of N MB of float32 parameters is checkpointed through the same calls PyTorchTrial
+makes (``determined.pytorch._checkpoint_io.host_copy`` to stage, ``torch.save`` into
+``CheckpointContext.store_path`` on shared_fs: sha256 manifest, fsync, atomic rename):
+
+* ``host copy``       a plain copy of every parameter to new host memory (the staging floor)
+* ``plain write``     ``torch.save`` of the state into a plain file, then fsync file and dir
+* ``sync``            ``store_path`` + ``torch.save``: the loop is stalled for all of it
+* ``async``           stage (host copy) + ``store_path_in_background``: the loop is stalled
+                      only until that returns; the write is waited for separately
+
+Prints, per size, median stall and total seconds, and the ratios against the goals:
+async stall <= 1.2x the host copy, async throughput (bytes / total) >= 0.9x the plain write.
+``os.sync()`` runs before each timed run; the order of the variants rotates by round.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/checkpoint_stall.py               # 100 MB
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/checkpoint_stall.py --sizes 100,1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from determined.common import storage
+from determined.common.storage import _manifest
+from determined.core._checkpoint import CheckpointContext, LocalCheckpointReporter
+from determined.core._distributed import DistributedContext
+from determined.pytorch._checkpoint_io import host_copy
+
+MB = 1_000_000
+CHUNK = 16 * MB  # bytes per parameter tensor
+
+
+def make_model(mb: int) -> torch.nn.Module:
+    n = mb * MB // 4
+    sizes = [CHUNK // 4] * (n // (CHUNK // 4)) + ([n % (CHUNK // 4)] if n % (CHUNK // 4) else [])
+    g = torch.Generator().manual_seed(0)
+    return torch.nn.ParameterList(torch.nn.Parameter(torch.randn(s, generator=g)) for s in sizes)
+
+
+def measure(mb: int, rounds: int, work: pathlib.Path) -> dict[str, dict[str, list[float]]]:
+    model = make_model(mb)
+    dist = DistributedContext(
+        rank=0, size=1, local_rank=0, local_size=1, cross_rank=0, cross_size=1
+    )
+    base = work / "ckpts"
+    ckpt = CheckpointContext(dist, storage.SharedFSStorageManager(base), LocalCheckpointReporter())
+    meta = {"steps_completed": 1}
+
+    def state() -> dict[str, Any]:
+        return {"models_state_dict": [model.state_dict()]}
+
+    def host() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        copies = [p.detach().to("cpu", copy=True) for p in model.parameters()]
+        dt = time.perf_counter() - t0
+        del copies
+        return dt, dt
+
+    def plain() -> tuple[float, float]:
+        out = work / "plain"
+        out.mkdir(exist_ok=True)
+        t0 = time.perf_counter()
+        with open(out / "state_dict.pth", "wb") as f:
+            torch.save(state(), f)
+            f.flush()
+            os.fsync(f.fileno())
+        _manifest.fsync_dir(out)
+        dt = time.perf_counter() - t0
+        shutil.rmtree(out)
+        return dt, dt
+
+    def sync() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        with ckpt.store_path(meta) as (path, storage_id):
+            torch.save(state(), path / "state_dict.pth")
+        dt = time.perf_counter() - t0
+        shutil.rmtree(base / storage_id)
+        return dt, dt
+
+    def background() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        staged = host_copy(state())
+
+        def write(path: pathlib.Path) -> None:
+            torch.save(staged, path / "state_dict.pth")
+
+        ckpt.store_path_in_background(write, meta)
+        stall = time.perf_counter() - t0
+        storage_id = ckpt.wait_for_background()
+        total = time.perf_counter() - t0
+        assert storage_id is not None
+        shutil.rmtree(base / storage_id)
+        return stall, total
+
+    variants: dict[str, Callable[[], tuple[float, float]]] = {
+        "host copy": host,
+        "plain write": plain,
+        "sync": sync,
+        "async": background,
+    }
+    names = list(variants)
+    out: dict[str, dict[str, list[float]]] = {k: {"stall": [], "total": []} for k in names}
+    for r in range(rounds + 1):  # round 0 warms up and is not kept
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            os.sync()
+            stall, total = variants[name]()
+            if r:
+                out[name]["stall"].append(stall)
+                out[name]["total"].append(total)
+    return out
+
+
+def report(mb: int, times: dict[str, dict[str, list[float]]]) -> None:
+    med = {k: {m: statistics.median(v[m]) for m in v} for k, v in times.items()}
+    print(f"\n== {mb} MB of parameters ({len(times['sync']['stall'])} rounds, medians) ==")
+    print(f"{'variant':<12} {'stall s':>9} {'total s':>9} {'MB/s':>8}")
+    for name, m in med.items():
+        print(f"{name:<12} {m['stall']:>9.3f} {m['total']:>9.3f} {mb / m['total']:>8.0f}")
+    host, plain = med["host copy"]["stall"], med["plain write"]["total"]
+    for name in ("sync", "async"):
+        stall = med[name]["stall"] / host
+        thru = plain / med[name]["total"]
+        print(
+            f"{name:<6} stall {stall:6.2f}x host copy (goal <= 1.2)   "
+            f"throughput {thru:5.2f}x plain write+fsync (goal >= 0.9)"
+        )
+    # The background part alone (after staging): what bounds how often one can checkpoint.
+    behind = statistics.median(
+        t - s for t, s in zip(times["async"]["total"], times["async"]["stall"], strict=True)
+    )
+    print(f"async  background write {behind:.3f} s: {plain / behind:5.2f}x plain write+fsync")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100", help="comma-separated MB of parameters")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dir", default=None, help="where to write (default: the temp dir)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    for mb in (int(s) for s in args.sizes.split(",")):
+        work = pathlib.Path(tempfile.mkdtemp(prefix="bench-ckpt-stall-", dir=args.dir))
+        try:
+            report(mb, measure(mb, args.rounds, work))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
