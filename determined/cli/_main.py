@@ -14,6 +14,7 @@ from typing import Any
 from determined import __version__, errors
 from determined.cli import (
     _checkpoint,
+    _deploy,
     _experiment,
     _master,
     _preview,
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     _checkpoint.add_parser(sub)
     _tensorboard.add_parser(sub)
     _preview.add_parser(sub)
+    _deploy.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser
