@@ -1,4 +1,4 @@
-"""``det master up|down|status|info``: the master daemon of this machine's data dir
+"""``det master up|down|status|info|config``: the master daemon of this machine's data dir
 (``_daemon``), and what the running master says about itself."""
 
 from __future__ import annotations
@@ -43,6 +43,33 @@ def cmd_info(args: argparse.Namespace) -> None:
         _render.print_yaml(info)
 
 
+def cmd_config_show(args: argparse.Namespace) -> None:
+    config = _session.session(args).get("/api/v1/master/config").json()["config"]
+    if args.json:
+        _render.print_json(config)
+    else:
+        _render.print_yaml(config)
+
+
+def cmd_config_set(args: argparse.Namespace) -> None:
+    body: dict[str, object] = {}
+    paths = []
+    if args.log_level is not None:
+        body["level"] = args.log_level
+        paths.append("log.level")
+    if args.log_color is not None:
+        body["color"] = args.log_color == "on"
+        paths.append("log.color")
+    if not paths:
+        raise _render.CliError(
+            "give at least one of --log.level and --log.color (the fields 0.37 lets you set)"
+        )
+    _session.session(args).patch(
+        "/api/v1/master/config", json={"config": {"log": body}, "fieldMask": {"paths": paths}}
+    )
+    print("Successfully made changes to the master config.")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("master", help="manage the master")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -58,3 +85,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     info = cmds.add_parser("info", help="fetch master info")
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=cmd_info)
+    config = cmds.add_parser("config", help="show the master config (admins)")
+    config.set_defaults(func=cmd_config_show, json=False)
+    config_cmds = config.add_subparsers(dest="config_command", metavar="COMMAND")
+    show = config_cmds.add_parser("show", help="show the master config (the default)")
+    fmt = show.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print as JSON")
+    fmt.add_argument("--yaml", action="store_true", help="print as YAML (the default)")
+    show.set_defaults(func=cmd_config_show)
+    set_ = config_cmds.add_parser("set", help="change log settings of the running master")
+    set_.add_argument("--log.level", dest="log_level", default=None)
+    set_.add_argument("--log.color", dest="log_color", choices=("on", "off"), default=None)
+    set_.set_defaults(func=cmd_config_set)

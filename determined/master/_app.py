@@ -207,6 +207,7 @@ def create_app(
     app.state.rm = rm
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
+    app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest
     app.add_middleware(_UntypedJson)
     app.add_middleware(_BodyLimit)
     _install_error_handlers(app)

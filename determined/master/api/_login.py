@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from determined._version import REFERENCE_VERSION, __version__
-from determined.master._errors import Unauthenticated
+from determined.master._errors import PermissionDenied, Unauthenticated, Unimplemented
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import LoginRequest
@@ -54,6 +54,26 @@ def info(request: Request) -> dict[str, Any]:
 @router.get("/api/v1/master")
 def get_master(request: Request) -> dict[str, Any]:
     return master_info(request)
+
+
+@router.get("/api/v1/master/config")
+def get_master_config(request: Request, caller: Caller) -> dict[str, Any]:
+    """``GetMasterConfigResponse``: the effective options (database password redacted);
+    admins only, as in 0.37."""
+    caller.require_user()
+    if not caller.info.admin:
+        raise PermissionDenied("only admins may view the master config")
+    return {"config": request.app.state.master_config}
+
+
+@router.patch("/api/v1/master/config")
+def patch_master_config(caller: Caller) -> dict[str, Any]:
+    """0.37 changes ``log.level``/``log.color`` of a running master; not here yet."""
+    caller.require_user()
+    raise Unimplemented(
+        "changing the master config at runtime (det master config set) is not supported yet; "
+        "restart the master with --log-level instead"
+    )
 
 
 @router.post("/api/v1/auth/login")
