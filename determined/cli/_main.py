@@ -13,6 +13,7 @@ from typing import Any
 
 from determined import __version__, errors
 from determined.cli import (
+    _agent,
     _checkpoint,
     _deploy,
     _experiment,
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     _tensorboard.add_parser(sub)
     _preview.add_parser(sub)
     _deploy.add_parser(sub)
+    _agent.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser

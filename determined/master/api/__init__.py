@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from determined.master.api import (
+    _agents,
     _alerts,
     _allocations,
     _checkpoint_lists,
@@ -44,6 +45,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _alerts.router,
     _preview.router,
     _webui.router,
+    _agents.router,
 )
 
 # ``/api/v1/dev/...``: allocate, preempt and exit a trial's run by hand (tests and external
