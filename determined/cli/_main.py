@@ -21,6 +21,7 @@ from determined.cli import (
     _preview,
     _render,
     _session,
+    _task,
     _tensorboard,
     _trial,
     _user,
@@ -52,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     _preview.add_parser(sub)
     _deploy.add_parser(sub)
     _agent.add_parser(sub)
+    _task.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser

@@ -1,4 +1,5 @@
-"""``det agent list``, ``det slot list`` and ``GET /api/v1/agents`` / ``/api/v1/tasks``: the
+"""``det agent list``, ``det slot list``, ``det task list|logs`` and ``GET /api/v1/agents`` /
+``/api/v1/tasks``: the
 local resource manager's simulated agents, and the trial running on a slot; with our CLI and
 Determined 0.37's against our master."""
 
@@ -83,7 +84,25 @@ def test_agents_and_slots_show_what_runs(tmp_path: pathlib.Path) -> None:
         out = ref.det("agent", "list", "--json")
         ref_agents = json.loads(out[out.index("[") : out.rindex("]") + 1])
         assert [a["id"] for a in ref_agents] == [f"{host}-0", f"{host}-1"]
+
+        # det task list: the trial's allocation, on the agent that runs it.
+        tasks = json.loads(det.ok("task", "list", "--json"))
+        (task,) = tasks.values()
+        assert task["name"] == "Trial 1 (Experiment 1)" and task["slotsNeeded"] == 1
+        assert list(task["resources"][0]["agentDevices"]) == [busy[0]["agent_id"]]
+        table = det.ok("task", "ls").splitlines()
+        assert [h.strip() for h in table[0].split("|")][:3] == ["Task ID", "Allocation ID", "Name"]
+        assert busy[0]["agent_id"] in table[2]
+        out = ref.det("task", "list", "--json")
+        assert (
+            json.loads(out[out.index("{") : out.rindex("}") + 1])[task["allocationId"]]["name"]
+            == "Trial 1 (Experiment 1)"
+        )
+
         det.ok("e", "kill", "1")
+        logs = det.ok("task", "logs", task["taskId"], "-f")  # ends: the task is gone
+        assert "Resources for Trial 1 (Experiment 1) have started" in logs
+        assert len(det.ok("task", "logs", task["taskId"], "--tail", "1").splitlines()) == 1
 
 
 def test_no_resource_manager_has_no_agents(det: Det) -> None:

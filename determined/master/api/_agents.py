@@ -127,17 +127,32 @@ def task_name(trial_id: int, task_id: str) -> str:
     return f"Trial {trial_id} (Experiment {task_id.split('.', 1)[0]})"
 
 
+def _agent_devices(agents: list[dict[str, Any]], allocation_id: str) -> list[dict[str, Any]]:
+    """``{agent id: {devices}}`` per agent the allocation runs on, in agent order."""
+    found = []
+    for agent in agents:
+        container = (agent.get("containers") or {}).get(allocation_id)
+        if container is not None:
+            found.append({agent["id"]: {"devices": container["devices"]}})
+    return found
+
+
 @router.get("/api/v1/tasks")
-def get_tasks(caller: Caller, store: StoreDep) -> dict[str, Any]:
+def get_tasks(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
     """``GetTasksResponse``: every live allocation (trials' runs; there are no commands,
     notebooks or shells here)."""
     caller.require_user()
     with store.read() as conn:
         live = _trials.live_allocations(conn)
+    agents = agents_json(request.app.state.rm)
     summaries = {}
     for alloc in live:
         aid = str(alloc["id"])
         resources = list(alloc["resources"] or [])
+        placed = _agent_devices(agents, aid)
+        # One container per agent; a single container gets every agent it found.
+        if len(placed) != len(resources):
+            placed = [{k: v for p in placed for k, v in p.items()}] + [{}] * len(resources)
         summaries[aid] = {
             "taskId": alloc["task_id"],
             "allocationId": aid,
@@ -154,9 +169,9 @@ def get_tasks(caller: Caller, store: StoreDep) -> dict[str, Any]:
                     "resourcesType": "local",
                     "allocationId": aid,
                     "containerId": aid,
-                    "agentDevices": {},
+                    "agentDevices": placed[i],
                 }
-                for r in resources
+                for i, r in enumerate(resources)
             ],
         }
     return {"allocationIdToSummary": summaries}
