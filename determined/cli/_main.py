@@ -17,6 +17,7 @@ from determined.cli import (
     _checkpoint,
     _deploy,
     _experiment,
+    _job,
     _master,
     _preview,
     _render,
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     _deploy.add_parser(sub)
     _agent.add_parser(sub)
     _task.add_parser(sub)
+    _job.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser

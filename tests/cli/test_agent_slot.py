@@ -1,7 +1,7 @@
-"""``det agent list``, ``det slot list``, ``det task list|logs`` and ``GET /api/v1/agents`` /
-``/api/v1/tasks``: the
-local resource manager's simulated agents, and the trial running on a slot; with our CLI and
-Determined 0.37's against our master."""
+"""``det agent list``, ``det slot list``, ``det task list|logs``, ``det job list|update`` and
+``GET /api/v1/agents``, ``/api/v1/tasks``, ``/api/v1/job-queues-v2``: the local resource
+manager's simulated agents and the trial running on a slot; with our CLI and 0.37's against
+our master."""
 
 from __future__ import annotations
 
@@ -98,6 +98,24 @@ def test_agents_and_slots_show_what_runs(tmp_path: pathlib.Path) -> None:
             json.loads(out[out.index("{") : out.rindex("}") + 1])[task["allocationId"]]["name"]
             == "Trial 1 (Experiment 1)"
         )
+
+        # det job list: the queue, with the running experiment's slots.
+        (job,) = json.loads(det.ok("job", "list", "--json"))["jobs"]
+        assert job["jobId"] == "experiment-1" and job["summary"] == {
+            "state": "STATE_SCHEDULED",
+            "jobsAhead": 0,
+        }
+        assert (job["allocatedSlots"], job["requestedSlots"], job["priority"]) == (1, 1, 42)
+        row = det.ok("job", "ls").splitlines()[2]
+        assert [c.strip() for c in row.split("|")][:4] == [
+            "0", "experiment-1", "TYPE_EXPERIMENT", "sleeper (1)",
+        ]  # fmt: skip
+        out = ref.det("job", "list", "--json")
+        ref_jobs = json.loads(out[out.index("{") : out.rindex("}") + 1])["jobs"]
+        assert [j["jobId"] for j in ref_jobs] == ["experiment-1"]
+        assert "sleeper (1)" in ref.det("job", "list")
+        r = det("job", "update", "experiment-1", "-p", "10")
+        assert r.returncode == 1 and "not supported yet" in r.stderr and "HTTP 501" in r.stderr
 
         det.ok("e", "kill", "1")
         logs = det.ok("task", "logs", task["taskId"], "-f")  # ends: the task is gone

@@ -20,6 +20,7 @@ from determined.master.api import (
     _experiment_edits,
     _experiments,
     _gc_preview,
+    _jobs,
     _login,
     _logs,
     _metrics,
@@ -46,6 +47,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _preview.router,
     _webui.router,
     _agents.router,
+    _jobs.router,
 )
 
 # ``/api/v1/dev/...``: allocate, preempt and exit a trial's run by hand (tests and external
