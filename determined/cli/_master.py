@@ -1,9 +1,10 @@
-"""``det master up|down|status|info|config``: the master daemon of this machine's data dir
+"""``det master up|down|status|info|config|logs``: the master daemon of this machine's data dir
 (``_daemon``), and what the running master says about itself."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from determined.cli import _daemon, _render, _session
 from determined.common import _paths
@@ -70,6 +71,21 @@ def cmd_config_set(args: argparse.Namespace) -> None:
     print("Successfully made changes to the master config.")
 
 
+def cmd_logs(args: argparse.Namespace) -> None:
+    params: dict[str, object] = {"follow": "true" if args.follow else "false"}
+    if args.tail:
+        params["offset"] = -args.tail
+    resp = _session.session(args).get(
+        "/api/v1/master/logs", params=params, stream=True, timeout=None
+    )
+    with resp:
+        for raw in resp.iter_lines():
+            if not raw:
+                continue
+            entry = json.loads(raw).get("result", {}).get("logEntry", {})
+            print(f"{entry.get('timestamp')} [{entry.get('level') or ''}]: {entry.get('message')}")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("master", help="manage the master")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -85,6 +101,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     info = cmds.add_parser("info", help="fetch master info")
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=cmd_info)
+    logs = cmds.add_parser("logs", help="fetch the master's own logs (admins)")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep following new lines")
+    logs.add_argument("--tail", type=int, default=None, help="only the last N lines")
+    logs.set_defaults(func=cmd_logs)
     config = cmds.add_parser("config", help="show the master config (admins)")
     config.set_defaults(func=cmd_config_show, json=False)
     config_cmds = config.add_subparsers(dest="config_command", metavar="COMMAND")

@@ -14,6 +14,7 @@ import pathlib
 import sys
 from typing import Any
 
+from determined._version import __version__
 from determined.common import _paths
 
 
@@ -134,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         slots_per_agent=args.slots_per_agent,
     )
     app.state.master_config = shown_config(args, data_dir)
+    from determined.master import _log_buffer
+
+    app.state.master_log = _log_buffer.install()
+    logging.getLogger("determined.master").info(
+        "master %s serving on %s:%d, data dir %s", __version__, args.host, args.port, data_dir
+    )
     _serve(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
