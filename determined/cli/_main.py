@@ -13,12 +13,16 @@ from typing import Any
 
 from determined import __version__, errors
 from determined.cli import (
+    _agent,
     _checkpoint,
+    _deploy,
     _experiment,
+    _job,
     _master,
     _preview,
     _render,
     _session,
+    _task,
     _tensorboard,
     _trial,
     _user,
@@ -48,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     _checkpoint.add_parser(sub)
     _tensorboard.add_parser(sub)
     _preview.add_parser(sub)
+    _deploy.add_parser(sub)
+    _agent.add_parser(sub)
+    _task.add_parser(sub)
+    _job.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser

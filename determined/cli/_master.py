@@ -1,9 +1,10 @@
-"""``det master up|down|status|info``: the master daemon of this machine's data dir
+"""``det master up|down|status|info|config|logs``: the master daemon of this machine's data dir
 (``_daemon``), and what the running master says about itself."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from determined.cli import _cluster_message, _daemon, _render, _session
 from determined.common import _paths
@@ -70,6 +71,48 @@ def cmd_info(args: argparse.Namespace) -> None:
         _render.print_yaml(info)
 
 
+def cmd_config_show(args: argparse.Namespace) -> None:
+    config = _session.session(args).get("/api/v1/master/config").json()["config"]
+    if args.json:
+        _render.print_json(config)
+    else:
+        _render.print_yaml(config)
+
+
+def cmd_config_set(args: argparse.Namespace) -> None:
+    body: dict[str, object] = {}
+    paths = []
+    if args.log_level is not None:
+        body["level"] = args.log_level
+        paths.append("log.level")
+    if args.log_color is not None:
+        body["color"] = args.log_color == "on"
+        paths.append("log.color")
+    if not paths:
+        raise _render.CliError(
+            "give at least one of --log.level and --log.color (the fields 0.37 lets you set)"
+        )
+    _session.session(args).patch(
+        "/api/v1/master/config", json={"config": {"log": body}, "fieldMask": {"paths": paths}}
+    )
+    print("Successfully made changes to the master config.")
+
+
+def cmd_logs(args: argparse.Namespace) -> None:
+    params: dict[str, object] = {"follow": "true" if args.follow else "false"}
+    if args.tail:
+        params["offset"] = -args.tail
+    resp = _session.session(args).get(
+        "/api/v1/master/logs", params=params, stream=True, timeout=None
+    )
+    with resp:
+        for raw in resp.iter_lines():
+            if not raw:
+                continue
+            entry = json.loads(raw).get("result", {}).get("logEntry", {})
+            print(f"{entry.get('timestamp')} [{entry.get('level') or ''}]: {entry.get('message')}")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("master", help="manage the master")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -103,3 +146,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     info.add_argument("--json", action="store_true", help="print as JSON")
     info.set_defaults(func=cmd_info)
     _cluster_message.add_parser(cmds)
+    logs = cmds.add_parser("logs", help="fetch the master's own logs (admins)")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep following new lines")
+    logs.add_argument("--tail", type=int, default=None, help="only the last N lines")
+    logs.set_defaults(func=cmd_logs)
+    config = cmds.add_parser("config", help="show the master config (admins)")
+    config.set_defaults(func=cmd_config_show, json=False)
+    config_cmds = config.add_subparsers(dest="config_command", metavar="COMMAND")
+    show = config_cmds.add_parser("show", help="show the master config (the default)")
+    fmt = show.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print as JSON")
+    fmt.add_argument("--yaml", action="store_true", help="print as YAML (the default)")
+    show.set_defaults(func=cmd_config_show)
+    set_ = config_cmds.add_parser("set", help="change log settings of the running master")
+    set_.add_argument("--log.level", dest="log_level", default=None)
+    set_.add_argument("--log.color", dest="log_color", choices=("on", "off"), default=None)
+    set_.set_defaults(func=cmd_config_set)

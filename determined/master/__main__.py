@@ -14,6 +14,7 @@ import pathlib
 import sys
 from typing import Any
 
+from determined._version import __version__
 from determined.common import _paths
 
 
@@ -231,8 +232,38 @@ def main(argv: list[str] | None = None) -> int:
         allowed_hosts=args.allowed_hosts.split(","),
         slurm=slurm if args.resource_manager == "slurm" else None,
     )
+    app.state.master_config = shown_config(args, data_dir)
+    from determined.master import _log_buffer
+
+    app.state.master_log = _log_buffer.install()
+    logging.getLogger("determined.master").info(
+        "master %s serving on %s:%d, data dir %s", __version__, args.host, args.port, data_dir
+    )
     _serve(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def shown_config(args: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, Any]:
+    """The effective options as ``GET /api/v1/master/config`` shows them (0.37's master.yaml
+    layout where a key carries over), the database password redacted."""
+    from sqlalchemy.engine import make_url
+
+    from determined.master.store import sqlite_url
+
+    return {
+        "cluster_name": args.cluster_name,
+        "port": args.port,
+        "host": args.host,
+        "root": str(data_dir),
+        "db": {"url": make_url(args.db_url or sqlite_url(data_dir)).render_as_string()},
+        "resource_manager": {
+            "type": args.resource_manager,
+            "cpu_slots": args.cpu_slots,
+            "slots_per_agent": args.slots_per_agent,
+        },
+        "log": {"level": args.log_level, "color": False},
+        "config_file": str(args.config_file) if args.config_file else None,
+    }
 
 
 def _reachable_url(host: str, port: int) -> str:

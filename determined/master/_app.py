@@ -340,6 +340,8 @@ def create_app(
     app.state.log_hook = on_logs
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
+    app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest
+    app.state.master_log = None  # a _log_buffer.MasterLog where the process installed one
     app.add_middleware(_UntypedJson)
     app.add_middleware(_BodyLimit)
     app.add_middleware(_Csrf)

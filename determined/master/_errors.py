@@ -54,3 +54,10 @@ class NotFound(ApiError):
 class Conflict(ApiError):
     status = 409
     code = 6
+
+
+class Unimplemented(ApiError):
+    """A route of 0.37 this master serves only to say it does not do that yet."""
+
+    status = 501
+    code = 12

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from determined.master.api import (
+    _agents,
     _alerts,
     _allocations,
     _bulk_experiments,
@@ -21,6 +22,7 @@ from determined.master.api import (
     _experiment_edits,
     _experiments,
     _gc_preview,
+    _jobs,
     _login,
     _logs,
     _metrics,
@@ -52,6 +54,8 @@ ROUTERS: tuple[APIRouter, ...] = (
     _webhooks.router,
     _preview.router,
     _webui.router,
+    _agents.router,
+    _jobs.router,
 )
 
 # ``/api/v1/dev/...``: allocate, preempt and exit a trial's run by hand (tests and external

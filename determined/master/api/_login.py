@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
 
 from determined._version import REFERENCE_VERSION, __version__
-from determined.master._errors import Unauthenticated
+from determined.master._errors import PermissionDenied, Unauthenticated, Unimplemented
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import LoginRequest
@@ -59,6 +62,62 @@ def info(request: Request) -> dict[str, Any]:
 @router.get("/api/v1/master")
 def get_master(request: Request) -> dict[str, Any]:
     return master_info(request)
+
+
+@router.get("/api/v1/master/config")
+def get_master_config(request: Request, caller: Caller) -> dict[str, Any]:
+    """``GetMasterConfigResponse``: the effective options (database password redacted);
+    admins only, as in 0.37."""
+    caller.require_user()
+    if not caller.info.admin:
+        raise PermissionDenied("only admins may view the master config")
+    return {"config": request.app.state.master_config}
+
+
+@router.patch("/api/v1/master/config")
+def patch_master_config(caller: Caller) -> dict[str, Any]:
+    """0.37 changes ``log.level``/``log.color`` of a running master; not here yet."""
+    caller.require_user()
+    raise Unimplemented(
+        "changing the master config at runtime (det master config set) is not supported yet; "
+        "restart the master with --log-level instead"
+    )
+
+
+@router.get("/api/v1/master/logs")
+def master_logs(
+    request: Request,
+    caller: Caller,
+    follow: bool = False,
+    offset: int = 0,
+    limit: int = Query(0, ge=0),
+) -> StreamingResponse:
+    """NDJSON ``{"result": {"logEntry": v1LogEntry}}`` of the master's own log (admins only, as
+    in 0.37): from the start, or the last ``-offset`` lines when ``offset`` is negative;
+    ``follow`` keeps streaming new lines until the client goes away."""
+    caller.require_user()
+    if not caller.info.admin:
+        raise PermissionDenied("only admins may read the master's logs")
+    log = request.app.state.master_log
+    if log is None:
+        raise Unimplemented("this master keeps no log of its own (it runs embedded)")
+    entries = log.since(0)
+    if offset:  # negative: the last -offset lines; positive: skip that many
+        entries = entries[offset:]
+    if limit:
+        entries = entries[:limit]
+
+    def lines() -> Iterator[bytes]:
+        last = entries[-1]["id"] if entries else (log.since(0) or [{"id": 0}])[-1]["id"]
+        for entry in entries:
+            yield (json.dumps({"result": {"logEntry": entry}}) + "\n").encode()
+        while follow:
+            log.wait(last, 1.0)
+            for entry in log.since(last):
+                last = entry["id"]
+                yield (json.dumps({"result": {"logEntry": entry}}) + "\n").encode()
+
+    return StreamingResponse(lines(), media_type="application/json")
 
 
 @router.post("/api/v1/auth/login")

@@ -145,6 +145,7 @@ class LocalResourceManager:
             raise ValueError(f"slots_per_agent must be at least 1, not {per_agent}")
         self.agents = [self.slots[i : i + per_agent] for i in range(0, len(self.slots), per_agent)]
         self._free = list(self.slots)
+        self.started_at = time.time()
         self._runs: dict[str, _Run] = {}
         # Exits not yet recorded (the store failed, e.g. a full disk): ``allocation id ->
         # (exit code, killed)``, retried every tick until written.
@@ -311,6 +312,10 @@ class LocalResourceManager:
 
     def capacity(self) -> int:
         return len(self.slots)
+
+    def occupancy(self) -> dict[int, str]:
+        """Slot -> the id of the allocation running on it, for the slots in use now."""
+        return {slot: aid for aid, run in list(self._runs.items()) for slot in run.slots}
 
     def _slots_needed(self, trial: TrialRow) -> int | None:
         with self._store.read() as conn:

@@ -1,0 +1,121 @@
+"""``det job list`` (0.37's columns over ``GET /api/v1/job-queues-v2``); ``det job update``
+and ``update-batch`` reach the master, which says they are not supported yet."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from determined.cli import _render, _session
+
+_HEADERS = [
+    "#",
+    "ID",
+    "Type",
+    "Job Name",
+    "Priority",
+    "Submitted",
+    "Slots (acquired/needed)",
+    "State",
+    "User",
+]
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    params: dict[str, Any] = {
+        "orderBy": "ORDER_BY_DESC" if args.reverse else "ORDER_BY_ASC",
+        "offset": args.offset,
+        "limit": args.limit,
+    }
+    if args.resource_pool:
+        params["resourcePool"] = args.resource_pool
+    body = _session.session(args).get("/api/v1/job-queues-v2", params=params).json()
+    jobs = [j.get("full") or j.get("limited") for j in body.get("jobs") or []]
+    jobs = [j for j in jobs if j]
+    if args.json:
+        _render.print_json({"jobs": jobs})
+        return
+    if args.yaml:
+        _render.print_yaml({"jobs": jobs})
+        return
+    rows = []
+    for j in jobs:
+        summary = j.get("summary") or {}
+        ahead = summary.get("jobsAhead", -1)
+        name = j.get("name")
+        if j.get("type") == "TYPE_EXPERIMENT":
+            name = f"{name} ({j.get('entityId')})"
+        rows.append(
+            [
+                ahead if ahead > -1 else "N/A",
+                j.get("jobId"),
+                j.get("type"),
+                name,
+                j.get("priority"),
+                _render.format_time(j.get("submissionTime")),
+                f"{j.get('allocatedSlots')}/{j.get('requestedSlots')}",
+                summary.get("state", "N/A"),
+                j.get("username"),
+            ]
+        )
+    _render.table(_HEADERS, rows, as_csv=args.csv)
+
+
+def _post_update(args: argparse.Namespace, update: dict[str, Any]) -> None:
+    _session.session(args).post("/api/v1/job-queues", json={"updates": [update]})
+
+
+def cmd_update(args: argparse.Namespace) -> None:
+    update: dict[str, Any] = {"jobId": args.job_id}
+    for key, value in (
+        ("priority", args.priority),
+        ("weight", args.weight),
+        ("resourcePool", args.resource_pool),
+    ):
+        if value is not None:
+            update[key] = value
+    _post_update(args, update)
+
+
+def cmd_update_batch(args: argparse.Namespace) -> None:
+    for op in args.operation:
+        job_id, _, rest = op.partition(".")
+        key, eq, value = rest.partition("=")
+        if (
+            not job_id
+            or not eq
+            or key not in ("priority", "weight", "resource_pool", "resource-pool")
+        ):
+            raise _render.CliError(
+                f"{op!r}: write each update as <jobID>.<priority|weight|resource_pool>=<value>"
+            )
+        _post_update(args, {"jobId": job_id, key.replace("-", "_"): value})
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("job", aliases=["j"], help="the job queue")
+    p.set_defaults(
+        func=cmd_list, json=False, yaml=False, csv=False, reverse=False, offset=0, limit=100,
+        resource_pool=None,
+    )  # fmt: skip
+    cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND")
+    ls = cmds.add_parser("list", aliases=["ls"], help="list jobs")
+    ls.add_argument("-p", "--resource-pool", type=str, default=None)
+    ls.add_argument("--limit", type=int, default=100, help="jobs per page")
+    ls.add_argument("--offset", type=int, default=0, help="jobs to skip")
+    ls.add_argument("--pages", type=int, default=1, help="accepted; one page is read")
+    ls.add_argument("--reverse", action="store_true", help="newest first")
+    fmt = ls.add_mutually_exclusive_group()
+    for name in ("json", "yaml", "table", "csv"):
+        fmt.add_argument(f"--{name}", action="store_true", help=f"print as {name.upper()}")
+    ls.set_defaults(func=cmd_list)
+    up = cmds.add_parser("update", aliases=["u"], help="update a job (not supported yet)")
+    up.add_argument("job_id", type=str)
+    group = up.add_mutually_exclusive_group(required=True)
+    group.add_argument("-p", "--priority", type=int, default=None)
+    group.add_argument("-w", "--weight", type=int, default=None)
+    group.add_argument("--resource-pool", type=str, default=None)
+    up.set_defaults(func=cmd_update)
+    batch = cmds.add_parser("update-batch", help="update jobs (not supported yet)")
+    batch.add_argument("operation", nargs="+")
+    batch.set_defaults(func=cmd_update_batch)

@@ -1,0 +1,103 @@
+"""``det task list`` (0.37's columns over ``GET /api/v1/tasks``) and ``det task logs``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from determined.cli import _logs, _render, _session
+
+_HEADERS = [
+    "Task ID",
+    "Allocation ID",
+    "Name",
+    "Slots Needed",
+    "Registered Time",
+    "Agent",
+    "Priority",
+    "Resource Pool",
+    "Ports",
+]
+
+
+def _tasks(args: argparse.Namespace) -> dict[str, Any]:
+    body = _session.session(args).get("/api/v1/tasks").json()
+    return dict(body.get("allocationIdToSummary") or {})
+
+
+def _agent(task: dict[str, Any]) -> Any:
+    resources = task.get("resources")
+    if resources is None:
+        return "unassigned"
+    agents = [a for r in resources for a in (r.get("agentDevices") or {})]
+    return agents[0] if len(agents) == 1 else agents
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    tasks = _tasks(args)
+    if args.json:
+        _render.print_json(tasks)
+        return
+    ordered = sorted(tasks.values(), key=lambda t: str(t.get("registeredTime") or ""))
+    rows = [
+        [
+            t.get("taskId"),
+            t.get("allocationId"),
+            t.get("name"),
+            t.get("slotsNeeded"),
+            _render.format_time(t.get("registeredTime")),
+            _agent(t),
+            t.get("priority") if t.get("schedulerType") == "priority" else "N/A",
+            t.get("resourcePool"),
+            ",".join(str(p["port"]) for p in t.get("proxyPorts") or [] if p.get("port")),
+        ]
+        for t in ordered
+    ]
+    _render.table(_HEADERS, rows, as_csv=args.csv)
+
+
+def cmd_logs(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    after = 0
+    seen = 0
+    buffer: list[dict[str, Any]] = []
+
+    def emit(entry: dict[str, Any]) -> None:
+        _logs.print_logs(iter([entry]), as_json=args.json)
+
+    while True:
+        live = any(t.get("taskId") == args.task_id for t in _tasks(args).values())
+        page = sess.get(f"/api/v1/tasks/{args.task_id}/logs", params={"searchAfter": after}).json()
+        entries = page.get("logs") or []
+        for entry in entries:
+            after = max(after, int(entry.get("id") or 0))
+            if args.head is not None and seen >= args.head:
+                break
+            seen += 1
+            if args.tail is None:
+                emit(entry)
+            else:
+                buffer = (buffer + [entry])[-args.tail :] if args.tail else []
+        if entries and (args.head is None or seen < args.head):
+            continue
+        if not args.follow or not live:
+            break
+        time.sleep(0.5)
+    for entry in buffer:
+        emit(entry)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("task", help="this master's tasks (trials' allocations)")
+    p.set_defaults(func=cmd_list, json=False, csv=False)
+    cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND")
+    ls = cmds.add_parser("list", aliases=["ls"], help="list the live tasks")
+    fmt = ls.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="print as CSV")
+    fmt.add_argument("--json", action="store_true", help="print as JSON")
+    ls.set_defaults(func=cmd_list)
+    logs = cmds.add_parser("logs", help="fetch a task's logs")
+    logs.add_argument("task_id", help="task ID")
+    _logs.add_log_args(logs)
+    logs.set_defaults(func=cmd_logs)
