@@ -128,6 +128,14 @@ def test_cause_finder_falls_back_to_the_first_traceback() -> None:
     assert finder.cause == "KeyError: 'lr' (at /work/1.x.1/train.py:7 in <module>)"
 
 
+def test_cause_finder_ignores_stdout_lines_inside_a_traceback() -> None:
+    finder = CauseFinder()
+    entries = list(_entries(*TRACEBACK[1:4], "start", *TRACEBACK[4:8]))
+    entries[3]["stdtype"] = "stdout"  # "start", printed while the traceback was written
+    list(finder.watch(iter(entries)))
+    assert finder.cause == "KeyError: 'lr' (at /work/1.x.1/train.py:7 in <module>)"
+
+
 def test_cause_finder_without_either_finds_nothing() -> None:
     finder = CauseFinder()
     list(finder.watch(_entries("hello", "Traceback (most recent call last):", '  File "x"')))

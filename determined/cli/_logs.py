@@ -251,7 +251,8 @@ class CauseFinder:
         text = str(entry.get("log") or "").rstrip()
         if self.error_line is None and entry.get("level") == "LOG_LEVEL_ERROR":
             self.error_line = text.strip() or None
-        if self.traceback_line is not None:
+        # Tracebacks go to stderr; stdout lines may interleave with them in the log.
+        if self.traceback_line is not None or entry.get("stdtype") == "stdout":
             return
         if text.strip() == "Traceback (most recent call last):":
             self._in_traceback, self._frame = True, None
