@@ -67,6 +67,12 @@ if [ "$tests" = 1 ]; then
       bash -c "python3 -m venv .refvenv && .refvenv/bin/python -m pip install --quiet \
         --disable-pip-version-check $REFERENCE"
   fi
+  # The reference's determined.pytorch imports torch: the same CPU build, for the tests that
+  # compare its pytorch API with ours.
+  if ! .refvenv/bin/python -c "import torch" 2>/dev/null; then
+    step "PyTorch in .refvenv ($TORCH, for the reference's pytorch API)" \
+      pip_install .refvenv/bin/python "$TORCH"
+  fi
   # Azurite, the Azure Storage emulator the azure checkpoint-storage tests run against (npm's
   # registry; into .tools, never global). Without npm those tests skip and say why.
   if [ ! -x .tools/node_modules/.bin/azurite-blob ]; then
