@@ -115,7 +115,7 @@ def follow_first_trial(sess: Session, experiment_id: int, progress_sess: Session
 
 def cmd_create(args: argparse.Namespace) -> None:
     config_text = _read_config(args.config_file, args.config)
-    files = _context.read_context(args.model_def)
+    files = _context.read_context(args.model_def, args.include)
     _ensure_master(args)
     sess = _session.session(args)
     body = {
@@ -124,6 +124,7 @@ def cmd_create(args: argparse.Namespace) -> None:
         "modelDefinition": files,
         "parentId": None,
         "projectId": args.project_id,
+        "template": args.template,
         "validateOnly": False,
     }
     if args.test_mode:
@@ -144,6 +145,15 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
     p.add_argument(
         "model_def", nargs="?", type=pathlib.Path, default=None, help="model definition directory"
     )
+    p.add_argument(
+        "-i",
+        "--include",
+        action="append",
+        default=[],
+        type=pathlib.Path,
+        help="another file or directory to send with the model definition (under its name)",
+    )
+    p.add_argument("--template", default=None, help="config template to lay under the config")
     p.add_argument("--config", action="append", default=[], help="override: key.path=value")
     p.add_argument("--project_id", type=int, default=None, help="project to place it in")
     p.add_argument(

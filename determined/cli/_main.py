@@ -23,6 +23,7 @@ from determined.cli import (
     _render,
     _session,
     _task,
+    _template,
     _tensorboard,
     _trial,
     _user,
@@ -56,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     _agent.add_parser(sub)
     _task.add_parser(sub)
     _job.add_parser(sub)
+    _template.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser

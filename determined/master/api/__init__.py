@@ -27,6 +27,7 @@ from determined.master.api import (
     _logs,
     _metrics,
     _preview,
+    _templates,
     _trials,
     _users,
     _webhooks,
@@ -53,6 +54,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _alerts.router,  # POST /webhooks/custom before /webhooks/{id}
     _webhooks.router,
     _preview.router,
+    _templates.router,
     _webui.router,
     _agents.router,
     _jobs.router,

@@ -23,17 +23,6 @@ from determined.master.store import ExperimentRow, Store, TrialRow, _experiments
 router = APIRouter(prefix="/api/v1")
 
 
-def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``override`` laid over ``base``: mappings merge key by key, anything else replaces."""
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merged(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def _override(text: str | None) -> dict[str, Any]:
     override = experiment.load_yaml(text or "", "overrideConfig") or {}
     if not isinstance(override, dict):
@@ -66,7 +55,8 @@ def continued_config(
             "single-searcher experiment can be continued (create a new experiment instead)"
         )
     # A redacted config sent back: its placeholders get the stored secrets again.
-    config = experiment.parse_experiment_config(_redact.restore(merged(old, override), old))
+    merged = experiment.merge_configs(old, override)
+    config = experiment.parse_experiment_config(_redact.restore(merged, old))
     resources.check_bind_mounts(config)
     if config.get("hyperparameters") != old.get("hyperparameters"):
         raise InvalidArgument(

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
-from determined.master.api import _redact, _wire
+from determined.master.api import _redact, _templates, _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
@@ -39,7 +39,7 @@ def create_experiment(
     body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep, request: Request
 ) -> dict[str, Any]:
     caller.require_user()
-    text = _restored_text(body, caller, store)
+    text = _with_template(_restored_text(body, caller, store), body.template, store)
     config = experiment.parse_experiment_config(text)
     resources.check_bind_mounts(config)
     _check_capacity(config, request.app.state.rm)
@@ -73,6 +73,18 @@ def _restored_text(body: CreateExperiment, caller: Caller, store: StoreDep) -> s
         return body.config
     caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
     return str(yaml.safe_dump(restored, sort_keys=False))
+
+
+def _with_template(text: str, name: str | None, store: StoreDep) -> str:
+    """The config text laid over the template ``name`` (unchanged without one)."""
+    if not name:
+        return text
+    raw = experiment.load_yaml(text, "config")
+    if not isinstance(raw, dict):
+        return text  # parse_experiment_config says what is wrong
+    with store.read() as conn:
+        merged = _templates.apply_template(conn, name, raw)
+    return str(yaml.safe_dump(merged, sort_keys=False))
 
 
 @router.get("/experiments/{experiment_id}/searcher/best_searcher_validation_metric")

@@ -131,6 +131,7 @@ class CreateExperiment(_Body):
     model_definition: list[Any] | None = None
     activate: bool = True
     validate_only: bool = False
+    template: str | None = None  # a config template laid under this config
 
 
 class Allocate(_Body):

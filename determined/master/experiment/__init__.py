@@ -8,6 +8,7 @@ Layering: imports ``store`` and ``searcher`` (and the master's top-level ``_erro
 from determined.master.experiment._config import (
     check_size,
     load_yaml,
+    merge_configs,
     parse_experiment_config,
     searcher_metric,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "check_size",
     "decide_exit",
     "load_yaml",
+    "merge_configs",
     "parse_experiment_config",
     "preemption_key",
     "scan_log_policies",

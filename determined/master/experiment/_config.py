@@ -41,6 +41,18 @@ def parse_experiment_config(raw: str | dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def merge_configs(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` laid over ``base``: mappings merge key by key, anything else (lists
+    included) replaces, as 0.37 merges a template under a config and a continue's overrides."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_configs(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 # Bounds on a config (issue #16): YAML aliases can make a few hundred bytes into millions of
 # nodes once expanded, and deep nesting overflows the recursive parts of any parser. Linux caps
 # one environment string at 128 KiB (MAX_ARG_STRLEN); the rest of that is for the name.

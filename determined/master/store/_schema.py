@@ -283,3 +283,13 @@ cluster_messages = sa.Table(
     sa.Column("created_time", sa.DateTime(timezone=True), nullable=False),
     sa.Column("created_by", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
 )
+
+# Config templates (0.37's): a named config laid under an experiment's at create time.
+templates = sa.Table(
+    "templates",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("config", sa.JSON, nullable=False),
+    sa.Column("workspace_id", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("created_by", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+)

@@ -1,0 +1,128 @@
+"""``det template``: config templates stored in the master, as in 0.37 (``list``, ``describe``,
+``create``, ``set-value config``, ``set`` (deprecated there too), ``remove``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import yaml
+
+from determined import errors
+from determined.cli import _render, _session
+from determined.common.api import Session
+
+
+def _read_config(path: str) -> Any:
+    try:
+        with open(path) as f:
+            config = yaml.safe_load(f)
+    except OSError as e:
+        raise _render.CliError(f"cannot read template file {path!r}: {e}") from e
+    except yaml.YAMLError as e:
+        raise _render.CliError(f"template file {path!r} is not valid YAML: {e}") from e
+    if not isinstance(config, dict):
+        raise _render.CliError(f"template file {path!r} must be a YAML mapping of config fields")
+    return config
+
+
+def _workspace_names(sess: Session) -> dict[int, str]:
+    try:
+        found = sess.get("/api/v1/workspaces").json().get("workspaces") or []
+    except errors.MasterNotFound:  # a master without workspaces: everything is in the default one
+        return {1: "Uncategorized"}
+    return {int(w["id"]): str(w["name"]) for w in found}
+
+
+def _workspace_id(sess: Session, name: str | None) -> int:
+    if not name:
+        return 0
+    found = sess.get("/api/v1/workspaces", params={"name": name}).json().get("workspaces") or []
+    match = [w for w in found if w.get("name") == name]
+    if not match:
+        raise _render.CliError(f'Workspace "{name}" not found')
+    if match[0].get("archived"):
+        raise _render.CliError(f'Workspace "{name}" is archived.')
+    return int(match[0]["id"])
+
+
+def _dump(config: Any) -> str:
+    return str(yaml.safe_dump(config, default_flow_style=False))
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    names = _workspace_names(sess)
+    found = sess.get("/api/v1/templates").json()["templates"]
+    rows: list[list[Any]] = []
+    for t in found:
+        row = [t["name"], names.get(int(t["workspaceId"]), "missing workspace")]
+        rows.append(row + [_dump(t["config"])] if args.details else row)
+    headers = ["Name", "Workspace"] + (["Config"] if args.details else [])
+    _render.table(headers, rows)
+
+
+def cmd_describe(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    template = sess.get(f"/api/v1/templates/{args.template_name}").json()["template"]
+    print(_dump(template["config"]))
+
+
+def cmd_create(args: argparse.Namespace) -> None:
+    config = _read_config(args.template_file)
+    sess = _session.session(args)
+    body = {
+        "name": args.template_name,
+        "config": config,
+        "workspaceId": _workspace_id(sess, args.workspace_name),
+    }
+    sess.post(f"/api/v1/templates/{args.template_name}", json=body)
+    print(f"Created template {args.template_name}")
+
+
+def cmd_set_config(args: argparse.Namespace) -> None:
+    config = _read_config(args.template_file)
+    _session.session(args).patch(f"/api/v1/templates/{args.template_name}", json=config)
+    print(f"Updated template {args.template_name}")
+
+
+def cmd_set(args: argparse.Namespace) -> None:
+    config = _read_config(args.template_file)
+    body = {"name": args.template_name, "config": config, "workspaceId": 0}
+    _session.session(args).put(f"/api/v1/templates/{args.template_name}", json=body)
+    print(f"Set template {args.template_name}")
+
+
+def cmd_remove(args: argparse.Namespace) -> None:
+    _session.session(args).delete(f"/api/v1/templates/{args.template_name}")
+    print(f"Removed template {args.template_name}")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("template", aliases=["tpl"], help="manage config templates")
+    cmds = p.add_subparsers(dest="template_command", metavar="COMMAND")
+    p.set_defaults(func=cmd_list, details=False)
+    ls = cmds.add_parser("list", aliases=["ls"], help="list config templates")
+    ls.add_argument("-d", "--details", action="store_true", help="show the configs")
+    ls.set_defaults(func=cmd_list)
+    s = cmds.add_parser("set", help="set config template (deprecated: use create|set-value)")
+    s.add_argument("template_name", help="template name")
+    s.add_argument("template_file", help="config template file (.yaml)")
+    s.set_defaults(func=cmd_set)
+    sv = cmds.add_parser("set-value", help="set template attributes")
+    sv_cmds = sv.add_subparsers(dest="set_value_command", metavar="COMMAND", required=True)
+    c = sv_cmds.add_parser("config", help="update config template")
+    c.add_argument("template_name", help="template name")
+    c.add_argument("template_file", help="config template file (.yaml)")
+    c.set_defaults(func=cmd_set_config)
+    d = cmds.add_parser("describe", help="describe config template")
+    d.add_argument("template_name", help="template name")
+    d.set_defaults(func=cmd_describe)
+    cr = cmds.add_parser("create", help="create config template")
+    cr.add_argument("template_name", help="template name")
+    cr.add_argument("template_file", help="config template file (.yaml)")
+    cr.add_argument("-w", "--workspace-name", default=None, help="workspace name")
+    cr.set_defaults(func=cmd_create)
+    rm = cmds.add_parser("remove", aliases=["rm"], help="remove config template")
+    rm.add_argument("template_name", help="template name")
+    rm.set_defaults(func=cmd_remove)
