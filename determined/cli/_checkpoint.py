@@ -84,6 +84,52 @@ def cmd_download(args: argparse.Namespace) -> None:
         render_checkpoint(ckpt, path)
 
 
+def _yes_no(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("y", "yes", "t", "true", "on", "1"):
+        return True
+    if value in ("n", "no", "f", "false", "off", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a truth value (true or false)")
+
+
+def cmd_download_experiment(args: argparse.Namespace) -> None:
+    """``det e download ID``: the ``--top-n`` best COMPLETED checkpoints, each into
+    ``<output-dir>/<uuid>``; by the searcher metric unless ``--sort-by`` names another."""
+    if (args.sort_by is None) != (args.smaller_is_better is None):
+        raise _render.CliError("--sort-by and --smaller-is-better must be given together")
+    params: dict[str, Any] = {"limit": args.top_n, "states": "STATE_COMPLETED"}
+    if args.sort_by is None:
+        params["sortByAttr"] = "SORT_BY_SEARCHER_METRIC"
+    else:
+        params["sortByMetric"] = args.sort_by
+        params["orderBy"] = "ORDER_BY_ASC" if args.smaller_is_better else "ORDER_BY_DESC"
+    sess = _session.session(args)
+    body = sess.get(f"/api/v1/experiments/{args.experiment_id}/checkpoints", params=params)
+    top = pathlib.Path(args.output_dir)
+    top.mkdir(parents=True, exist_ok=True)
+    for ckpt in body.json().get("checkpoints") or []:
+        path = download(ckpt, top / str(ckpt["uuid"]))
+        if args.quiet:
+            print(path)
+        else:
+            render_checkpoint(ckpt, path)
+            print()
+
+
+def add_experiment_download(cmds: argparse._SubParsersAction) -> None:
+    p = cmds.add_parser("download", help="download checkpoints for an experiment")
+    p.add_argument("experiment_id", type=int, help="experiment ID to download")
+    p.add_argument("-o", "--output-dir", default="checkpoints", help="into <dir>/<uuid>")
+    p.add_argument("--top-n", type=int, default=1, help="how many of the best checkpoints")
+    p.add_argument("--sort-by", default=None, help="validation metric to sort on")
+    p.add_argument(
+        "--smaller-is-better", type=_yes_no, default=None, help="sort order for --sort-by"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the paths")
+    p.set_defaults(func=cmd_download_experiment)
+
+
 def cmd_delete(args: argparse.Namespace) -> None:
     uuids = [u.strip() for u in args.checkpoints_uuids.split(",") if u.strip()]
     if not args.yes and not _render.yes_or_no(

@@ -241,6 +241,7 @@ def _add_inspection(cmds: argparse._SubParsersAction) -> None:
     lc.add_argument("--csv", action="store_true", help="print as CSV")
     lc.add_argument("--json", action="store_true", help="print as JSON")
     lc.set_defaults(func=_checkpoint.cmd_list_checkpoints)
+    _checkpoint.add_experiment_download(cmds)
 
 
 def _add_lifecycle(cmds: argparse._SubParsersAction) -> None:

@@ -11,6 +11,7 @@ import requests
 import yaml
 from _kit.cli import Det
 from _kit.master import MasterProcess
+from _kit.reference import REF, Ref
 
 from determined.cli import _test_mode
 
@@ -161,3 +162,21 @@ def test_trial_download_latest_best_and_uuid(master: MasterProcess, tmp_path: pa
     assert step_of("--uuid", first["uuid"]) == "1"
     r = det("t", "download", str(trial_id), "--uuid", "no-such-uuid")
     assert r.returncode == 1 and "has no checkpoint no-such-uuid" in r.stderr
+
+    # det e download: the best N by the searcher metric, or by another metric and order.
+    top = tmp_path / "exp-dl"
+    paths = det.ok("e", "download", str(exp_id), "-o", str(top), "--top-n", "2", "-q").split()
+    assert [(pathlib.Path(p) / "step.txt").read_text() for p in paths] == ["2", "3"]
+    worst = det.ok(
+        "e", "download", str(exp_id), "-o", str(top / "w"),
+        "--sort-by", "loss", "--smaller-is-better", "false",
+    )  # fmt: skip
+    assert "Local checkpoint path:" in worst and first["uuid"] in worst
+    half = det("e", "download", str(exp_id), "--sort-by", "loss")
+    assert half.returncode == 1 and "must be given together" in half.stderr
+    if (REF / "bin" / "det").exists():
+        ref = Ref(master, tmp_path / "ref")
+        ref.env.update(DET_USER="admin")
+        out = ref.det("e", "download", str(exp_id), "-o", str(tmp_path / "ref-dl"), "-q")
+        got = [line for line in out.splitlines() if line.startswith(str(tmp_path))]
+        assert [(pathlib.Path(p) / "step.txt").read_text() for p in got] == ["2"]
