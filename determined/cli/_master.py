@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
 
 from determined.cli import _cluster_message, _daemon, _render, _session
 from determined.common import _paths
+from determined.common.api import Session
 
 
 def cmd_up(args: argparse.Namespace) -> None:
@@ -98,19 +100,23 @@ def cmd_config_set(args: argparse.Namespace) -> None:
     print("Successfully made changes to the master config.")
 
 
-def cmd_logs(args: argparse.Namespace) -> None:
-    params: dict[str, object] = {"follow": "true" if args.follow else "false"}
-    if args.tail:
-        params["offset"] = -args.tail
-    resp = _session.session(args).get(
-        "/api/v1/master/logs", params=params, stream=True, timeout=None
-    )
+def master_log_lines(sess: Session, *, follow: bool = False, tail: int = 0) -> Iterator[str]:
+    """The master's own log records as ``det master logs`` prints them (admins only)."""
+    params: dict[str, object] = {"follow": "true" if follow else "false"}
+    if tail:
+        params["offset"] = -tail
+    resp = sess.get("/api/v1/master/logs", params=params, stream=True, timeout=None)
     with resp:
         for raw in resp.iter_lines():
             if not raw:
                 continue
             entry = json.loads(raw).get("result", {}).get("logEntry", {})
-            print(f"{entry.get('timestamp')} [{entry.get('level') or ''}]: {entry.get('message')}")
+            yield f"{entry.get('timestamp')} [{entry.get('level') or ''}]: {entry.get('message')}"
+
+
+def cmd_logs(args: argparse.Namespace) -> None:
+    for line in master_log_lines(_session.session(args), follow=args.follow, tail=args.tail):
+        print(line)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

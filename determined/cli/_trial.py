@@ -1,15 +1,18 @@
-"""``det trial`` (alias ``t``): describe, logs, kill, download."""
+"""``det trial`` (alias ``t``): describe, logs, kill, download, support-bundle."""
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import pathlib
 import sys
+import tarfile
+import tempfile
 from typing import Any
 
 from determined import errors
-from determined.cli import _checkpoint, _describe, _logs, _render, _session
+from determined.cli import _checkpoint, _describe, _logs, _master, _render, _session
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
@@ -117,6 +120,48 @@ def cmd_download(args: argparse.Namespace) -> None:
         _checkpoint.render_checkpoint(ckpt, path)
 
 
+def _write_bundle_files(sess: Any, trial_id: int, into: pathlib.Path) -> list[pathlib.Path]:
+    """The four files 0.37 bundles: trial logs, master logs, the trial and its experiment."""
+    trial_logs = into / "trial_logs.txt"
+    with trial_logs.open("w") as f:
+        for entry in _logs.trial_logs(sess, trial_id):
+            f.write(str(entry.get("message") or ""))
+    master_logs = into / "master_logs.txt"
+    with master_logs.open("w") as f:
+        try:
+            for line in _master.master_log_lines(sess):
+                f.write(line + "\n")
+        except errors.MasterError as e:  # only admins read the master's log
+            f.write(f"the master's log could not be read: {e}\n")
+    trial = sess.get(f"/api/v1/trials/{trial_id}").json()["trial"]
+    exp = sess.get(f"/api/v1/experiments/{trial['experimentId']}").json()
+    api_trial = into / "api_trial_call.json"
+    api_trial.write_text(json.dumps(trial))
+    api_experiment = into / "api_experiment_call.json"
+    api_experiment.write_text(json.dumps(exp))
+    return [trial_logs, master_logs, api_trial, api_experiment]
+
+
+def cmd_support_bundle(args: argparse.Namespace) -> None:
+    """``det t support-bundle T [-o DIR]``: ``det-bundle-trial-T-<time>.tar.gz`` for a bug
+    report, as 0.37 writes it."""
+    sess = _session.session(args)
+    out_dir = pathlib.Path(args.output_dir or ".")
+    if not out_dir.is_dir():
+        raise _render.CliError(f"cannot write the bundle: output directory {out_dir} not found")
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    name = f"det-bundle-trial-{args.trial_id}-{stamp}"
+    target = out_dir / f"{name}.tar.gz"
+    with tempfile.TemporaryDirectory() as tmp:
+        files = _write_bundle_files(sess, args.trial_id, pathlib.Path(tmp))
+        partial = target.with_name(target.name + ".part")
+        with tarfile.open(partial, "w:gz") as bundle:
+            for path in files:
+                bundle.add(path, arcname=f"{name}/{path.name}")
+        partial.replace(target)  # no half-written bundle under the final name
+    print(f"bundle path: {target.resolve()}")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trial", aliases=["t"], help="manage trials")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -134,6 +179,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     k = cmds.add_parser("kill", help="forcibly terminate a trial")
     k.add_argument("trial_id", type=int, help="trial ID")
     k.set_defaults(func=cmd_kill)
+    sb = cmds.add_parser("support-bundle", help="support bundle of a trial: logs and config")
+    sb.add_argument("trial_id", type=int, help="trial ID")
+    sb.add_argument("-o", "--output-dir", default=None, help="where to write the bundle")
+    sb.set_defaults(func=cmd_support_bundle)
     dl = cmds.add_parser("download", help="download a checkpoint of a trial")
     dl.add_argument("trial_id", type=int, help="trial ID")
     which = dl.add_mutually_exclusive_group(required=True)

@@ -3,7 +3,9 @@ Determined's test mode) and ``det t download``; docs/cli.md."""
 
 from __future__ import annotations
 
+import json
 import pathlib
+import tarfile
 from collections.abc import Iterator
 
 import pytest
@@ -180,3 +182,30 @@ def test_trial_download_latest_best_and_uuid(master: MasterProcess, tmp_path: pa
         out = ref.det("e", "download", str(exp_id), "-o", str(tmp_path / "ref-dl"), "-q")
         got = [line for line in out.splitlines() if line.startswith(str(tmp_path))]
         assert [(pathlib.Path(p) / "step.txt").read_text() for p in got] == ["2"]
+
+    # det t support-bundle: the trial's logs, the master's, the trial and its experiment.
+    nowhere = det("t", "support-bundle", str(trial_id), "-o", str(tmp_path / "user"))
+    assert nowhere.returncode == 1 and "output directory" in nowhere.stderr
+    (tmp_path / "user").mkdir()
+    as_user = det.ok("t", "support-bundle", str(trial_id), "-o", str(tmp_path / "user"))
+    with tarfile.open(as_user.split("bundle path: ")[1].strip()) as tar:
+        logs = next(m for m in tar.getmembers() if m.name.endswith("master_logs.txt"))
+        assert b"only admins" in tar.extractfile(logs).read()  # type: ignore[union-attr]
+    admin = Det(tmp_path / "admin-home", master.url)
+    admin.ok("user", "login", "admin", input="\n")
+    said = admin.ok("t", "support-bundle", str(trial_id), "-o", str(tmp_path))
+    bundle = pathlib.Path(said.split("bundle path: ")[1].strip())
+    assert bundle.name.startswith(f"det-bundle-trial-{trial_id}-") and bundle.parent == tmp_path
+    with tarfile.open(bundle) as tar:
+        names = {pathlib.PurePath(n).name: n for n in tar.getnames()}
+        assert set(names) == {
+            "trial_logs.txt", "master_logs.txt", "api_trial_call.json", "api_experiment_call.json",
+        }  # fmt: skip
+        read = {k: tar.extractfile(v).read().decode() for k, v in names.items()}  # type: ignore[union-attr]
+    assert json.loads(read["api_trial_call.json"])["id"] == trial_id
+    assert json.loads(read["api_experiment_call.json"])["experiment"]["id"] == exp_id
+    assert "could not be read" not in read["master_logs.txt"]  # an admin reads it
+    if (REF / "bin" / "det").exists():
+        (tmp_path / "ref-dl").mkdir(exist_ok=True)
+        out = ref.det("t", "support-bundle", str(trial_id), "-o", str(tmp_path / "ref-dl"))
+        assert "bundle path:" in out and list((tmp_path / "ref-dl").glob("det-bundle-trial-*"))
