@@ -141,6 +141,24 @@ def cmd_delete(args: argparse.Namespace) -> None:
     print(f"Deletion of checkpoints {args.checkpoints_uuids} is in progress")
 
 
+def cmd_remove_files(args: argparse.Namespace) -> None:
+    """``det c rm UUIDS --glob G...``: remove the named files from each checkpoint."""
+    uuids = [u.strip() for u in args.checkpoints_uuids.split(",") if u.strip()]
+    if (
+        args.glob
+        and not args.yes
+        and not _render.yes_or_no(
+            "All files matching the globs will be deleted from every checkpoint given, in "
+            "checkpoint storage. Proceed?"
+        )
+    ):
+        print("Stopping removal of files from checkpoints.")
+        return
+    body = {"checkpointUuids": uuids, "checkpointGlobs": args.glob}
+    _session.session(args).post("/api/v1/checkpoints/rm", json=body)
+    print(f"Removal of files from checkpoints {args.checkpoints_uuids} is done")
+
+
 def _validation_metric(ckpt: dict[str, Any], metric: str) -> str:
     validation = (ckpt.get("training") or {}).get("validationMetrics") or {}
     avg = validation.get("avgMetrics") or {}
@@ -215,3 +233,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rm.add_argument("checkpoints_uuids", help="comma-separated checkpoint UUIDs")
     rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     rm.set_defaults(func=cmd_delete)
+    rf = cmds.add_parser("rm", help="remove files from checkpoints")
+    rf.add_argument("checkpoints_uuids", help="comma-separated checkpoint UUIDs")
+    rf.add_argument(
+        "--glob",
+        action="append",
+        default=[],
+        help="files to remove (relative to the checkpoint; ** spans directories); without "
+        "any, the records are refreshed from storage",
+    )
+    rf.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rf.set_defaults(func=cmd_remove_files)

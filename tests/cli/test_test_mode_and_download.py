@@ -128,6 +128,8 @@ with core.init() as ctx:
             ctx.train.report_validation_metrics(step, {"loss": loss})
             with ctx.checkpoint.store_path({"steps_completed": step}) as (path, _):
                 (path / "step.txt").write_text(str(step))
+                (path / "extra").mkdir()
+                (path / "extra" / "big.bin").write_bytes(bytes(1000))
         op.report_completed(0.5)
 """
 
@@ -209,3 +211,30 @@ def test_trial_download_latest_best_and_uuid(master: MasterProcess, tmp_path: pa
         (tmp_path / "ref-dl").mkdir(exist_ok=True)
         out = ref.det("t", "support-bundle", str(trial_id), "-o", str(tmp_path / "ref-dl"))
         assert "bundle path:" in out and list((tmp_path / "ref-dl").glob("det-bundle-trial-*"))
+
+    # det c rm: remove named files; what is left still downloads; naming all deletes.
+    def state_and_files(uuid: str) -> tuple[str, set[str]]:
+        c = master.session().get(f"{master.url}/api/v1/checkpoints/{uuid}").json()["checkpoint"]
+        return c["state"], {k for k in c["resources"] if not k.endswith("/")}
+
+    assert state_and_files(first["uuid"]) == (
+        "STATE_COMPLETED",
+        {"step.txt", "extra/big.bin", "metadata.json"},
+    )
+    det.ok("c", "rm", first["uuid"], "--glob", "extra", "--yes")
+    assert state_and_files(first["uuid"]) == (
+        "STATE_PARTIALLY_DELETED",
+        {"step.txt", "metadata.json"},
+    )
+    assert step_of("--uuid", first["uuid"]) == "1"
+    det.ok("c", "rm", first["uuid"], "--glob", "**/*", "--yes")
+    assert state_and_files(first["uuid"])[0] == "STATE_DELETED"
+    unknown = det("c", "rm", "no-such-uuid", "--glob", "x", "--yes")
+    assert unknown.returncode == 1 and "not found: no-such-uuid" in unknown.stderr
+    if (REF / "bin" / "det").exists():
+        second = next(c for c in ckpts["checkpoints"] if c["metadata"]["steps_completed"] == 2)
+        ref.det("c", "rm", second["uuid"], "--glob", "extra/*", "--yes")
+        assert state_and_files(second["uuid"]) == (
+            "STATE_PARTIALLY_DELETED",
+            {"step.txt", "metadata.json"},
+        )

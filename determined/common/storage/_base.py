@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import pathlib
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 
 from determined.common.storage import _manifest
 from determined.common.storage._manifest import Manifest
@@ -93,6 +93,14 @@ class StorageManager(abc.ABC):
     @abc.abstractmethod
     def delete(self, storage_id: str) -> None:
         """Remove a checkpoint. A checkpoint that is already gone is logged, not an error."""
+
+    @abc.abstractmethod
+    def remove_files(self, storage_id: str, globs: Sequence[str]) -> dict[str, int]:
+        """Remove the files of a committed checkpoint that ``globs`` name (``_globs``) and
+        return what is left (relative path -> size, directories ``a/`` with 0). The manifest is
+        rewritten first, so a removal cut short leaves unlisted extra files, never listed
+        missing ones. With no file left the whole checkpoint is deleted (``{}``); no globs
+        only reads what is there."""
 
     def upload(
         self,

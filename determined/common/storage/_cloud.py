@@ -15,11 +15,11 @@ import os
 import pathlib
 import shutil
 import tempfile
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from determined import errors
-from determined.common.storage import _manifest
+from determined.common.storage import _globs, _manifest
 from determined.common.storage._base import Selector, StorageManager, warn_unverified
 from determined.common.storage._manifest import MANIFEST_NAME, FileEntry, Manifest
 
@@ -206,6 +206,25 @@ class CloudStorageManager(StorageManager):
             yield tmp
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def remove_files(self, storage_id: str, globs: Sequence[str]) -> dict[str, int]:
+        listing, manifest = self._load(storage_id)
+        named = _globs.matcher(globs)
+        files = {r: s for r, s in listing.items() if r not in (MANIFEST_NAME, MARKER_NAME)}
+        left = {r: s for r, s in files.items() if not named(r)}
+        if not any(not r.endswith("/") for r in left):
+            self.delete(storage_id)
+            return {}
+        if manifest is not None and globs:
+            kept = Manifest(
+                {p: e for p, e in manifest.files.items() if not named(p)},
+                {d for d in manifest.dirs if not named(d)},
+            )
+            self._store.put_bytes(self._key(storage_id, MANIFEST_NAME), kept.to_json(storage_id))
+        doomed = [self._key(storage_id, r) for r in files if r not in left]
+        if doomed:
+            self._store.delete(doomed)
+        return dict(sorted(left.items()))
 
     def delete(self, storage_id: str) -> None:
         listing = self._listing(storage_id)

@@ -14,10 +14,10 @@ import os
 import pathlib
 import posixpath
 import shutil
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from determined import errors
-from determined.common.storage import _manifest
+from determined.common.storage import _globs, _manifest
 from determined.common.storage._base import Selector, StorageManager, warn_unverified
 from determined.common.storage._manifest import MANIFEST_NAME, Manifest
 
@@ -167,6 +167,34 @@ class DirectoryStorageManager(StorageManager):
             target = self._base_path / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src_dir / src, target)
+
+    def remove_files(self, storage_id: str, globs: Sequence[str]) -> dict[str, int]:
+        final, manifest = self._load(storage_id)
+        named = _globs.matcher(globs)
+        listing = _manifest.list_directory(final)
+        if not any(not rel.endswith("/") and not named(rel) for rel in listing):
+            self.delete(storage_id)
+            return {}
+        if manifest is not None and globs:
+            kept = Manifest(
+                {p: e for p, e in manifest.files.items() if not named(p)},
+                {d for d in manifest.dirs if not named(d)},
+            )
+            tmp = final / f"{MANIFEST_NAME}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(kept.to_json(storage_id))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final / MANIFEST_NAME)
+            _manifest.fsync_dir(final)
+        for rel in sorted(listing, reverse=True):  # contents before their directories
+            if named(rel):
+                target = final / rel
+                if rel.endswith("/"):
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    target.unlink(missing_ok=True)
+        return _manifest.list_directory(final)
 
     def delete(self, storage_id: str) -> None:
         final = self._final(storage_id)

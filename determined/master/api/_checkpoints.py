@@ -19,6 +19,7 @@ from determined.master.api._deps import StoreDep
 from determined.master.api._models import (
     DeleteCheckpoints,
     PatchCheckpoints,
+    RemoveCheckpointFiles,
     ReportCheckpoint,
     StartRun,
 )
@@ -123,24 +124,48 @@ def patch_checkpoints(body: PatchCheckpoints, caller: Caller, store: StoreDep) -
     return {}
 
 
+def _require_own(caller: Caller, store: StoreDep, uuids: list[str], action: str) -> None:
+    """404 naming every unknown uuid, 403 for another's: checked before anything changes."""
+    with store.read() as conn:
+        found = {u: _checkpoints.get(conn, u) for u in uuids}
+        missing = [u for u, c in found.items() if c is None]
+        if missing:
+            raise NotFound(f"checkpoint(s) not found: {', '.join(missing)}; nothing was {action}d")
+        for ckpt in found.values():
+            assert ckpt is not None
+            _owns_checkpoint(caller, conn, ckpt, action)
+
+
+def _storage_failures(failed: dict[str, str], what: str) -> None:
+    if failed:
+        lines = "; ".join(f"{u}: {why}" for u, why in failed.items())
+        raise FailedPrecondition(
+            f"{len(failed)} checkpoint(s) could not {what} in storage and keep their records: "
+            f"{lines}"
+        )
+
+
 @router.delete("/checkpoints")
 def delete_checkpoints(body: DeleteCheckpoints, caller: Caller, store: StoreDep) -> dict[str, Any]:
     """Delete checkpoints' files from their storage and mark them DELETED (already deleted
     ones are left alone). Every uuid must exist, or nothing is deleted."""
     caller.require_user()
-    with store.read() as conn:
-        found = {u: _checkpoints.get(conn, u) for u in body.checkpoint_uuids}
-        missing = [u for u, c in found.items() if c is None]
-        if missing:
-            raise NotFound(f"checkpoint(s) not found: {', '.join(missing)}; nothing was deleted")
-        for ckpt in found.values():
-            assert ckpt is not None
-            _owns_checkpoint(caller, conn, ckpt, "delete")
-    failed = resources.delete_checkpoints(store, body.checkpoint_uuids)
-    if failed:
-        lines = "; ".join(f"{u}: {why}" for u, why in failed.items())
-        raise FailedPrecondition(
-            f"{len(failed)} checkpoint(s) could not be deleted from storage and keep their "
-            f"records: {lines}"
-        )
+    _require_own(caller, store, body.checkpoint_uuids, "delete")
+    _storage_failures(resources.delete_checkpoints(store, body.checkpoint_uuids), "be deleted")
+    return {}
+
+
+@router.post("/checkpoints/rm")
+def remove_checkpoint_files(
+    body: RemoveCheckpointFiles, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """``det c rm UUIDS --glob G``: remove the files the globs name from each checkpoint
+    (0.37 runs this as a GC task; here it is done when the call returns). Without globs the
+    records are refreshed from what the storage holds."""
+    caller.require_user()
+    if not body.checkpoint_uuids:
+        raise InvalidArgument("checkpointUuids is empty: name the checkpoints to change")
+    _require_own(caller, store, body.checkpoint_uuids, "change")
+    failed = resources.remove_checkpoint_files(store, body.checkpoint_uuids, body.checkpoint_globs)
+    _storage_failures(failed, "have files removed")
     return {}

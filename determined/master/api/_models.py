@@ -158,6 +158,13 @@ class DeleteCheckpoints(_Body):
     checkpoint_uuids: list[str]
 
 
+class RemoveCheckpointFiles(_Body):
+    """``v1CheckpointsRemoveFilesRequest``."""
+
+    checkpoint_uuids: list[str]
+    checkpoint_globs: list[str] = Field(default_factory=list)
+
+
 class PreviewSearch(_Body):
     config: dict[str, Any]
     seed: int | None = None

@@ -20,6 +20,7 @@ from determined.master.resources._gc import (
     delete_checkpoints,
     delete_tensorboard_files,
     doomed_by,
+    remove_checkpoint_files,
     select_deletions,
 )
 from determined.master.resources._launcher import check_bind_mounts
@@ -61,6 +62,7 @@ __all__ = [
     "checkpoint_storage",
     "collect_async",
     "delete_checkpoints",
+    "remove_checkpoint_files",
     "delete_tensorboard_files",
     "doomed_by",
     "resume_gc_async",

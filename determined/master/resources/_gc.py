@@ -166,6 +166,31 @@ def delete_checkpoints(store: Store, uuids: Iterable[str]) -> dict[str, str]:
     return failed
 
 
+def remove_checkpoint_files(store: Store, uuids: Iterable[str], globs: list[str]) -> dict[str, str]:
+    """Remove the files ``globs`` name from each checkpoint (``det c rm``) and record what is
+    left: nothing left is DELETED, fewer files PARTIALLY_DELETED; no globs refreshes the record
+    from what the storage holds. DELETED and unknown uuids are skipped; the answer maps each
+    checkpoint whose storage failed to the error (its record unchanged)."""
+    targets = []
+    with store.read() as conn:
+        for uuid in uuids:
+            ckpt = _checkpoints.get(conn, uuid)
+            if ckpt is None or ckpt["state"] == _checkpoints.DELETED:
+                continue
+            targets.append((uuid, checkpoint_storage(conn, ckpt)))
+    failed = {}
+    for uuid, storage_config in targets:
+        try:
+            left = storage.build(storage_config).remove_files(uuid, globs)
+        except Exception as e:  # keep the record; the storage says what went wrong
+            logger.exception("could not remove files of checkpoint %s", uuid)
+            failed[uuid] = f"{type(e).__name__}: {e}"
+            continue
+        with store.tx() as conn:
+            _checkpoints.update_resources(conn, uuid, left or None)
+    return failed
+
+
 def delete_tensorboard_files(store: Store, experiment_id: int, config: dict[str, Any]) -> bool:
     """Delete what the experiment's trials synced to ``<storage>/<cluster id>/tensorboard/
     experiment/<id>``. False when the storage is a bucket (no prefix delete there yet).

@@ -17,6 +17,8 @@ from determined.master.store._schema import checkpoints, storage_backends
 
 COMPLETED = "STATE_COMPLETED"
 DELETED = "STATE_DELETED"
+# Some of its files were removed (``det c rm --glob``); what is left still downloads.
+PARTIALLY_DELETED = "STATE_PARTIALLY_DELETED"
 
 
 def storage_id(conn: sa.Connection, config: dict[str, Any]) -> int:
@@ -108,7 +110,8 @@ def require(conn: sa.Connection, uuid: str) -> CheckpointRow:
 
 
 def update_resources(conn: sa.Connection, uuid: str, resources: dict[str, Any] | None) -> None:
-    """After a (partial) delete: no resources left marks the checkpoint DELETED."""
+    """After a (partial) delete: no resources left marks the checkpoint DELETED; fewer files
+    than it had marks it PARTIALLY_DELETED."""
     if not resources:
         conn.execute(
             checkpoints.update()
@@ -116,11 +119,17 @@ def update_resources(conn: sa.Connection, uuid: str, resources: dict[str, Any] |
             .values(state=DELETED, resources={}, size=0)
         )
         return
-    conn.execute(
-        checkpoints.update()
-        .where(checkpoints.c.uuid == uuid)
-        .values(resources={k: str(v) for k, v in resources.items()}, size=_size(resources))
-    )
+    before = conn.execute(
+        sa.select(checkpoints.c.resources, checkpoints.c.state).where(checkpoints.c.uuid == uuid)
+    ).first()
+    values: dict[str, Any] = {
+        "resources": {k: str(v) for k, v in resources.items()},
+        "size": _size(resources),
+    }
+    files_before = {k for k in ((before[0] or {}) if before else {}) if not k.endswith("/")}
+    if before is not None and files_before - set(resources):
+        values["state"] = PARTIALLY_DELETED
+    conn.execute(checkpoints.update().where(checkpoints.c.uuid == uuid).values(**values))
 
 
 def of_trial(conn: sa.Connection, trial_id: int) -> list[CheckpointRow]:

@@ -245,6 +245,27 @@ def test_delete(backend: Backend, caplog: pytest.LogCaptureFixture) -> None:
     assert "nothing to" in caplog.text
 
 
+def test_remove_files_rewrites_the_manifest_then_deletes(
+    backend: Backend, tmp_path: pathlib.Path
+) -> None:
+    """``det c rm --glob``: the named files go, the rest still downloads verified; with no
+    globs nothing changes; naming every file deletes the checkpoint."""
+    sid = str(uuid.uuid4())
+    with backend.sm.store_path(sid) as path:
+        files = make_tree(path)
+    left = backend.sm.remove_files(sid, ["sub", "*.txt"])
+    assert set(left) == {"model.bin", "emptydir/"} or set(left) == {"model.bin"}
+    assert left["model.bin"] == len(files["model.bin"])
+    assert not any(n.startswith("sub/") or n.endswith(".txt") for n in backend.names(sid))
+    backend.sm.download(sid, tmp_path / "dst")  # verified against the rewritten manifest
+    assert read_tree(tmp_path / "dst") == {"model.bin": files["model.bin"]}
+    assert backend.sm.remove_files(sid, []) == left  # no globs: only reads
+    assert backend.sm.remove_files(sid, ["**/*"]) == {}
+    assert backend.names(sid) == set()
+    with pytest.raises(errors.CheckpointNotFound):
+        backend.sm.remove_files(sid, ["x"])
+
+
 def test_staged_but_uncommitted_write_is_incomplete(
     backend: Backend, tmp_path: pathlib.Path
 ) -> None:
