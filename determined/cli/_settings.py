@@ -1,6 +1,7 @@
-"""``det e set gc-policy|max-slots|weight|priority``: change an experiment's checkpoint GC
-policy or its scheduling fields (``PATCH /api/v1/experiments/{id}``), with the reference's
-confirmations; ``gc-policy`` first shows what the new policy would delete and asks."""
+"""``det e set gc-policy|max-slots|weight|priority|log-retention``: change an experiment's
+checkpoint GC policy or its scheduling fields (``PATCH /api/v1/experiments/{id}``), with the
+reference's confirmations (``gc-policy`` first shows what the new policy would delete and
+asks), or how long its trials' logs are kept (also ``det t set log-retention``)."""
 
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ def add_parser(scmds: argparse._SubParsersAction) -> None:
         gc.add_argument(flag, type=int, required=True, help=what)
     gc.add_argument("--yes", action="store_true", help="do not preview and ask first")
     gc.set_defaults(func=cmd_gc_policy)
+    add_log_retention(scmds, "experiment")
     for name, field, wire, kind in (
         ("max-slots", "max_slots", "maxSlots", _none_or_int),
         ("weight", "weight", "weight", float),
@@ -102,3 +104,36 @@ def add_parser(scmds: argparse._SubParsersAction) -> None:
         p.add_argument("experiment_id", type=int, help="experiment ID to modify")
         p.add_argument(field, type=kind, help=field.replace("_", " "))
         p.set_defaults(func=_resource(field, wire))
+
+
+def _retention_days(args: argparse.Namespace) -> int:
+    """0.37's checks: --days N (-1 to 32767) or --forever."""
+    if args.forever:
+        return -1
+    if args.days is None:
+        raise _render.CliError(
+            "give --days N (days to keep the logs after the task ends) or --forever"
+        )
+    if not -1 <= args.days <= 32767:
+        raise _render.CliError("--days must be from -1 to 32767")
+    return int(args.days)
+
+
+def cmd_retain_logs(args: argparse.Namespace) -> None:
+    """``det e|t set log-retention ID (--days N | --forever)``."""
+    days = _retention_days(args)
+    noun = "trials" if args.retain_noun == "trial" else "experiments"
+    _session.session(args).put(
+        f"/api/v1/{noun}/{args.retain_id}/retain_logs", json={"numDays": days}
+    )
+    kept = "forever" if days == -1 else f"for {days} days"
+    print(f"Set log retention of {args.retain_noun} {args.retain_id}: logs kept {kept}")
+
+
+def add_log_retention(scmds: argparse._SubParsersAction, noun: str) -> None:
+    p = scmds.add_parser("log-retention", help=f"set `log-retention-days` for a {noun}")
+    p.add_argument("retain_id", type=int, metavar=f"{noun}_id", help=f"{noun} ID")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--days", type=int, default=None, help="days to keep the logs (-1 to 32767)")
+    which.add_argument("--forever", action="store_true", help="keep the logs forever")
+    p.set_defaults(func=cmd_retain_logs, retain_noun=noun)

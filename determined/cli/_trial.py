@@ -1,4 +1,5 @@
-"""``det trial`` (alias ``t``): describe, logs, kill, download, support-bundle."""
+"""``det trial`` (alias ``t``): describe, logs, kill, download, support-bundle, set
+log-retention."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import tempfile
 from typing import Any
 
 from determined import errors
-from determined.cli import _checkpoint, _describe, _logs, _master, _render, _session
+from determined.cli import _checkpoint, _describe, _logs, _master, _render, _session, _settings
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
@@ -179,6 +180,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     k = cmds.add_parser("kill", help="forcibly terminate a trial")
     k.add_argument("trial_id", type=int, help="trial ID")
     k.set_defaults(func=cmd_kill)
+    st = cmds.add_parser("set", help="set trial attributes")
+    _settings.add_log_retention(
+        st.add_subparsers(dest="set_command", metavar="COMMAND", required=True), "trial"
+    )
     sb = cmds.add_parser("support-bundle", help="support bundle of a trial: logs and config")
     sb.add_argument("trial_id", type=int, help="trial ID")
     sb.add_argument("-o", "--output-dir", default=None, help="where to write the bundle")

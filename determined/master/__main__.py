@@ -52,6 +52,18 @@ def _parser() -> argparse.ArgumentParser:
         help="'none': run no trials (the dev endpoints allocate them by hand)",
     )
     p.add_argument("--log-level", default="warning")
+    p.add_argument(
+        "--log-retention-days",
+        type=int,
+        default=-1,
+        help="days to keep an ended trial's logs (-1: forever; det t set log-retention "
+        "overrides it per trial)",
+    )
+    p.add_argument(
+        "--log-retention-schedule",
+        default="24h",
+        help="how often to drop logs past their retention, as a Go duration (default 24h)",
+    )
     p.add_argument("--config-file", type=pathlib.Path, default=None, help="YAML master config")
     return p
 
@@ -69,6 +81,7 @@ _FILE_KEYS = {
     "resource_manager": str,  # or a mapping: {type: slurm, ...} (docs/deploy/slurm.md)
     "log_level": str,
     "webhooks": dict,  # {signing_key, base_url}
+    "retention_policy": dict,  # {log_retention_days, schedule}
 }
 _WEBHOOK_KEYS = ("signing_key", "base_url")
 
@@ -94,6 +107,9 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         kind = _FILE_KEYS[key]
+        if key == "retention_policy":
+            out.update(_retention_section(path, value))
+            continue
         if kind is dict:
             out[key] = _webhooks_section(path, value)
             continue
@@ -139,6 +155,30 @@ def _webhooks_section(path: pathlib.Path, value: Any) -> dict[str, str]:
             f"strings, not {value!r}"
         )
     return dict(value)
+
+
+def _retention_section(path: pathlib.Path, value: Any) -> dict[str, Any]:
+    """0.37's ``retention_policy: {log_retention_days: N, schedule: ...}``; the schedule is a
+    Go duration here (0.37 also takes a cron line)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or set(value) - {"log_retention_days", "schedule"}:
+        raise ValueError(
+            f"master config {str(path)!r}: retention_policy takes log_retention_days and "
+            f"schedule, not {value!r}"
+        )
+    out: dict[str, Any] = {}
+    days = value.get("log_retention_days")
+    if days is not None:
+        if isinstance(days, bool) or not isinstance(days, int) or not -1 <= days <= 32767:
+            raise ValueError(
+                f"master config {str(path)!r}: retention_policy.log_retention_days must be an "
+                f"integer from -1 (forever) to 32767, not {days!r}"
+            )
+        out["log_retention_days"] = days
+    if value.get("schedule") is not None:
+        out["log_retention_schedule"] = str(value["schedule"])
+    return out
 
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -214,7 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     if refusal is not None:
         print(f"error: {refusal}", file=sys.stderr)
         return 2
-    local = args.resource_manager == "local"
+    from determined.master._go_duration import parse_go_duration
+
+    try:
+        retention_every = parse_go_duration(args.log_retention_schedule).total_seconds()
+    except ValueError as e:
+        print(f"error: --log-retention-schedule: {e}", file=sys.stderr)
+        return 2
     local = args.resource_manager in ("local", "slurm")
     slurm = getattr(args, "slurm", None)
     if args.resource_manager == "slurm" and slurm is None:
@@ -231,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         allowed_hosts=args.allowed_hosts.split(","),
         slurm=slurm if args.resource_manager == "slurm" else None,
+        log_retention_days=args.log_retention_days,
+        log_retention_every=retention_every,
     )
     app.state.master_config = shown_config(args, data_dir)
     from determined.master import _log_buffer
@@ -262,6 +310,10 @@ def shown_config(args: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, 
             "slots_per_agent": args.slots_per_agent,
         },
         "log": {"level": args.log_level, "color": False},
+        "retention_policy": {
+            "log_retention_days": args.log_retention_days,
+            "schedule": args.log_retention_schedule,
+        },
         "config_file": str(args.config_file) if args.config_file else None,
     }
 

@@ -264,6 +264,8 @@ def create_app(
     host: str = "127.0.0.1",
     allowed_hosts: Iterable[str] = (),
     slurm: dict[str, Any] | None = None,
+    log_retention_days: int = -1,
+    log_retention_every: float = 86400.0,
 ) -> FastAPI:
     """The master's HTTP API over ``store``.
 
@@ -283,6 +285,9 @@ def create_app(
             their Host header (see ``_HostCheck``).
         slurm: the master config's ``resource_manager`` with ``type: slurm``: trials run as
             Slurm jobs (:class:`SlurmResourceManager`) instead of local processes.
+        log_retention_days, log_retention_every: ``retention_policy``: days an ended
+            trial's logs are kept unless it has its own (-1: forever), and seconds between
+            sweeps.
 
     The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
     ``rm`` (the :class:`~determined.master.resources.ResourceManager`, or None).
@@ -320,13 +325,17 @@ def create_app(
             log_hook=on_logs,
         )
 
+    retention = resources.LogRetention(store, log_retention_days, log_retention_every)
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if rm is not None:
             rm.start()
         resources.resume_gc_async(store)  # GC a previous master may have cut short
         hooks.start()
+        retention.start()
         yield
+        retention.stop()
         if rm is not None:
             rm.stop()
         hooks.close()
@@ -337,6 +346,7 @@ def create_app(
     app.state.experiments = experiments
     app.state.rm = rm
     app.state.webhooks = hooks
+    app.state.log_retention = retention
     app.state.log_hook = on_logs
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name

@@ -24,6 +24,9 @@ def test_file_values_and_command_line_precedence(tmp_path: pathlib.Path) -> None
     args = master_main.parse_args(["--config-file", str(cfg), "--port", "9200"])
     assert (args.port, args.cpu_slots) == (9200, 3)
     assert master_main.parse_args([]).port == 8080
+    policy = "retention_policy:\n  log_retention_days: 30\n  schedule: 12h\n"
+    args = master_main.parse_args(["--config-file", str(_write(tmp_path, policy))])
+    assert (args.log_retention_days, args.log_retention_schedule) == (30, "12h")
 
 
 @pytest.mark.parametrize(
@@ -33,6 +36,8 @@ def test_file_values_and_command_line_precedence(tmp_path: pathlib.Path) -> None
         ("port: eighty\n", "port must be an integer"),
         ("- a list\n", "must be a YAML mapping"),
         ("port: [\n", "cannot read master config"),
+        ("retention_policy: {log_retention_days: -5}\n", "from -1 (forever) to 32767"),
+        ("retention_policy: {days: 3}\n", "retention_policy takes log_retention_days"),
     ],
 )
 def test_bad_files_are_refused_with_what_to_fix(

@@ -27,6 +27,7 @@ from determined.master.api import (
     _logs,
     _metrics,
     _preview,
+    _retain_logs,
     _templates,
     _trials,
     _users,
@@ -54,6 +55,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _alerts.router,  # POST /webhooks/custom before /webhooks/{id}
     _webhooks.router,
     _preview.router,
+    _retain_logs.router,
     _templates.router,
     _webui.router,
     _agents.router,

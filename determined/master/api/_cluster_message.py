@@ -6,12 +6,12 @@ one also appears in ``GET /api/v1/master`` as ``clusterMessage``, where the web 
 from __future__ import annotations
 
 import datetime
-import re
 from typing import Any
 
 from fastapi import APIRouter
 
 from determined.master._errors import InvalidArgument, PermissionDenied
+from determined.master._go_duration import parse_go_duration
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import _Body
@@ -20,33 +20,6 @@ from determined.master.store import _cluster_messages, _time
 router = APIRouter(prefix="/api/v1/master")
 
 MAX_LENGTH = 250  # characters, as 0.37
-
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_go_duration(text: str) -> datetime.timedelta:
-    """A Go duration string (``90s``, ``1h30m``, ``2.5h``), as Go's ``time.ParseDuration``
-    reads it; days and weeks are not Go units.
-
-    Raises:
-        ValueError: not a duration, or a negative one.
-    """
-    body = text.strip()
-    if body.startswith("-"):
-        raise ValueError("must not be negative")
-    body = body.removeprefix("+")
-    if body == "0":
-        return datetime.timedelta(0)
-    seconds, pos = 0.0, 0
-    for m in _GO_PART.finditer(body):
-        if m.start() != pos:
-            break
-        seconds += float(m.group(1)) * _GO_UNITS[m.group(2)]
-        pos = m.end()
-    if not body or pos != len(body):
-        raise ValueError(f"{text!r} is not a Go duration (units ns, us, ms, s, m, h: 24h, 90m)")
-    return datetime.timedelta(seconds=seconds)
 
 
 class SetClusterMessage(_Body):

@@ -195,7 +195,7 @@ def trial_json(conn: sa.Connection, trial: TrialRow) -> dict[str, Any]:
         "searcherMetricValue": None if best is None else best["metrics"].get(metric),
         "taskIds": [trial["task_id"]],
         "summaryMetrics": trial["summary_metrics"],
-        "logRetentionDays": None,
+        "logRetentionDays": trial.get("log_retention_days"),
         "metadata": {},
     }
 

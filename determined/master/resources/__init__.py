@@ -25,6 +25,7 @@ from determined.master.resources._gc import (
 )
 from determined.master.resources._launcher import check_bind_mounts
 from determined.master.resources._local import LocalResourceManager
+from determined.master.resources._log_retention import LogRetention
 from determined.master.resources._recovery import resume_gc_async
 from determined.master.resources._slurm import SlurmConfig, SlurmConfigError, SlurmResourceManager
 
@@ -52,6 +53,7 @@ class ResourceManager(Protocol):
 
 
 __all__ = [
+    "LogRetention",
     "Candidate",
     "LocalResourceManager",
     "ResourceManager",

@@ -47,6 +47,7 @@ class TrialRow(TypedDict):
     best_validation_id: int | None
     start_time: datetime.datetime
     end_time: datetime.datetime | None
+    log_retention_days: int | None
 
 
 class AllocationRow(TypedDict):

@@ -106,6 +106,9 @@ trials = sa.Table(
     sa.Column("best_validation_id", sa.Integer, nullable=True),
     sa.Column("start_time", sa.DateTime(timezone=True), nullable=False),
     sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
+    # Days its logs are kept after it ends (``det t set log-retention``); null: the master's
+    # ``retention_policy.log_retention_days``; -1: forever.
+    sa.Column("log_retention_days", sa.Integer, nullable=True),
     sa.UniqueConstraint("experiment_id", "request_id", name="uq_trials_request"),
 )
 

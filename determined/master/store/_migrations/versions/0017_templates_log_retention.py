@@ -1,4 +1,4 @@
-"""Config templates.
+"""Config templates; trials' log retention.
 
 Revision ID: 0017
 Revises: 0013
@@ -25,7 +25,11 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["created_by"], ["users.id"]),
         sa.PrimaryKeyConstraint("name"),
     )
+    with op.batch_alter_table("trials") as batch:
+        batch.add_column(sa.Column("log_retention_days", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("trials") as batch:
+        batch.drop_column("log_retention_days")
     op.drop_table("templates")
