@@ -128,7 +128,9 @@ def _down_flags(p: argparse.ArgumentParser, cluster: bool) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("deploy", help="0.37's deployment commands, mapped to `det master`")
+    p = sub.add_parser(
+        "deploy", aliases=["d"], help="0.37's deployment commands, mapped to `det master`"
+    )
     targets = p.add_subparsers(dest="deploy_target", metavar="TARGET", required=True)
     local = targets.add_parser("local", help="the master of this machine")
     cmds = local.add_subparsers(dest="deploy_command", metavar="COMMAND", required=True)

@@ -126,7 +126,12 @@ def cmd_logs(args: argparse.Namespace) -> None:
         raise _render.CliError(f"experiment {args.experiment_id} has no trials yet")
     try:
         entries = _logs.trial_logs(
-            sess, trial_id, follow=args.follow, head=args.head, tail=args.tail
+            sess,
+            trial_id,
+            follow=args.follow,
+            head=args.head,
+            tail=args.tail,
+            filters=_logs.filters_of(args),
         )
         _logs.print_logs(entries, as_json=args.json)
     finally:

@@ -135,9 +135,14 @@ def format_line(entry: dict[str, Any]) -> str:
 
 
 def _stream(
-    sess: Session, trial_id: int, follow: bool, head: int | None, tail: int | None
+    sess: Session,
+    trial_id: int,
+    follow: bool,
+    head: int | None,
+    tail: int | None,
+    filters: dict[str, Any],
 ) -> Iterator[dict[str, Any]]:
-    params: dict[str, Any] = {"follow": "true" if follow else "false"}
+    params: dict[str, Any] = {"follow": "true" if follow else "false", **filters}
     if head is not None or tail is not None:
         params["limit"] = head if head is not None else tail
     if tail is not None:
@@ -174,7 +179,12 @@ def _last(lines: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 
 
 def _poll_task(
-    sess: Session, trial_id: int, follow: bool, head: int | None, tail: int | None
+    sess: Session,
+    trial_id: int,
+    follow: bool,
+    head: int | None,
+    tail: int | None,
+    filters: dict[str, Any],
 ) -> Iterator[dict[str, Any]]:
     after = 0
     seen = 0
@@ -183,7 +193,7 @@ def _poll_task(
         trial = sess.get(f"/api/v1/trials/{trial_id}").json()["trial"]
         done = trial.get("state") in TERMINAL_STATES
         page = sess.get(
-            f"/api/v1/tasks/{trial['taskId']}/logs", params={"searchAfter": after}
+            f"/api/v1/tasks/{trial['taskId']}/logs", params={"searchAfter": after, **filters}
         ).json()
         for entry in page.get("logs") or []:
             after = max(after, int(entry.get("id") or 0))
@@ -209,19 +219,21 @@ def trial_logs(
     follow: bool = False,
     head: int | None = None,
     tail: int | None = None,
+    filters: dict[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Log entries of a trial, oldest first; with ``follow``, until the trial has ended.
+    """Log entries of a trial, oldest first; with ``follow``, until the trial has ended;
+    ``filters`` as :func:`filters_of` makes them.
 
     Raises:
         MasterNotFound: no such trial.
     """
     try:
-        yield from _stream(sess, trial_id, follow, head, tail)
+        yield from _stream(sess, trial_id, follow, head, tail, filters or {})
         return
     except errors.MasterNotFound:
         # No streaming route on this master (or no such trial: the next call says which).
         sess.get(f"/api/v1/trials/{trial_id}")
-    yield from _poll_task(sess, trial_id, follow, head, tail)
+    yield from _poll_task(sess, trial_id, follow, head, tail, filters or {})
 
 
 class CauseFinder:
@@ -307,10 +319,46 @@ def wait_for_first_trial(
         time.sleep(_POLL_SECONDS)
 
 
-def add_log_args(p: Any) -> None:
-    """The reference's log flags that this CLI implements."""
+LEVELS = ("UNSPECIFIED", "TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def add_log_args(p: Any, *, allocations: bool = False) -> None:
+    """The reference's log flags: follow, head/tail, and the filters (``--allocation-id``
+    for task logs)."""
     p.add_argument("-f", "--follow", action="store_true", help="follow the logs, like tail -f")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--head", type=int, help="number of lines from the beginning")
     group.add_argument("--tail", type=int, help="number of lines from the end")
     p.add_argument("--json", action="store_true", help="print each entry as JSON")
+    if allocations:
+        p.add_argument("--allocation-id", dest="allocation_ids", action="append")
+    p.add_argument("--agent-id", dest="agent_ids", action="append", help="repeat for more")
+    p.add_argument("--container-id", dest="container_ids", action="append")
+    p.add_argument("--rank-id", dest="rank_ids", type=int, action="append")
+    p.add_argument("--timestamp-before", help="only lines before (RFC 3339)")
+    p.add_argument("--timestamp-after", help="only lines after (RFC 3339)")
+    p.add_argument("--level", choices=LEVELS, help="only lines of this level or higher")
+    p.add_argument("--source", dest="sources", action="append")
+    p.add_argument("--stdtype", dest="stdtypes", action="append", help="stdout or stderr")
+
+
+def filters_of(args: Any) -> dict[str, Any]:
+    """The master's filter query parameters for the flags :func:`add_log_args` added."""
+    out: dict[str, Any] = {}
+    for flag, param in (
+        ("agent_ids", "agentIds"),
+        ("container_ids", "containerIds"),
+        ("allocation_ids", "allocationIds"),
+        ("rank_ids", "rankIds"),
+        ("sources", "sources"),
+        ("stdtypes", "stdtypes"),
+        ("timestamp_before", "timestampBefore"),
+        ("timestamp_after", "timestampAfter"),
+    ):
+        value = getattr(args, flag, None)
+        if value:
+            out[param] = value
+    level = getattr(args, "level", None)
+    if level:
+        out["levels"] = [f"LOG_LEVEL_{name}" for name in LEVELS[LEVELS.index(level) :]]
+    return out

@@ -37,7 +37,10 @@ def _parser() -> argparse.ArgumentParser:
         epilog="examples:\n  det master up\n  det e create const.yaml ./model -f\n  det e list",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"det {__version__}")
+    parser.add_argument("-v", "--version", action="version", version=f"det {__version__}")
+    parser.add_argument(
+        "-u", "--user", default=None, metavar="username", help="run as the given user"
+    )
     parser.add_argument(
         "-m",
         "--master",
@@ -60,7 +63,20 @@ def _parser() -> argparse.ArgumentParser:
     _template.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
+    _add_help_commands(parser)
     return parser
+
+
+def _add_help_commands(parser: argparse.ArgumentParser) -> None:
+    """``det help``, ``det NOUN help``, ... at every level that has commands, as 0.37: print
+    the help of the command above it."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for sub in subs:
+        for child in {id(p): p for p in sub.choices.values()}.values():
+            _add_help_commands(child)
+        if "help" not in sub.choices:
+            helper = sub.add_parser("help", help="show help for this command")
+            helper.set_defaults(func=lambda _args, at=parser: at.print_help())
 
 
 def _cmd_version(args: argparse.Namespace) -> None:

@@ -104,6 +104,10 @@ class TokenStore:
             if active:
                 entry["active_user"] = user
 
+    def users(self) -> list[str]:
+        """The users with a cached token for this master."""
+        return sorted((self._entry().get("tokens") or {}).keys())
+
     def drop(self, user: str) -> None:
         with self._edit() as entry:
             entry.setdefault("tokens", {}).pop(user, None)
@@ -157,7 +161,8 @@ def session(args: argparse.Namespace) -> Session:
     """A session logged in as the active user of this master (default: ``determined``)."""
     url = master_url(args)
     store = TokenStore(url)
-    user = store.active_user or os.environ.get("DET_USER") or DEFAULT_USER
+    requested = getattr(args, "user", None)  # det -u USER
+    user = requested or store.active_user or os.environ.get("DET_USER") or DEFAULT_USER
     token = store.token(user)
     if token is not None:
         if _token_valid(url, token):

@@ -68,7 +68,10 @@ def cmd_logs(args: argparse.Namespace) -> None:
 
     while True:
         live = any(t.get("taskId") == args.task_id for t in _tasks(args).values())
-        page = sess.get(f"/api/v1/tasks/{args.task_id}/logs", params={"searchAfter": after}).json()
+        page = sess.get(
+            f"/api/v1/tasks/{args.task_id}/logs",
+            params={"searchAfter": after, **_logs.filters_of(args)},
+        ).json()
         entries = page.get("logs") or []
         for entry in entries:
             after = max(after, int(entry.get("id") or 0))
@@ -99,5 +102,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=cmd_list)
     logs = cmds.add_parser("logs", help="fetch a task's logs")
     logs.add_argument("task_id", help="task ID")
-    _logs.add_log_args(logs)
+    _logs.add_log_args(logs, allocations=True)
     logs.set_defaults(func=cmd_logs)

@@ -64,7 +64,12 @@ def cmd_logs(args: argparse.Namespace) -> None:
                         break
                 _logs.report_failure(sess, args.trial_id, causes.cause)
         entries = _logs.trial_logs(
-            sess, args.trial_id, follow=args.follow, head=args.head, tail=args.tail
+            sess,
+            args.trial_id,
+            follow=args.follow,
+            head=args.head,
+            tail=args.tail,
+            filters=_logs.filters_of(args),
         )
         _logs.print_logs(causes.watch(entries), as_json=args.json)
         if watcher is not None:

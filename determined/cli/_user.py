@@ -125,20 +125,75 @@ def cmd_login(args: argparse.Namespace) -> None:
     print(f"Logged in as user '{user}' on {url}")
 
 
-def cmd_logout(args: argparse.Namespace) -> None:
-    url = _session.master_url(args)
-    store = _session.TokenStore(url)
-    user = args.user or store.active_user or _session.DEFAULT_USER
+def _log_out(url: str, store: _session.TokenStore, user: str) -> bool:
+    """Forget ``user``'s token here and end its session on the master; False if none."""
     token = store.token(user)
     store.drop(user)
     if token is None:
-        print(f"User '{user}' is not logged in on {url}")
-        return
+        return False
     try:
         _session.client(url, token).post("/api/v1/auth/logout")
     except errors.Unauthenticated:
         pass  # the token had already expired: logged out either way
+    return True
+
+
+def cmd_logout(args: argparse.Namespace) -> None:
+    """``det [-u USER] user logout [--all]``: the active user (or ``-u``'s), or everyone."""
+    url = _session.master_url(args)
+    store = _session.TokenStore(url)
+    if args.all:
+        users = store.users()
+        for user in users:
+            _log_out(url, store, user)
+        print(f"Logged out {len(users)} user(s) from {url}")
+        return
+    user = args.user or store.active_user or _session.DEFAULT_USER
+    if not _log_out(url, store, user):
+        print(f"User '{user}' is not logged in on {url}")
+        return
     print(f"Logged out user '{user}' from {url}")
+
+
+def _truth(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "t", "yes", "y", "1", "on"):
+        return True
+    if value in ("false", "f", "no", "n", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+def cmd_edit(args: argparse.Namespace) -> None:
+    """``det user edit USER [--display-name] [--username] [--active|--deactivate] [--admin]``."""
+    body: dict[str, object] = {}
+    changes = []
+    for field, wire, label in (
+        ("display_name", "displayName", "Display Name"),
+        ("remote", "remote", "Remote"),
+        ("activate", "active", "Active"),
+        ("new_username", "username", "Username"),
+        ("admin", "admin", "Admin"),
+    ):
+        value = getattr(args, field)
+        if value is not None:
+            body[wire] = value
+            changes.append(label)
+    if not changes:
+        raise _render.CliError("No field provided. Use 'det user edit -h' for usage.")
+    if body.get("remote"):
+        raise _render.CliError("remote users need single sign-on, which this master has not")
+    sess = _session.session(args)
+    user = _by_name(sess, args.target_user)
+    sess.patch(f"/api/v1/users/{user['id']}", json=body)
+    print("Changes made to the following fields: " + ", ".join(changes))
+
+
+def cmd_rename(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    user = _by_name(sess, args.target_user)
+    sess.patch(f"/api/v1/users/{user['id']}", json={"username": args.new_username})
+    print(f"Renamed user '{args.target_user}' to '{args.new_username}'")
 
 
 def cmd_whoami(args: argparse.Namespace) -> None:
@@ -152,9 +207,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     login = cmds.add_parser("login", help="log in user")
     login.add_argument("username", nargs="?", default=None, help="user to log in as")
     login.set_defaults(func=cmd_login)
-    logout = cmds.add_parser("logout", help="log out user")
-    logout.add_argument("user", nargs="?", default=None, help="user (default: the active one)")
+    logout = cmds.add_parser(
+        "logout", help="log out user (-u USER before the command, or the active one)"
+    )
+    logout.add_argument("--all", "-a", action="store_true", help="log out every cached user")
     logout.set_defaults(func=cmd_logout)
+    edit = cmds.add_parser("edit", help="edit user fields")
+    edit.add_argument("target_user", help="name of user that should be edited")
+    edit.add_argument("--display-name", default=None, help="new display name")
+    edit.add_argument("--username", dest="new_username", default=None, help="new username")
+    edit.add_argument("--remote", type=_truth, default=None, metavar="(true|false)")
+    edit.add_argument(
+        "--active", dest="activate", type=_truth, default=None, metavar="(true|false)"
+    )
+    edit.add_argument("--admin", type=_truth, default=None, metavar="(true|false)")
+    edit.set_defaults(func=cmd_edit)
+    rename = cmds.add_parser("rename", help="change username for user (det user edit --username)")
+    rename.add_argument("target_user", help="name of user whose username should be changed")
+    rename.add_argument("new_username", help="new username for target_user")
+    rename.set_defaults(func=cmd_rename)
     cmds.add_parser("whoami", help="print the active user").set_defaults(func=cmd_whoami)
     ls = cmds.add_parser("list", aliases=["ls"], help="list users")
     ls.add_argument("--all", "-a", action="store_true", help="List all active and inactive users.")

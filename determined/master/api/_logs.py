@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
 from determined.master._errors import InvalidArgument
@@ -57,6 +59,54 @@ def post_task_logs(
     return {}
 
 
+@dataclasses.dataclass
+class LogFilter:
+    """0.37's log filters (``TrialLogs``/``TaskLogs`` query): a line is kept when it matches
+    every filter given; a line without a level counts as INFO, as it is shown."""
+
+    agent_ids: list[str] = Query(default_factory=list, alias="agentIds")
+    container_ids: list[str] = Query(default_factory=list, alias="containerIds")
+    allocation_ids: list[str] = Query(default_factory=list, alias="allocationIds")
+    rank_ids: list[int] = Query(default_factory=list, alias="rankIds")
+    levels: list[str] = Query(default_factory=list)
+    stdtypes: list[str] = Query(default_factory=list)
+    sources: list[str] = Query(default_factory=list)
+    timestamp_before: str | None = Query(None, alias="timestampBefore")
+    timestamp_after: str | None = Query(None, alias="timestampAfter")
+    search_text: str = Query("", alias="searchText")
+
+    def _times(self) -> tuple[datetime.datetime | None, datetime.datetime | None]:
+        try:
+            return _time.parse(self.timestamp_before), _time.parse(self.timestamp_after)
+        except ValueError as e:
+            raise InvalidArgument(
+                "timestampBefore/timestampAfter must be RFC 3339 times (2021-10-26T23:17:12Z)"
+            ) from e
+
+    def keep(self) -> Callable[[dict[str, Any]], bool]:
+        before, after = self._times()
+        columns = (
+            ("agent_id", set(self.agent_ids)),
+            ("container_id", set(self.container_ids)),
+            ("allocation_id", set(self.allocation_ids)),
+            ("rank_id", set(self.rank_ids)),
+            ("stdtype", set(self.stdtypes)),
+            ("source", set(self.sources)),
+        )
+
+        def keep(row: dict[str, Any]) -> bool:
+            if any(wanted and row[col] not in wanted for col, wanted in columns):
+                return False
+            if self.levels and (row["level"] or "LOG_LEVEL_INFO") not in self.levels:
+                return False
+            when = _time.as_utc(row["timestamp"])
+            if (before is not None and when >= before) or (after is not None and when <= after):
+                return False
+            return not self.search_text or self.search_text in row["log"]
+
+        return keep
+
+
 @router.get("/tasks/{task_id}/logs")
 def task_logs(
     task_id: str,
@@ -64,12 +114,22 @@ def task_logs(
     store: StoreDep,
     limit: int = Query(0, ge=0),
     search_after: int = Query(0, alias="searchAfter", ge=0),
+    filters: LogFilter = Depends(),
 ) -> dict[str, Any]:
-    """A page of the task's lines (``{logs: [...]}``); streaming readers come with the CLI."""
+    """A page of the task's lines (``{logs: [...]}``); streaming readers come with the CLI.
+    With filters, the page holds up to ``limit`` matching lines after ``searchAfter``."""
     caller.check_task(task_id)
+    keep = filters.keep()
+    found: list[dict[str, Any]] = []
+    after = search_after
     with store.read() as conn:
-        rows = _logs.read(conn, task_id, after_id=search_after, limit=limit or None)
-    return {"logs": [_logs.log_json(r) for r in rows]}
+        while True:
+            rows = _logs.read(conn, task_id, after_id=after, limit=limit or None)
+            found += [r for r in rows if keep(r)]
+            if not rows or not limit or len(found) >= limit:
+                break
+            after = rows[-1]["id"]
+    return {"logs": [_logs.log_json(r) for r in (found[:limit] if limit else found)]}
 
 
 def trial_log_json(row: dict[str, Any], trial_id: int) -> dict[str, Any]:
@@ -105,11 +165,12 @@ def _trial_lines(
     task_id: str,
     picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
     follow: bool,
+    keep: Callable[[dict[str, Any]], bool],
 ) -> Iterator[bytes]:
     with store.read() as conn:
         rows = _logs.read(conn, task_id)
     after = rows[-1]["id"] if rows else 0
-    rows = picked(rows)
+    rows = picked([r for r in rows if keep(r)])
     for row in rows:
         yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
     quiet_since: float | None = None
@@ -121,7 +182,8 @@ def _trial_lines(
         if trial is None:
             return  # deleted with its experiment (and its lines): nothing more will come
         for row in rows:
-            yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
+            if keep(row):
+                yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
             after = row["id"]
         if rows or not State(trial["state"]).is_terminal:
             quiet_since = None
@@ -141,10 +203,11 @@ def trial_logs(
     tail: int = Query(0, ge=0),
     limit: int = Query(0, ge=0),
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
+    filters: LogFilter = Depends(),
 ) -> StreamingResponse:
     """The trial's log lines as NDJSON ``{"result": v1TrialLog}``; ``head``/``tail`` keep the
-    first/last N, ``limit`` + ``orderBy`` as in the reference; ``follow`` then streams new
-    lines until the trial is terminal and quiet."""
+    first/last N, ``limit`` + ``orderBy`` as in the reference (after the filters); ``follow``
+    then streams new lines until the trial is terminal and quiet."""
     caller.check_trial(trial_id)
     with store.read() as conn:
         trial = _trials.require_trial(conn, trial_id)
@@ -153,5 +216,6 @@ def trial_logs(
     def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return _select(rows, head, tail, limit, desc)
 
-    lines = _trial_lines(store, trial_id, str(trial["task_id"]), picked, follow)
+    keep = filters.keep()
+    lines = _trial_lines(store, trial_id, str(trial["task_id"]), picked, follow, keep)
     return StreamingResponse(lines, media_type="application/json")
