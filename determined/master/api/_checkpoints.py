@@ -23,7 +23,14 @@ from determined.master.api._models import (
     StartRun,
 )
 from determined.master.api._wire import checkpoint_json
-from determined.master.store import CheckpointRow, _checkpoints, _experiments, _time, _trials
+from determined.master.store import (
+    CheckpointRow,
+    _checkpoints,
+    _experiments,
+    _models,
+    _time,
+    _trials,
+)
 
 router = APIRouter(prefix="/api/v1")
 
@@ -136,6 +143,12 @@ def delete_checkpoints(body: DeleteCheckpoints, caller: Caller, store: StoreDep)
         for ckpt in found.values():
             assert ckpt is not None
             _owns_checkpoint(caller, conn, ckpt, "delete")
+        registered = sorted(_models.registered_uuids(conn, body.checkpoint_uuids))
+    if registered:
+        raise FailedPrecondition(
+            f"checkpoint(s) {', '.join(registered)} are registered as model versions and cannot "
+            "be deleted; delete those model versions first. Nothing was deleted"
+        )
     failed = resources.delete_checkpoints(store, body.checkpoint_uuids)
     if failed:
         lines = "; ".join(f"{u}: {why}" for u, why in failed.items())

@@ -131,6 +131,7 @@ class CreateExperiment(_Body):
     model_definition: list[Any] | None = None
     activate: bool = True
     validate_only: bool = False
+    project_id: int | None = None  # else the config's workspace/project, else 1
 
 
 class Allocate(_Body):
