@@ -19,13 +19,16 @@ from determined.cli import (
     _experiment,
     _job,
     _master,
+    _model,
     _preview,
+    _project,
     _render,
     _session,
     _task,
     _tensorboard,
     _trial,
     _user,
+    _workspace,
 )
 
 
@@ -56,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     _agent.add_parser(sub)
     _task.add_parser(sub)
     _job.add_parser(sub)
+    _workspace.add_parser(sub)
+    _project.add_parser(sub)
+    _model.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser
