@@ -192,7 +192,9 @@ def create_workspace(body: PostWorkspace, caller: Caller, store: StoreDep) -> di
     name = _check_name(body.name, "workspace")
     with store.tx() as conn:
         ws_id = _projects.insert_workspace(conn, name, caller.info.user_id)
-        return {"workspace": workspace_json(conn, _projects.require_workspace(conn, ws_id))}
+        ws = workspace_json(conn, _projects.require_workspace(conn, ws_id))
+    # No Kubernetes namespaces here: 0.37's CLI iterates the (empty) bindings.
+    return {"workspace": ws, "namespaceBindings": {}}
 
 
 @router.get("/workspaces/{workspace_id}")
@@ -211,7 +213,8 @@ def patch_workspace(
         _check_changeable(caller, ws, "workspace", "edited")
         if body.name is not None:
             _projects.update_workspace(conn, workspace_id, name=_check_name(body.name, "workspace"))
-        return {"workspace": workspace_json(conn, _projects.require_workspace(conn, workspace_id))}
+        ws = workspace_json(conn, _projects.require_workspace(conn, workspace_id))
+    return {"workspace": ws, "namespaceBindings": {}}
 
 
 @router.delete("/workspaces/{workspace_id}")
