@@ -154,7 +154,8 @@ def _sorted(rows: list[dict[str, Any]], sort_by: str, order_by: str) -> list[dic
 
 
 class PostWorkspace(_Body):
-    name: str = ""
+    # 0.37's SDK and CLI send null for what they were not given.
+    name: str | None = None
 
 
 class PatchWorkspace(_Body):
@@ -268,9 +269,9 @@ def pin_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[st
 
 
 class PostProject(_Body):
-    name: str = ""
-    workspace_id: int = 0
-    description: str = ""
+    name: str | None = None
+    workspace_id: int | None = None
+    description: str | None = None
     key: str | None = None
 
 
@@ -336,7 +337,7 @@ def create_project(
             name=name,
             workspace_id=workspace_id,
             user_id=caller.info.user_id,
-            description=body.description,
+            description=body.description or "",
             key=_check_key(body.key),
         )
         return {"project": project_json(conn, _projects.require_project(conn, project_id))}
@@ -458,7 +459,7 @@ def list_project_experiments(
 
 class MoveExperiment(_Body):
     destination_project_id: int = 0
-    experiment_id: int = 0
+    experiment_id: int | None = None
 
 
 class MoveExperiments(_bulk_experiments.BulkRequest):

@@ -122,11 +122,12 @@ def _labels(labels: list[str] | None) -> list[str] | None:
 
 
 class PostModel(_Body):
-    name: str = ""
-    description: str = ""
+    # 0.37's SDK sends null for what it was not given.
+    name: str | None = None
+    description: str | None = None
     metadata: dict[str, Any] | None = None
     labels: list[str] | None = None
-    notes: str = ""
+    notes: str | None = None
     workspace_id: int | None = None
     workspace_name: str | None = None
 
@@ -142,8 +143,8 @@ class PatchModel(_Body):
 
 
 class MoveModel(_Body):
-    destination_workspace_id: int = 0
-    model_name: str = ""
+    destination_workspace_id: int | None = None
+    model_name: str | None = None
 
 
 _MODEL_SORT = {
@@ -219,10 +220,10 @@ def create_model(body: PostModel, caller: Caller, store: StoreDep) -> dict[str, 
             name=name,
             user_id=caller.info.user_id,
             workspace_id=ws_id or _projects.DEFAULT_ID,
-            description=body.description,
+            description=body.description or "",
             metadata=body.metadata,
             labels=_labels(body.labels),
-            notes=body.notes,
+            notes=body.notes or "",
         )
         return {"model": model_json(conn, _models.require_model(conn, model_id))}
 
@@ -310,11 +311,11 @@ def move_model(model_name: str, body: MoveModel, caller: Caller, store: StoreDep
 
 
 class PostModelVersion(_Body):
-    checkpoint_uuid: str = ""
-    model_name: str = ""
-    name: str = ""
-    comment: str = ""
-    notes: str = ""
+    checkpoint_uuid: str | None = None
+    model_name: str | None = None
+    name: str | None = None
+    comment: str | None = None
+    notes: str | None = None
     metadata: dict[str, Any] | None = None
     labels: list[str] | None = None
 
@@ -379,9 +380,9 @@ def register_version(
             model_id=int(m["id"]),
             checkpoint_uuid=body.checkpoint_uuid,
             user_id=caller.info.user_id,
-            name=body.name,
-            comment=body.comment,
-            notes=body.notes,
+            name=body.name or "",
+            comment=body.comment or "",
+            notes=body.notes or "",
             metadata=body.metadata,
             labels=_labels(body.labels),
         )
