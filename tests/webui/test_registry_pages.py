@@ -4,7 +4,7 @@ project filter of the experiment list, in headless Chromium against a real maste
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -30,7 +30,7 @@ def _ok(r: Any) -> dict:
 
 
 def test_registry_pages_list_models_and_link_versions_to_their_trial(
-    master: MasterProcess, browser: Any
+    master: MasterProcess, browser: Any, screenshot: Callable[..., None]
 ) -> None:
     s, api = master.session(), master.url + "/api/v1"
     run = Run(master)
@@ -59,6 +59,7 @@ def test_registry_pages_list_models_and_link_versions_to_their_trial(
     text = browser.find_element(By.CSS_SELECTOR, row).text
     assert "cnn" in text and "prod" in text and "Uncategorized" in text
     assert not browser.find_elements(By.CSS_SELECTOR, "tr[data-model='old']")
+    screenshot("models")
     browser.find_element(By.ID, "show-archived").click()
     wait_for(
         browser, lambda: browser.find_element(By.CSS_SELECTOR, "tr[data-model='old']"), "archived"
@@ -68,6 +69,7 @@ def test_registry_pages_list_models_and_link_versions_to_their_trial(
     version = "tr[data-version='1']"
     wait_for(browser, lambda: browser.find_element(By.CSS_SELECTOR, version), "version 1")
     assert browser.find_element(By.ID, "title").text == "Model vision model"
+    screenshot("model")
     cells = browser.find_element(By.CSS_SELECTOR, version)
     assert ckpt["uuid"] in cells.text and "loss: 0.25" in cells.text
     cells.find_element(By.CSS_SELECTOR, "td[data-key='trial'] a").click()

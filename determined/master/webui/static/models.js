@@ -55,7 +55,7 @@ async function showModel(name) {
   }
   document.title = `${model.name} · Models · redetermined`;
   document.getElementById("title").textContent = `Model ${model.name}`;
-  document.getElementById("list-controls").hidden = true;
+  document.getElementById("list-controls").remove();
   const summary = document.getElementById("summary");
   summary.hidden = false;
   const kv = [
