@@ -95,6 +95,15 @@ def test_workspaces_projects_and_experiments_in_them(master: MasterProcess) -> N
     assert (
         len(_ok(s.get(api + "/experiments", params={"projectId": proj["id"]}))["experiments"]) == 3
     )
+    # By filters: every experiment of the project named "test" goes, then comes back.
+    by_filter = {"projectId": proj["id"], "filters": {"name": "test"}, "destinationProjectId": 1}
+    moved = _ok(s.post(api + f"/projects/{proj['id']}/experiments/move", json=by_filter))
+    assert sorted(r["id"] for r in moved["results"]) == sorted(
+        [by_id["id"], by_config["id"], plain["id"]]
+    )
+    back = {"projectId": 1, "experimentIds": [r["id"] for r in moved["results"]]}
+    back["destinationProjectId"] = proj["id"]
+    _ok(s.post(api + "/projects/1/experiments/move", json=back))
 
     # Archived projects take no experiments; non-empty ones are not deleted.
     _ok(s.post(api + f"/projects/{proj['id']}/archive"))
