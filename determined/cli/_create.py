@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from determined.cli import _context, _daemon, _logs, _render, _session, _test_mode
+from determined.cli import _context, _daemon, _logs, _project, _render, _session, _test_mode
 from determined.common.api import Session
 
 
@@ -113,6 +113,19 @@ def follow_first_trial(sess: Session, experiment_id: int, progress_sess: Session
     _logs.report_failure(sess, trial_id, causes.cause)
 
 
+def _project_id(sess: Session, args: argparse.Namespace) -> int | None:
+    """``--project_id``, or the id of ``--project`` in ``--workspace`` (default
+    "Uncategorized"); None: the config's ``workspace``/``project``, else the default project."""
+    if args.project is None:
+        if args.workspace is not None:
+            raise _render.CliError("--workspace needs --project (the project in that workspace)")
+        return args.project_id
+    if args.project_id is not None:
+        raise _render.CliError("give --project_id or --project, not both")
+    _, project = _project.project_by_name(sess, args.workspace or "Uncategorized", args.project)
+    return int(project["id"])
+
+
 def cmd_create(args: argparse.Namespace) -> None:
     config_text = _read_config(args.config_file, args.config)
     files = _context.read_context(args.model_def, args.include)
@@ -123,7 +136,7 @@ def cmd_create(args: argparse.Namespace) -> None:
         "config": config_text,
         "modelDefinition": files,
         "parentId": None,
-        "projectId": args.project_id,
+        "projectId": _project_id(sess, args),
         "template": args.template,
         "validateOnly": False,
     }
@@ -156,6 +169,10 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
     p.add_argument("--template", default=None, help="config template to lay under the config")
     p.add_argument("--config", action="append", default=[], help="override: key.path=value")
     p.add_argument("--project_id", type=int, default=None, help="project to place it in")
+    p.add_argument("--project", default=None, help="name of the project to place it in")
+    p.add_argument(
+        "--workspace", default=None, help="workspace of --project (default: Uncategorized)"
+    )
     p.add_argument(
         "-f",
         "--follow-first-trial",

@@ -20,6 +20,7 @@ from determined.cli import (
     _create,
     _describe,
     _logs,
+    _project,
     _render,
     _session,
     _settings,
@@ -54,6 +55,8 @@ def cmd_list(args: argparse.Namespace) -> None:
         params["users"] = [_session.current_user(sess).get("username")]
     exps = _describe.read_paginated(sess, "/api/v1/experiments", "experiments", params)
     headers = list(LIST_HEADERS) + (["Archived"] if args.all else [])
+    if args.show_project:
+        headers = ["Workspace", "Project", *headers]
     rows = []
     for e in exps:
         row = [
@@ -67,11 +70,21 @@ def cmd_list(args: argparse.Namespace) -> None:
             _render.format_time(e.get("endTime")),
             e.get("resourcePool"),
         ]
+        if args.show_project:
+            row = [e.get("workspaceName"), e.get("projectName"), *row]
         rows.append(row + ([e.get("archived")] if args.all else []))
     if args.json:
         _render.print_json(exps)
         return
     _render.table(headers, rows, as_csv=args.csv)
+
+
+def cmd_move(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    _, p = _project.project_by_name(sess, args.workspace_name, args.project_name)
+    body = {"destinationProjectId": p["id"], "experimentId": args.experiment_id}
+    sess.post(f"/api/v1/experiments/{args.experiment_id}/move", json=body)
+    print(f'Moved experiment {args.experiment_id} to project "{args.project_name}"')
 
 
 def cmd_config(args: argparse.Namespace) -> None:
@@ -223,6 +236,11 @@ def _add_inspection(cmds: argparse._SubParsersAction) -> None:
     ls.add_argument("-a", "--all", action="store_true", help="include archived and others'")
     ls.add_argument("--csv", action="store_true", help="print as CSV")
     ls.add_argument("--json", action="store_true", help="print as JSON")
+    ls.add_argument(
+        "--show_project",
+        action="store_true",
+        help="include columns for workspace name and project name",
+    )
     ls.set_defaults(func=cmd_list)
     _with_id(cmds, "config", "display experiment config").set_defaults(func=cmd_config)
     d = cmds.add_parser("describe", help="describe experiment")
@@ -261,6 +279,10 @@ def _add_lifecycle(cmds: argparse._SubParsersAction) -> None:
     for name, aliases, path, message in verbs:
         p = _with_id(cmds, name, f"{name} experiment", aliases=aliases)
         p.set_defaults(func=_verb(path, message))
+    mv = _with_id(cmds, "move", "move experiment to another project")
+    mv.add_argument("workspace_name", help="Name of destination workspace")
+    mv.add_argument("project_name", help="Name of destination project")
+    mv.set_defaults(func=cmd_move)
     de = _with_id(cmds, "delete", "delete experiment")
     de.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     de.set_defaults(func=cmd_delete)
@@ -287,7 +309,9 @@ def _add_lifecycle(cmds: argparse._SubParsersAction) -> None:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("experiment", aliases=["e"], help="manage experiments")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND")
-    p.set_defaults(func=cmd_list, all=False, csv=False, json=False)  # `det e` lists, as 0.37
+    p.set_defaults(
+        func=cmd_list, all=False, csv=False, json=False, show_project=False
+    )  # `det e` lists, as 0.37
     _create.add_parser(cmds)
     _add_inspection(cmds)
     _add_lifecycle(cmds)

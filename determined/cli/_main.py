@@ -19,7 +19,9 @@ from determined.cli import (
     _experiment,
     _job,
     _master,
+    _model,
     _preview,
+    _project,
     _render,
     _session,
     _task,
@@ -27,6 +29,7 @@ from determined.cli import (
     _tensorboard,
     _trial,
     _user,
+    _workspace,
 )
 
 
@@ -61,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     _task.add_parser(sub)
     _job.add_parser(sub)
     _template.add_parser(sub)
+    _workspace.add_parser(sub)
+    _project.add_parser(sub)
+    _model.add_parser(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     _add_help_commands(parser)

@@ -148,7 +148,7 @@ def test_det_template_and_includes(master: MasterProcess, tmp_path: pathlib.Path
     ref = Ref(master, tmp_path / "ref")
     ref.env.update(DET_USER="admin")
     ref.det("template", "create", "ref-tpl", str(tmp_path / "tpl.yaml"))
-    # LIST_NEEDS_WORKSPACES assert "ref-tpl" in ref.det("template", "list")
+    assert "ref-tpl" in ref.det("template", "list")
     assert "from the template" in ref.det("template", "describe", "ref-tpl")
     ref.det("template", "set", "ref-tpl", str(tmp_path / "tpl2.yaml"))
     created = ref.det(

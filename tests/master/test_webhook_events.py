@@ -91,3 +91,43 @@ def test_queued_events_are_delivered_by_a_later_shipper(tmp_path: pathlib.Path) 
         shipper.close()
         server.shutdown()
     assert got == [b'{"n": 1}', b'{"n": 2}']  # in order, once each
+
+
+def test_a_workspace_webhook_hears_its_projects_experiments_with_their_names(
+    tmp_path: pathlib.Path,
+) -> None:
+    import json
+
+    from determined.master.store import _experiments, _projects
+
+    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
+    with store.tx() as conn:
+        ws = _projects.insert_workspace(conn, "team", 1)
+        proj = _projects.insert_project(conn, name="vision", workspace_id=ws, user_id=1)
+        for name, bound in (("ours", ws), ("theirs", 1)):
+            _webhooks.insert_webhook(
+                conn,
+                name=name,
+                url=f"http://127.0.0.1:9/{name}",
+                webhook_type="DEFAULT",
+                mode="WORKSPACE",
+                workspace_id=bound,
+                triggers=[("EXPERIMENT_STATE_CHANGE", {"state": "COMPLETED"})],
+            )
+        exp_id = _experiments.insert_experiment(
+            conn,
+            config={"name": "e"},
+            original_config="",
+            model_definition=None,
+            owner_id=1,
+            project_id=proj,
+        )
+        _experiments.update_experiment(conn, exp_id, state="STATE_COMPLETED")
+        webhooks.experiment_state_changed(
+            conn, _experiments.require_experiment(conn, exp_id), "http://m"
+        )
+        [event] = _webhooks.due_events(conn, 10)
+    assert event["url"].endswith("/ours")
+    payload = json.loads(event["payload"])["event_data"]["experiment"]
+    assert (payload["workspace"], payload["project"]) == ("team", "vision")
+    store.close()

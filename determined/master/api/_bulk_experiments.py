@@ -49,7 +49,7 @@ class BulkRequest(_Body):
 
 
 def _project_of(exp: ExperimentRow) -> int:
-    return int(exp.get("project_id") or 1)  # type: ignore[call-overload]
+    return int(exp["project_id"] or 1)
 
 
 def _matches(exp: ExperimentRow, f: BulkFilters, states: list[str]) -> bool:
@@ -66,7 +66,7 @@ def _matches(exp: ExperimentRow, f: BulkFilters, states: list[str]) -> bool:
     )
 
 
-def _selected(store: Store, project_id: int, body: BulkRequest, states: list[str]) -> list[int]:
+def selected_ids(store: Store, project_id: int, body: BulkRequest, states: list[str]) -> list[int]:
     """The ids to act on: the filters' matches (``states`` when the filters name none, as 0.37
     defaults them per action), else the ids given."""
     if body.filters is None:
@@ -108,7 +108,7 @@ def _bulk(name: str, states: list[str], act: Act) -> None:
         rm: ResourceManagerDep,
     ) -> dict[str, Any]:
         caller.require_user()
-        ids = _selected(store, project_id, body, states)
+        ids = selected_ids(store, project_id, body, states)
         return _run(ids, lambda i: act(i, caller, exps, store, rm))
 
     handler.__name__ = f"bulk_{name}"

@@ -24,7 +24,14 @@ from determined.master.api._models import (
     StartRun,
 )
 from determined.master.api._wire import checkpoint_json
-from determined.master.store import CheckpointRow, _checkpoints, _experiments, _time, _trials
+from determined.master.store import (
+    CheckpointRow,
+    _checkpoints,
+    _experiments,
+    _models,
+    _time,
+    _trials,
+)
 
 router = APIRouter(prefix="/api/v1")
 
@@ -136,6 +143,17 @@ def _require_own(caller: Caller, store: StoreDep, uuids: list[str], action: str)
             _owns_checkpoint(caller, conn, ckpt, action)
 
 
+def _refuse_registered(store: StoreDep, uuids: list[str], what: str) -> None:
+    """A checkpoint registered as a model version keeps its files (issue #13)."""
+    with store.read() as conn:
+        registered = sorted(_models.registered_uuids(conn, uuids))
+    if registered:
+        raise FailedPrecondition(
+            f"checkpoint(s) {', '.join(registered)} are registered as model versions and cannot "
+            f"be {what}; delete those model versions first. Nothing was {what}"
+        )
+
+
 def _storage_failures(failed: dict[str, str], what: str) -> None:
     if failed:
         lines = "; ".join(f"{u}: {why}" for u, why in failed.items())
@@ -151,6 +169,7 @@ def delete_checkpoints(body: DeleteCheckpoints, caller: Caller, store: StoreDep)
     ones are left alone). Every uuid must exist, or nothing is deleted."""
     caller.require_user()
     _require_own(caller, store, body.checkpoint_uuids, "delete")
+    _refuse_registered(store, body.checkpoint_uuids, "deleted")
     _storage_failures(resources.delete_checkpoints(store, body.checkpoint_uuids), "be deleted")
     return {}
 
@@ -166,6 +185,8 @@ def remove_checkpoint_files(
     if not body.checkpoint_uuids:
         raise InvalidArgument("checkpointUuids is empty: name the checkpoints to change")
     _require_own(caller, store, body.checkpoint_uuids, "change")
+    if body.checkpoint_globs:
+        _refuse_registered(store, body.checkpoint_uuids, "changed")
     failed = resources.remove_checkpoint_files(store, body.checkpoint_uuids, body.checkpoint_globs)
     _storage_failures(failed, "have files removed")
     return {}

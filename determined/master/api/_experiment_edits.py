@@ -18,7 +18,7 @@ from determined.master.api._deps import ExperimentsDep, ResourceManagerDep, Stor
 from determined.master.api._models import PatchExperiment
 from determined.master.api._wire import experiment_json
 from determined.master.experiment import State
-from determined.master.store import Store, _checkpoints, _experiments, _trials
+from determined.master.store import Store, _checkpoints, _experiments, _models, _trials
 
 router = APIRouter(prefix="/api/v1")
 
@@ -131,6 +131,13 @@ def delete_experiment(
             for t in _trials.trials_of(conn, experiment_id)
             for c in _checkpoints.of_trial(conn, int(t["id"]))
         ]
+        registered = sorted(_models.registered_uuids(conn, uuids))
+    if registered:
+        raise FailedPrecondition(
+            f"experiment {experiment_id} was not deleted: its checkpoint(s) "
+            f"{', '.join(registered)} are registered as model versions; delete those versions "
+            "first (det model ...) or keep the experiment"
+        )
     failed = resources.delete_checkpoints(store, uuids)
     if failed:
         uuid, why = next(iter(failed.items()))

@@ -18,7 +18,7 @@ from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._models import CreateExperiment
 from determined.master.api._wire import EMPTY_EXPERIMENT, experiment_json, trial_json
 from determined.master.experiment import State
-from determined.master.store import _experiments, _metrics, _trials
+from determined.master.store import _experiments, _metrics, _projects, _trials
 
 router = APIRouter(prefix="/api/v1")
 
@@ -43,6 +43,8 @@ def create_experiment(
     config = experiment.parse_experiment_config(text)
     resources.check_bind_mounts(config)
     _check_capacity(config, request.app.state.rm)
+    with store.read() as conn:
+        project_id = _target_project(conn, body.project_id, config)
     if body.validate_only:
         return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": []}
     tgz = tar_model_definition(body.model_definition or [])
@@ -52,10 +54,31 @@ def create_experiment(
         owner_id=caller.info.user_id,
         model_definition=tgz,
         activate=body.activate,
+        project_id=project_id,
     )
     with store.read() as conn:
         created = experiment_json(conn, _experiments.require_experiment(conn, exp_id))
     return {"experiment": created, "config": _redact.redact(config), "warnings": []}
+
+
+def _target_project(conn: Any, project_id: int | None, config: dict[str, Any]) -> int:
+    """The project a new experiment goes to: ``projectId`` if given, else the config's
+    ``workspace`` and ``project`` names (both or neither, as 0.37), else the default (1)."""
+    if project_id:
+        return int(_projects.open_project(conn, project_id)["id"])
+    ws_name, p_name = config.get("workspace") or "", config.get("project") or ""
+    if not ws_name and not p_name:
+        return _projects.DEFAULT_ID
+    if not ws_name or not p_name:
+        raise InvalidArgument(
+            "workspace and project must both be included in the config if one is provided "
+            f"(got workspace {ws_name!r}, project {p_name!r})"
+        )
+    ws = _projects.workspace_by_name(conn, ws_name)
+    p = None if ws is None else _projects.project_by_name(conn, int(ws["id"]), p_name)
+    if p is None:
+        raise NotFound(f"no project {p_name!r} in workspace {ws_name!r} (config workspace/project)")
+    return int(_projects.open_project(conn, int(p["id"]))["id"])
 
 
 def _restored_text(body: CreateExperiment, caller: Caller, store: StoreDep) -> str:
@@ -132,12 +155,18 @@ def list_experiments(
     limit: int = Query(0, ge=0),
     archived: bool | None = None,
     users: list[str] = Query(default_factory=list),
+    project_id: int = Query(0, alias="projectId", ge=0),
 ) -> dict[str, Any]:
-    """``{experiments: [v1Experiment], pagination}`` by id; ``archived`` and ``users``
-    (usernames) filter, ``offset``/``limit`` page (limit 0: all)."""
+    """``{experiments: [v1Experiment], pagination}`` by id; ``archived``, ``users``
+    (usernames) and ``projectId`` (0: every project) filter, ``offset``/``limit`` page (limit
+    0: all)."""
     caller.require_user()
     with store.read() as conn:
-        ids = _experiments.list_experiment_ids(conn)
+        if project_id:
+            _projects.require_project(conn, project_id)
+            ids = _projects.project_experiment_ids(conn, project_id)
+        else:
+            ids = _experiments.list_experiment_ids(conn)
         rows = [_experiments.get_experiment(conn, i) for i in ids]
         found = [experiment_json(conn, e) for e in rows if e is not None]
     found = [e for e in found if archived is None or e["archived"] == archived]

@@ -132,6 +132,7 @@ class CreateExperiment(_Body):
     activate: bool = True
     validate_only: bool = False
     template: str | None = None  # a config template laid under this config
+    project_id: int | None = None  # else the config's workspace/project, else 1
 
 
 class Allocate(_Body):

@@ -1,6 +1,7 @@
 """The web UI: its pages and static files, and the read-only data it needs beyond the v1 API.
 
-Pages (``/``, ``/login``, ``/experiments/{id}``, ``/trials/{id}``) are static HTML shells from
+Pages (``/``, ``/login``, ``/experiments/{id}``, ``/trials/{id}``, ``/models``,
+``/models/{name}``) are static HTML shells from
 ``determined/master/webui/static``; their JavaScript calls the master's REST API with the
 token it got from ``POST /api/v1/auth/login``. The ``/api/v1/webui/...`` endpoints below are
 private to the UI (their shapes may change).
@@ -28,7 +29,12 @@ from determined.master.store import _checkpoints, _experiments, _metrics, _time,
 
 router = APIRouter()
 STATIC = pathlib.Path(__file__).parent.parent / "webui" / "static"
-_PAGES = {"list": "index.html", "experiment": "experiment.html", "trial": "trial.html"}
+_PAGES = {
+    "list": "index.html",
+    "experiment": "experiment.html",
+    "trial": "trial.html",
+    "models": "models.html",
+}
 
 
 def _page(name: str) -> HTMLResponse:
@@ -55,6 +61,16 @@ def experiment_page(experiment_id: str) -> HTMLResponse:
 @router.get("/trials/{trial_id}", include_in_schema=False)
 def trial_page(trial_id: str) -> HTMLResponse:
     return _page(_PAGES["trial"])
+
+
+@router.get("/models", include_in_schema=False)
+def models_page() -> HTMLResponse:
+    return _page(_PAGES["models"])
+
+
+@router.get("/models/{model_name}", include_in_schema=False)
+def model_page(model_name: str) -> HTMLResponse:
+    return _page(_PAGES["models"])
 
 
 @router.get("/webui/static/{path:path}", include_in_schema=False)

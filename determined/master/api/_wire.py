@@ -17,15 +17,28 @@ from determined.master.store import (
     _checkpoints,
     _experiments,
     _metrics,
+    _projects,
     _time,
     _trials,
     _users,
 )
 
-# The reference files every experiment under a project and a workspace; this master has one of
-# each, with the reference's ids and names of the defaults.
-PROJECT = {"projectId": 1, "projectName": "Uncategorized", "projectOwnerId": 1}
-WORKSPACE = {"workspaceId": 1, "workspaceName": "Uncategorized"}
+
+def _placement(conn: sa.Connection, project_id: int) -> dict[str, Any]:
+    """The experiment's project and workspace fields of ``v1Experiment``."""
+    project = _projects.get_project(conn, project_id)
+    if project is None:  # not possible through the API; say so instead of failing the read
+        return {"projectId": project_id, "projectName": "", "projectOwnerId": 0}
+    workspace = _projects.get_workspace(conn, int(project["workspace_id"]))
+    return {
+        "projectId": project_id,
+        "projectName": project["name"],
+        "projectOwnerId": project["user_id"],
+        "workspaceId": project["workspace_id"],
+        "workspaceName": "" if workspace is None else workspace["name"],
+        "parentArchived": bool(project["archived"])
+        or bool(workspace is not None and workspace["archived"]),
+    }
 
 
 # What the reference answers for a ``validateOnly`` create: an empty ``v1Experiment`` as its
@@ -121,12 +134,10 @@ def experiment_json(
         "checkpointCount": len(ckpts),
         "checkpointSize": str(sum(int(c["size"]) for c in ckpts)),
         "modelDefinitionSize": len(exp["model_definition"] or b""),
-        "parentArchived": False,
         "unmanaged": False,
         "externalExperimentId": None,
         "externalTrialId": None,
-        **PROJECT,
-        **WORKSPACE,
+        **_placement(conn, int(exp.get("project_id") or 1)),
     }
 
 

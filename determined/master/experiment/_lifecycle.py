@@ -120,9 +120,11 @@ class Lifecycle:
         owner_id: int,
         model_definition: bytes | None = None,
         activate: bool = True,
+        project_id: int = 1,
     ) -> int:
-        """Store a new experiment (PAUSED, its trials created) and activate it unless asked
-        not to. Raises InvalidArgument for a searcher section that cannot run."""
+        """Store a new experiment (PAUSED, its trials created) in project ``project_id`` and
+        activate it unless asked not to. Raises InvalidArgument for a searcher section that
+        cannot run."""
         seed = int((config.get("reproducibility") or {}).get("experiment_seed", 0))
         try:
             method = searcher.make_search_method(
@@ -137,6 +139,7 @@ class Lifecycle:
                 original_config=original_config,
                 model_definition=model_definition,
                 owner_id=owner_id,
+                project_id=project_id,
             )
             warm_start_of(conn, config)  # a source that does not exist: nothing is created
             event = Event(

@@ -26,6 +26,7 @@ from determined.master.store import (
     _checkpoints,
     _experiments,
     _metrics,
+    _models,
     _trials,
 )
 from determined.master.store._schema import storage_backends
@@ -84,10 +85,16 @@ def _number(value: Any) -> float | None:
 def _candidates(conn: sa.Connection, experiment_id: int, metric: str) -> list[Candidate]:
     trials = _trials.trials_of(conn, experiment_id)
     warm = _trials.warm_start_checkpoints(conn)  # of any experiment: they start from them
+    # A model version's checkpoint is the registry's to keep, whatever the experiment's policy.
+    registered = _models.registered_uuids(conn)
     out = []
     for trial in trials:
         for ckpt in _checkpoints.of_trial(conn, int(trial["id"])):
-            if ckpt["state"] != _checkpoints.COMPLETED or ckpt["uuid"] in warm:
+            if (
+                ckpt["state"] != _checkpoints.COMPLETED
+                or ckpt["uuid"] in warm
+                or ckpt["uuid"] in registered
+            ):
                 continue
             steps = int(ckpt["steps_completed"])
             val = _metrics.at_steps(conn, int(trial["id"]), "validation", steps)
@@ -143,14 +150,18 @@ def _is_deleted(conn: sa.Connection, uuid: str) -> bool:
 def delete_checkpoints(store: Store, uuids: Iterable[str]) -> dict[str, str]:
     """Delete each checkpoint's files from the storage it was written to and mark it DELETED.
 
-    Unknown or already DELETED uuids are skipped. A checkpoint whose files could not be deleted
-    keeps its record; the answer maps each such uuid to the error.
+    Unknown, already DELETED and registered (model version) uuids are skipped. A checkpoint
+    whose files could not be deleted keeps its record; the answer maps each such uuid to the
+    error.
     """
     targets = []
     with store.read() as conn:
+        uuids = list(uuids)
+        registered = _models.registered_uuids(conn, uuids)
         for uuid in uuids:
             ckpt = _checkpoints.get(conn, uuid)
-            if ckpt is None or ckpt["state"] == _checkpoints.DELETED:
+            # Registered ones are never deleted here (the API refuses them with a reason first).
+            if ckpt is None or ckpt["state"] == _checkpoints.DELETED or uuid in registered:
                 continue
             targets.append((uuid, checkpoint_storage(conn, ckpt)))
     failed = {}

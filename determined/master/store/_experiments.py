@@ -33,8 +33,10 @@ def insert_experiment(
     original_config: str,
     model_definition: bytes | None,
     owner_id: int,
+    project_id: int = 1,
 ) -> int:
-    """A new experiment (created PAUSED, as in the reference, then activated)."""
+    """A new experiment (created PAUSED, as in the reference, then activated) in the
+    project ``project_id`` (1: the default one)."""
     row = conn.execute(
         experiments.insert().values(
             **next_id(conn, experiments),
@@ -48,6 +50,7 @@ def insert_experiment(
             progress=None,
             notes="",
             start_time=_time.now(),
+            project_id=project_id,
         )
     )
     return inserted_id(row)

@@ -21,6 +21,7 @@ class ExperimentRow(TypedDict):
     notes: str
     start_time: datetime.datetime
     end_time: datetime.datetime | None
+    project_id: int
 
 
 class TrialRow(TypedDict):

@@ -67,6 +67,9 @@ experiments = sa.Table(
     sa.Column("notes", sa.Text, nullable=False, default=""),
     sa.Column("start_time", sa.DateTime(timezone=True), nullable=False),
     sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
+    # The project it is filed under (``projects.id``; 1: the default "Uncategorized"). No
+    # foreign key: SQLite cannot add one to an existing table; the API checks it.
+    sa.Column("project_id", sa.Integer, nullable=False, server_default="1", index=True),
 )
 
 # The search method's state, rewritten in the same transaction as each event it handled.
@@ -295,4 +298,78 @@ templates = sa.Table(
     sa.Column("config", sa.JSON, nullable=False),
     sa.Column("workspace_id", sa.Integer, nullable=False, server_default="1"),
     sa.Column("created_by", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+)
+
+# Workspaces and projects (0.37's): every experiment is filed under a project, every project
+# under a workspace. Id 1 of each is the default "Uncategorized", which cannot be changed.
+workspaces = sa.Table(
+    "workspaces",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("archived", sa.Boolean, nullable=False, default=False),
+    sa.Column("immutable", sa.Boolean, nullable=False, default=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+projects = sa.Table(
+    "projects",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column(
+        "workspace_id", sa.Integer, sa.ForeignKey("workspaces.id"), nullable=False, index=True
+    ),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("key", sa.String(16), nullable=False, unique=True),
+    sa.Column("archived", sa.Boolean, nullable=False, default=False),
+    sa.Column("immutable", sa.Boolean, nullable=False, default=False),
+    sa.Column("notes", sa.JSON, nullable=False),  # [{name, contents}]
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("workspace_id", "name", name="uq_projects_workspace_name"),
+)
+
+# The model registry: named models, each with numbered versions that point at checkpoints.
+models = sa.Table(
+    "models",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("metadata", sa.JSON, nullable=False),
+    sa.Column("labels", sa.JSON, nullable=False),
+    sa.Column("notes", sa.Text, nullable=False, default=""),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("workspace_id", sa.Integer, sa.ForeignKey("workspaces.id"), nullable=False),
+    sa.Column("archived", sa.Boolean, nullable=False, default=False),
+    sa.Column("creation_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("last_updated_time", sa.DateTime(timezone=True), nullable=False),
+)
+
+# A registered checkpoint is never garbage-collected nor deleted (the foreign key keeps its
+# record; the GC and the delete route check this table).
+model_versions = sa.Table(
+    "model_versions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("model_id", sa.Integer, sa.ForeignKey("models.id"), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column(
+        "checkpoint_uuid",
+        sa.String(64),
+        sa.ForeignKey("checkpoints.uuid"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("name", sa.String(255), nullable=False, default=""),
+    sa.Column("comment", sa.Text, nullable=False, default=""),
+    sa.Column("notes", sa.Text, nullable=False, default=""),
+    sa.Column("metadata", sa.JSON, nullable=False),
+    sa.Column("labels", sa.JSON, nullable=False),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("creation_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("last_updated_time", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("model_id", "version", name="uq_model_versions_version"),
 )

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from determined.master.store import _engine, _token_cache, _users
+from determined.master.store import _engine, _projects, _token_cache, _users
 from determined.master.store._group_commit import GroupCommit
 from determined.master.store._schema import cluster_info
 
@@ -46,6 +46,7 @@ class Store:
         with self.tx() as conn:
             self.cluster_id = self._ensure_cluster_id(conn)
             _users.ensure_default_users(conn)
+            _projects.ensure_defaults(conn)
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[sa.Connection]:

@@ -8,7 +8,7 @@ import math
 import re
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -16,6 +16,7 @@ from determined.master.store import (
     ExperimentRow,
     TrialRow,
     _experiments,
+    _projects,
     _time,
     _trials,
     _webhooks,
@@ -59,8 +60,26 @@ def matches(trigger: dict[str, Any], config: dict[str, Any] | None, workspace_id
     )
 
 
+def _placed(conn: sa.Connection, exp: ExperimentRow) -> ExperimentRow:
+    """``exp`` with its project's and workspace's ids and names (``workspace_id``,
+    ``workspace_name``, ``project_name``) for the payloads and the workspace filter."""
+    out: dict[str, Any] = dict(exp)
+    project = _projects.get_project(conn, int(exp["project_id"] or 1))
+    ws_id = 1 if project is None else int(project["workspace_id"])
+    ws = _projects.get_workspace(conn, ws_id)
+    out["workspace_id"] = ws_id
+    out["workspace_name"] = DEFAULT_WORKSPACE if ws is None else ws["name"]
+    out["project_name"] = DEFAULT_PROJECT if project is None else project["name"]
+    return cast(ExperimentRow, out)
+
+
+def _extra(exp: ExperimentRow, key: str, default: Any) -> Any:
+    value = cast(dict[str, Any], exp).get(key)
+    return default if value is None else value
+
+
 def _workspace_id(exp: ExperimentRow) -> int:
-    return int(exp.get("workspace_id") or 1)  # type: ignore[call-overload]
+    return int(_extra(exp, "workspace_id", 1))
 
 
 def _experiment_payload(exp: ExperimentRow, trial_id: int | None = None) -> dict[str, Any]:
@@ -77,8 +96,8 @@ def _experiment_payload(exp: ExperimentRow, trial_id: int | None = None) -> dict
         "duration": duration,
         "resource_pool": resources.get("resource_pool") or "",
         "slots_per_trial": int(resources.get("slots_per_trial") or 1),
-        "workspace": config.get("workspace") or DEFAULT_WORKSPACE,
-        "project": config.get("project") or DEFAULT_PROJECT,
+        "workspace": _extra(exp, "workspace_name", config.get("workspace") or DEFAULT_WORKSPACE),
+        "project": _extra(exp, "project_name", config.get("project") or DEFAULT_PROJECT),
     }
     if trial_id:
         body["trial_id"] = trial_id
@@ -154,8 +173,10 @@ def slack_body(
         )
     fields = [_field(f"*Status*: {shown}"), _field(f"*Duration*: {_duration_text(exp)}")]
     config = exp["config"]
-    fields.append(_field(f"*Workspace*: {config.get('workspace') or DEFAULT_WORKSPACE}"))
-    fields.append(_field(f"*Project*: {config.get('project') or DEFAULT_PROJECT}"))
+    workspace = _extra(exp, "workspace_name", config.get("workspace") or DEFAULT_WORKSPACE)
+    project = _extra(exp, "project_name", config.get("project") or DEFAULT_PROJECT)
+    fields.append(_field(f"*Workspace*: {workspace}"))
+    fields.append(_field(f"*Project*: {project}"))
     if trial_id:
         fields.append(_field(f"*Trial ID*: {trial_id}"))
     message: dict[str, Any] = {"type": "section", "text": {"type": "plain_text", "text": status}}
@@ -177,6 +198,8 @@ def experiment_state_changed(conn: sa.Connection, exp: ExperimentRow, base_url: 
         for t in _webhooks.triggers_of_type(conn, STATE_CHANGE)
         if (t["condition"] or {}).get("state") == state
     ]
+    if triggers:
+        exp = _placed(conn, exp)
     for t in triggers:
         if not matches(t, exp["config"], _workspace_id(exp)):
             continue
@@ -200,7 +223,7 @@ def custom_alert(
     triggers = _webhooks.triggers_of_type(conn, CUSTOM)
     if not triggers:
         return
-    exp = _experiments.require_experiment(conn, experiment_id)
+    exp = _placed(conn, _experiments.require_experiment(conn, experiment_id))
     for t in triggers:
         if not matches(t, exp["config"], _workspace_id(exp)):
             continue
@@ -245,6 +268,7 @@ def task_logs(conn: sa.Connection, rows: list[dict[str, Any]], base_url: str) ->
             exp = (
                 None if trial is None else _experiments.get_experiment(conn, trial["experiment_id"])
             )
+            exp = None if exp is None else _placed(conn, exp)
             if exp is not None and not matches(t, exp["config"], _workspace_id(exp)):
                 continue
             if exp is None and t["mode"] == SPECIFIC:

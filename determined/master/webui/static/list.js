@@ -44,11 +44,41 @@ function progressBar(exp) {
   return el("span", { title: pct + "%" }, el("span", { class: "progress", "data-progress": pct }, el("div", { style: `width:${pct}%` })), ` ${pct}%`);
 }
 
+// The project filter: "workspace / project" options, the choice kept in the address
+// (?projectId=N) so a reload or a shared link shows the same list.
+async function loadProjects() {
+  const select = document.getElementById("project");
+  const wanted = new URLSearchParams(location.search).get("projectId") || "0";
+  try {
+    const projects = (await getJSON("/api/v1/workspaces/0/projects")).projects;
+    select.replaceChildren(
+      el("option", { value: "0" }, "All projects"),
+      ...projects.map((p) => el("option", { value: String(p.id), "data-project": p.name }, `${p.workspaceName} / ${p.name}${p.archived ? " (archived)" : ""}`))
+    );
+  } catch (e) {
+    showError(e);
+  }
+  select.value = [...select.options].some((o) => o.value === wanted) ? wanted : "0";
+}
+
+function onProjectChange() {
+  const id = document.getElementById("project").value;
+  const url = new URL(location.href);
+  if (id === "0") url.searchParams.delete("projectId");
+  else url.searchParams.set("projectId", id);
+  history.replaceState(null, "", url);
+  refresh();
+}
+
 async function refresh() {
   const archived = document.getElementById("show-archived").checked;
+  const project = document.getElementById("project").value;
+  const query = new URLSearchParams();
+  if (!archived) query.set("archived", "false");
+  if (project !== "0") query.set("projectId", project);
   let exps;
   try {
-    exps = (await getJSON("/api/v1/experiments" + (archived ? "" : "?archived=false"))).experiments;
+    exps = (await getJSON("/api/v1/experiments" + (query.toString() ? "?" + query : ""))).experiments;
   } catch (e) {
     showError(e);
     return;
@@ -65,6 +95,7 @@ async function refresh() {
     { key: "best", label: "Best metric", value: (e) => e.bestMetric },
     { key: "start", label: "Started", value: (e) => e.startTime, render: (e) => fmtWhen(e.startTime) },
     { key: "end", label: "Ended", value: (e) => e.endTime, render: (e) => fmtWhen(e.endTime) },
+    { key: "project", label: "Project", value: (e) => `${e.workspaceName} / ${e.projectName}` },
     { key: "user", label: "User", value: (e) => e.username },
     { key: "actions", label: "Actions", value: () => 0, render: actions },
   ];
@@ -76,9 +107,11 @@ async function refresh() {
   document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
   document.getElementById("show-archived").addEventListener("change", refresh);
+  document.getElementById("project").addEventListener("change", onProjectChange);
   showWho();
+  await loadProjects();
   refresh();
   setInterval(refresh, POLL_MS);
 });

@@ -1,0 +1,213 @@
+"""``det workspace list|create|describe|delete|archive|unarchive|list-projects|edit``, as 0.37
+(its columns and ``--json``; without its agent user/group, namespace and pool options)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from determined.cli import _describe, _render, _session
+from determined.common.api import Session
+
+WORKSPACE_HEADERS = [
+    "ID",
+    "Name",
+    "# Projects",
+    "Agent Uid",
+    "Agent Gid",
+    "Agent User",
+    "Agent Group",
+    "Default Compute Pool",
+    "Default Aux Pool",
+]
+PROJECT_HEADERS = ["ID", "Key", "Name", "Description", "# Experiments", "# Active Experiments"]
+
+
+def workspace_by_name(sess: Session, name: str) -> dict[str, Any]:
+    """The workspace named ``name`` (exactly), or a CliError saying there is none."""
+    found = sess.get("/api/v1/workspaces", params={"name": name}).json()["workspaces"]
+    for w in found:
+        if w["name"] == name:
+            return dict(w)
+    raise _render.CliError(f'workspace "{name}" not found')
+
+
+def render_workspaces(workspaces: list[dict[str, Any]], *, from_list: bool = False) -> None:
+    rows = []
+    for w in workspaces:
+        group = w.get("agentUserGroup") or {}
+        row = [
+            w["id"],
+            w["name"],
+            w["numProjects"],
+            group.get("agentUid"),
+            group.get("agentGid"),
+            group.get("agentUser"),
+            group.get("agentGroup"),
+            w.get("defaultComputePool") or None,
+            w.get("defaultAuxPool") or None,
+        ]
+        if not from_list:
+            row.append(w.get("checkpointStorageConfig"))
+        rows.append(row)
+    headers = WORKSPACE_HEADERS + ([] if from_list else ["Checkpoint Storage Config"])
+    _render.table(headers, rows)
+
+
+def _order(args: argparse.Namespace) -> dict[str, str]:
+    return {
+        "sortBy": f"SORT_BY_{args.sort_by.upper()}",
+        "orderBy": f"ORDER_BY_{args.order_by.upper()}",
+    }
+
+
+def _paged(sess: Session, path: str, key: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    params: dict[str, Any] = dict(_order(args), limit=args.limit)
+    if args.offset:  # one page, as 0.37
+        params["offset"] = args.offset
+        return list(sess.get(path, params=params).json()[key])
+    return _describe.read_paginated(sess, path, key, params)
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    workspaces = _paged(sess, "/api/v1/workspaces", "workspaces", args)
+    if args.json:
+        _render.print_json(workspaces)
+    else:
+        render_workspaces(workspaces, from_list=True)
+
+
+def project_rows(projects: list[dict[str, Any]]) -> list[list[Any]]:
+    return [
+        [
+            p["id"],
+            p["key"],
+            p["name"],
+            p["description"],
+            p["numExperiments"],
+            p["numActiveExperiments"],
+        ]
+        for p in projects
+    ]
+
+
+def cmd_list_projects(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    w = workspace_by_name(sess, args.workspace_name)
+    projects = _describe.read_paginated(sess, f"/api/v1/workspaces/{w['id']}/projects", "projects")
+    projects.sort(key=lambda p: p[args.sort_by], reverse=args.order_by == "desc")
+    offset = args.offset or 0
+    projects = projects[offset : offset + args.limit]
+    if args.json:
+        _render.print_json(projects)
+    else:
+        _render.table(PROJECT_HEADERS, project_rows(projects))
+
+
+def cmd_create(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    w = sess.post("/api/v1/workspaces", json={"name": args.name}).json()["workspace"]
+    if args.json:
+        _render.print_json(w)
+    else:
+        render_workspaces([w])
+
+
+def cmd_describe(args: argparse.Namespace) -> None:
+    w = workspace_by_name(_session.session(args), args.workspace_name)
+    if args.json:
+        _render.print_json(w)
+    else:
+        render_workspaces([w])
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    w = workspace_by_name(sess, args.workspace_name)
+    if args.yes or _render.yes_or_no(
+        f'Deleting workspace "{args.workspace_name}" will result \n'
+        "in the unrecoverable deletion of its (empty) projects.\n"
+        "For a recoverable alternative, see the 'archive' command. Do you still \n"
+        "wish to proceed?"
+    ):
+        sess.delete(f"/api/v1/workspaces/{w['id']}")
+        print(f"Successfully deleted workspace {args.workspace_name}.")
+    else:
+        print("Aborting workspace deletion.")
+
+
+def cmd_archive(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    w = workspace_by_name(sess, args.workspace_name)
+    sess.post(f"/api/v1/workspaces/{w['id']}/archive")
+    print(f"Successfully archived workspace {args.workspace_name}.")
+
+
+def cmd_unarchive(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    w = workspace_by_name(sess, args.workspace_name)
+    sess.post(f"/api/v1/workspaces/{w['id']}/unarchive")
+    print(f"Successfully un-archived workspace {args.workspace_name}.")
+
+
+def cmd_edit(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    current = workspace_by_name(sess, args.workspace_name)
+    body = {} if args.name is None else {"name": args.name}
+    w = sess.patch(f"/api/v1/workspaces/{current['id']}", json=body).json()["workspace"]
+    if args.json:
+        _render.print_json(w)
+    else:
+        render_workspaces([w])
+
+
+def add_order_args(p: argparse.ArgumentParser) -> None:
+    """``--sort-by id|name``, ``--order-by asc|desc``, ``--limit``, ``--offset`` (0.37's)."""
+    p.add_argument("--sort-by", choices=["id", "name"], default="id", help="sort by this field")
+    p.add_argument("--order-by", choices=["asc", "desc"], default="asc", help="sort order")
+    p.add_argument("--limit", type=int, default=200, help="Maximum items per page of results")
+    p.add_argument(
+        "--offset", type=int, default=None, help="Number of items to skip before the page"
+    )
+
+
+def _json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print as JSON")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("workspace", aliases=["w"], help="manage workspaces")
+    cmds = p.add_subparsers(dest="workspace_command", metavar="COMMAND")
+    # `det w` lists, as 0.37.
+    p.set_defaults(func=cmd_list, sort_by="id", order_by="asc", limit=200, offset=None, json=False)
+    ls = cmds.add_parser("list", aliases=["ls"], help="list all workspaces")
+    add_order_args(ls)
+    _json_flag(ls)
+    ls.set_defaults(func=cmd_list)
+    lp = cmds.add_parser("list-projects", help="list the projects associated with a workspace")
+    lp.add_argument("workspace_name", help="name of the workspace")
+    add_order_args(lp)
+    _json_flag(lp)
+    lp.set_defaults(func=cmd_list_projects)
+    c = cmds.add_parser("create", help="create workspace")
+    c.add_argument("name", help="unique name of the workspace")
+    _json_flag(c)
+    c.set_defaults(func=cmd_create)
+    de = cmds.add_parser("delete", help="delete workspace")
+    de.add_argument("workspace_name", help="name of the workspace")
+    de.add_argument("--yes", action="store_true", help="automatically answer yes to prompts")
+    de.set_defaults(func=cmd_delete)
+    for name, func in (("archive", cmd_archive), ("unarchive", cmd_unarchive)):
+        a = cmds.add_parser(name, help=f"{name} workspace")
+        a.add_argument("workspace_name", help="name of the workspace")
+        a.set_defaults(func=func)
+    d = cmds.add_parser("describe", help="describe workspace")
+    d.add_argument("workspace_name", help="name of the workspace")
+    _json_flag(d)
+    d.set_defaults(func=cmd_describe)
+    e = cmds.add_parser("edit", help="edit workspace")
+    e.add_argument("workspace_name", help="current name of the workspace")
+    e.add_argument("--name", help="new name of the workspace")
+    _json_flag(e)
+    e.set_defaults(func=cmd_edit)

@@ -1,0 +1,505 @@
+"""Workspaces and projects (0.37's routes and ``v1Workspace``/``v1Project`` shapes), and moving
+experiments between projects.
+
+Without RBAC (as 0.37's open-source master): any user creates workspaces and projects; only a
+workspace's or project's owner, or an admin, changes, archives or deletes it. The default
+"Uncategorized" workspace and project (id 1) are immutable. Deleting a workspace or project
+that still holds experiments (or models) is refused: move or delete them first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Query
+from pydantic import Field
+
+from determined.master._errors import (
+    ApiError,
+    FailedPrecondition,
+    InvalidArgument,
+    PermissionDenied,
+)
+from determined.master.api import _bulk_experiments, _wire
+from determined.master.api._auth import Caller, Principal
+from determined.master.api._deps import StoreDep
+from determined.master.api._models import _Body
+from determined.master.store import Store, _experiments, _projects, _time, _users
+
+router = APIRouter(prefix="/api/v1")
+
+MAX_NAME = 80  # characters, as 0.37's workspace and project names
+
+
+# --- wire shapes --------------------------------------------------------------------------
+
+
+def workspace_json(conn: sa.Connection, ws: dict[str, Any]) -> dict[str, Any]:
+    """``v1Workspace``."""
+    n_projects, n_exps = _projects.workspace_counts(conn, int(ws["id"]))
+    owner = _users.get_user(conn, int(ws["user_id"]))
+    return {
+        "id": ws["id"],
+        "name": ws["name"],
+        "archived": bool(ws["archived"]),
+        "username": "" if owner is None else owner["username"],
+        "immutable": bool(ws["immutable"]),
+        "numProjects": n_projects,
+        "pinned": False,
+        "userId": ws["user_id"],
+        "numExperiments": n_exps,
+        "state": "WORKSPACE_STATE_UNSPECIFIED",
+        "errorMessage": "",
+        "agentUserGroup": None,
+        "checkpointStorageConfig": None,
+        "defaultComputePool": "",
+        "defaultAuxPool": "",
+    }
+
+
+def project_json(conn: sa.Connection, p: dict[str, Any]) -> dict[str, Any]:
+    """``v1Project``."""
+    stats = _projects.project_stats(conn, int(p["id"]))
+    owner = _users.get_user(conn, int(p["user_id"]))
+    ws = _projects.get_workspace(conn, int(p["workspace_id"]))
+    return {
+        "id": p["id"],
+        "name": p["name"],
+        "workspaceId": p["workspace_id"],
+        "workspaceName": "" if ws is None else ws["name"],
+        "description": p["description"],
+        "lastExperimentStartedAt": _time.rfc3339(stats["last_started"]),
+        "notes": list(p["notes"] or []),
+        "numActiveExperiments": stats["num_active"],
+        "numExperiments": stats["num_experiments"],
+        "numRuns": stats["num_runs"],
+        "archived": bool(p["archived"]),
+        "username": "" if owner is None else owner["username"],
+        "immutable": bool(p["immutable"]),
+        "userId": p["user_id"],
+        "state": "WORKSPACE_STATE_UNSPECIFIED",
+        "errorMessage": "",
+        "key": p["key"],
+    }
+
+
+# --- checks -------------------------------------------------------------------------------
+
+
+def _check_name(name: str | None, what: str) -> str:
+    text = (name or "").strip()
+    if not text:
+        raise InvalidArgument(f"{what} name must not be empty")
+    if len(text) > MAX_NAME:
+        raise InvalidArgument(f"{what} name must be at most {MAX_NAME} characters")
+    return text
+
+
+def _check_changeable(caller: Principal, row: dict[str, Any], what: str, action: str) -> None:
+    caller.require_user()
+    if row["immutable"]:
+        raise FailedPrecondition(f"the default {what} {row['name']!r} cannot be {action}")
+    if not caller.info.admin and int(row["user_id"]) != caller.info.user_id:
+        raise PermissionDenied(
+            f"{what} {row['id']} is not yours: only its owner or an admin may {action} it"
+        )
+
+
+def _check_project_changeable(
+    conn: sa.Connection, caller: Principal, p: dict[str, Any], action: str
+) -> None:
+    # The project's owner, its workspace's owner, or an admin.
+    ws = _projects.require_workspace(conn, int(p["workspace_id"]))
+    if not p["immutable"] and int(ws["user_id"]) == caller.info.user_id:
+        caller.require_user()
+        return
+    _check_changeable(caller, p, "project", action)
+
+
+def _filtered(rows: list[dict[str, Any]], archived: bool | None, name: str | None) -> list[Any]:
+    return [
+        r
+        for r in rows
+        if (archived is None or bool(r["archived"]) == archived)
+        and (not name or name.lower() == str(r["name"]).lower())
+    ]
+
+
+def _by_users(
+    conn: sa.Connection, rows: list[dict[str, Any]], users: list[str], ids: list[int]
+) -> list[dict[str, Any]]:
+    if not users and not ids:
+        return rows
+    wanted = set(ids)
+    for name in users:
+        u = _users.get_user_by_name(conn, name)
+        if u is not None:
+            wanted.add(int(u["id"]))
+    return [r for r in rows if int(r["user_id"]) in wanted]
+
+
+def _sorted(rows: list[dict[str, Any]], sort_by: str, order_by: str) -> list[dict[str, Any]]:
+    key = sort_by.upper().removeprefix("SORT_BY_")
+    field = {"NAME": "name", "DESCRIPTION": "description", "CREATION_TIME": "created_at"}.get(
+        key, "id"
+    )
+    out = sorted(rows, key=lambda r: str(r.get(field) or "") if field != "id" else r["id"])
+    if order_by.upper().endswith("DESC"):
+        out.reverse()
+    return out
+
+
+# --- workspaces ---------------------------------------------------------------------------
+
+
+class PostWorkspace(_Body):
+    # 0.37's SDK and CLI send null for what they were not given.
+    name: str | None = None
+
+
+class PatchWorkspace(_Body):
+    name: str | None = None
+
+
+@router.get("/workspaces")
+def list_workspaces(
+    caller: Caller,
+    store: StoreDep,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+    archived: bool | None = None,
+    name: str | None = None,
+    name_case_sensitive: str | None = Query(None, alias="nameCaseSensitive"),
+    sort_by: str = Query("SORT_BY_ID", alias="sortBy"),
+    order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
+    users: list[str] = Query(default_factory=list),
+    user_ids: list[int] = Query(default_factory=list, alias="userIds"),
+) -> dict[str, Any]:
+    """``{workspaces, pagination}``; ``name`` matches case-insensitively."""
+    caller.require_user()
+    with store.read() as conn:
+        rows = _filtered(_projects.list_workspaces(conn), archived, name)
+        if name_case_sensitive:
+            rows = [r for r in rows if r["name"] == name_case_sensitive]
+        rows = _by_users(conn, rows, users, user_ids)
+        chunk, pagination = _wire.page(_sorted(rows, sort_by, order_by), offset, limit)
+        return {"workspaces": [workspace_json(conn, w) for w in chunk], "pagination": pagination}
+
+
+@router.post("/workspaces")
+def create_workspace(body: PostWorkspace, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    caller.require_user()
+    name = _check_name(body.name, "workspace")
+    with store.tx() as conn:
+        ws_id = _projects.insert_workspace(conn, name, caller.info.user_id)
+        ws = workspace_json(conn, _projects.require_workspace(conn, ws_id))
+    # No Kubernetes namespaces here: 0.37's CLI iterates the (empty) bindings.
+    return {"workspace": ws, "namespaceBindings": {}}
+
+
+@router.get("/workspaces/{workspace_id}")
+def get_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    caller.require_user()
+    with store.read() as conn:
+        return {"workspace": workspace_json(conn, _projects.require_workspace(conn, workspace_id))}
+
+
+@router.patch("/workspaces/{workspace_id}")
+def patch_workspace(
+    workspace_id: int, body: PatchWorkspace, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    with store.tx() as conn:
+        ws = _projects.require_workspace(conn, workspace_id)
+        _check_changeable(caller, ws, "workspace", "edited")
+        if body.name is not None:
+            _projects.update_workspace(conn, workspace_id, name=_check_name(body.name, "workspace"))
+        ws = workspace_json(conn, _projects.require_workspace(conn, workspace_id))
+    return {"workspace": ws, "namespaceBindings": {}}
+
+
+@router.delete("/workspaces/{workspace_id}")
+def delete_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    with store.tx() as conn:
+        ws = _projects.require_workspace(conn, workspace_id)
+        _check_changeable(caller, ws, "workspace", "deleted")
+        _, n_exps = _projects.workspace_counts(conn, workspace_id)
+        n_models = _projects.models_in_workspace(conn, workspace_id)
+        if n_exps or n_models:
+            raise FailedPrecondition(
+                f"workspace {ws['name']!r} still holds {n_exps} experiment(s) and {n_models} "
+                "model(s); move or delete them first (det e move, det model move)"
+            )
+        _projects.delete_workspace(conn, workspace_id)
+    return {"completed": True}
+
+
+def _set_workspace_archived(store: Store, caller: Principal, workspace_id: int, to: bool) -> None:
+    with store.tx() as conn:
+        ws = _projects.require_workspace(conn, workspace_id)
+        _check_changeable(caller, ws, "workspace", "archived" if to else "unarchived")
+        if bool(ws["archived"]) == to:
+            state = "archived" if to else "unarchived"
+            raise FailedPrecondition(f"workspace ({workspace_id}) is already {state}")
+        _projects.update_workspace(conn, workspace_id, archived=to)
+
+
+@router.post("/workspaces/{workspace_id}/archive")
+def archive_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    _set_workspace_archived(store, caller, workspace_id, True)
+    return {}
+
+
+@router.post("/workspaces/{workspace_id}/unarchive")
+def unarchive_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    _set_workspace_archived(store, caller, workspace_id, False)
+    return {}
+
+
+@router.post("/workspaces/{workspace_id}/pin")
+def pin_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Accepted for the web UI of 0.37; pins are not kept (``pinned`` is always false)."""
+    caller.require_user()
+    with store.read() as conn:
+        _projects.require_workspace(conn, workspace_id)
+    return {}
+
+
+# --- projects -----------------------------------------------------------------------------
+
+
+class PostProject(_Body):
+    name: str | None = None
+    workspace_id: int | None = None
+    description: str | None = None
+    key: str | None = None
+
+
+class PatchProject(_Body):
+    name: str | None = None
+    description: str | None = None
+    key: str | None = None
+
+
+class Note(_Body):
+    name: str = ""
+    contents: str = ""
+
+
+class PutNotes(_Body):
+    notes: list[Note] = Field(default_factory=list)
+    project_id: int = 0
+
+
+@router.get("/workspaces/{workspace_id}/projects")
+def list_workspace_projects(
+    workspace_id: int,
+    caller: Caller,
+    store: StoreDep,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+    archived: bool | None = None,
+    name: str | None = None,
+    sort_by: str = Query("SORT_BY_ID", alias="sortBy"),
+    order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
+    users: list[str] = Query(default_factory=list),
+    user_ids: list[int] = Query(default_factory=list, alias="userIds"),
+) -> dict[str, Any]:
+    """``{projects, pagination}``; workspace 0: the projects of every workspace."""
+    caller.require_user()
+    with store.read() as conn:
+        if workspace_id:
+            _projects.require_workspace(conn, workspace_id)
+        rows = _filtered(_projects.list_projects(conn, workspace_id), archived, name)
+        rows = _by_users(conn, rows, users, user_ids)
+        chunk, pagination = _wire.page(_sorted(rows, sort_by, order_by), offset, limit)
+        return {"projects": [project_json(conn, p) for p in chunk], "pagination": pagination}
+
+
+@router.post("/workspaces/{workspace_id}/projects")
+def create_project(
+    workspace_id: int, body: PostProject, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    caller.require_user()
+    if body.workspace_id and body.workspace_id != workspace_id:
+        raise InvalidArgument(
+            f"body workspaceId {body.workspace_id} does not match the path's {workspace_id}"
+        )
+    name = _check_name(body.name, "project")
+    with store.tx() as conn:
+        ws = _projects.require_workspace(conn, workspace_id)
+        if ws["archived"]:
+            raise FailedPrecondition(
+                f"workspace {ws['name']!r} is archived: unarchive it to add projects"
+            )
+        project_id = _projects.insert_project(
+            conn,
+            name=name,
+            workspace_id=workspace_id,
+            user_id=caller.info.user_id,
+            description=body.description or "",
+            key=_check_key(body.key),
+        )
+        return {"project": project_json(conn, _projects.require_project(conn, project_id))}
+
+
+def _check_key(key: str | None) -> str | None:
+    if not key:
+        return None
+    if len(key) > 5 or not key.isalnum():
+        raise InvalidArgument(f"project key {key!r} must be 1 to 5 letters or digits")
+    return key.upper()
+
+
+@router.get("/projects/{project_id}")
+def get_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    caller.require_user()
+    with store.read() as conn:
+        return {"project": project_json(conn, _projects.require_project(conn, project_id))}
+
+
+@router.patch("/projects/{project_id}")
+def patch_project(
+    project_id: int, body: PatchProject, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    with store.tx() as conn:
+        p = _projects.require_project(conn, project_id)
+        _check_project_changeable(conn, caller, p, "edited")
+        values: dict[str, Any] = {}
+        if body.name is not None:
+            values["name"] = _check_name(body.name, "project")
+        if body.description is not None:
+            values["description"] = body.description
+        if body.key:
+            values["key"] = _check_key(body.key)
+        if values:
+            _projects.update_project(conn, project_id, **values)
+        return {"project": project_json(conn, _projects.require_project(conn, project_id))}
+
+
+@router.delete("/projects/{project_id}")
+def delete_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    with store.tx() as conn:
+        p = _projects.require_project(conn, project_id)
+        _check_project_changeable(conn, caller, p, "deleted")
+        n = len(_projects.project_experiment_ids(conn, project_id))
+        if n:
+            raise FailedPrecondition(
+                f"project {p['name']!r} still holds {n} experiment(s); move them (det e move) "
+                "or delete them (det e delete) first"
+            )
+        _projects.delete_project(conn, project_id)
+    return {"completed": True}
+
+
+def _set_project_archived(store: Store, caller: Principal, project_id: int, to: bool) -> None:
+    with store.tx() as conn:
+        p = _projects.require_project(conn, project_id)
+        _check_project_changeable(conn, caller, p, "archived" if to else "unarchived")
+        ws = _projects.require_workspace(conn, int(p["workspace_id"]))
+        if ws["archived"]:
+            raise FailedPrecondition(
+                f"project ({project_id}) is in archived workspace {ws['name']!r}; unarchive "
+                "the workspace first"
+            )
+        if bool(p["archived"]) == to:
+            state = "archived" if to else "unarchived"
+            raise FailedPrecondition(f"project ({project_id}) is already {state}")
+        _projects.update_project(conn, project_id, archived=to)
+
+
+@router.post("/projects/{project_id}/archive")
+def archive_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    _set_project_archived(store, caller, project_id, True)
+    return {}
+
+
+@router.post("/projects/{project_id}/unarchive")
+def unarchive_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    _set_project_archived(store, caller, project_id, False)
+    return {}
+
+
+@router.put("/projects/{project_id}/notes")
+def put_project_notes(
+    project_id: int, body: PutNotes, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """Replace the project's notes; answers ``{notes}``."""
+    notes = [{"name": n.name, "contents": n.contents} for n in body.notes]
+    with store.tx() as conn:
+        p = _projects.require_project(conn, project_id)
+        _check_project_changeable(conn, caller, p, "edited")
+        _projects.update_project(conn, project_id, notes=notes)
+    return {"notes": notes}
+
+
+@router.get("/projects/{project_id}/experiments")
+def list_project_experiments(
+    project_id: int,
+    caller: Caller,
+    store: StoreDep,
+    offset: int = Query(0, ge=0),
+    limit: int = Query(0, ge=0),
+) -> dict[str, Any]:
+    """The project's experiments (``GET /api/v1/experiments?projectId=`` in 0.37's clients)."""
+    caller.require_user()
+    with store.read() as conn:
+        _projects.require_project(conn, project_id)
+        ids = _projects.project_experiment_ids(conn, project_id)
+        chunk, pagination = _wire.page(ids, offset, limit)
+        rows = [_experiments.require_experiment(conn, i) for i in chunk]
+        return {
+            "experiments": [_wire.experiment_json(conn, e) for e in rows],
+            "pagination": pagination,
+        }
+
+
+# --- moving experiments -------------------------------------------------------------------
+
+
+class MoveExperiment(_Body):
+    destination_project_id: int = 0
+    experiment_id: int | None = None
+
+
+class MoveExperiments(_bulk_experiments.BulkRequest):
+    destination_project_id: int = 0
+
+
+def move(experiment_id: int, destination: int, caller: Principal, store: Store) -> None:
+    """Move one experiment (its owner or an admin) into ``destination``."""
+    caller.check_owner(store, experiment_id, "move")
+    with store.tx() as conn:
+        _projects.open_project(conn, destination)
+        _experiments.update_experiment(conn, experiment_id, project_id=destination)
+
+
+@router.post("/experiments/{experiment_id}/move")
+def move_experiment(
+    experiment_id: int, body: MoveExperiment, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    if body.experiment_id and body.experiment_id != experiment_id:
+        raise InvalidArgument(
+            f"body experimentId {body.experiment_id} does not match the path's {experiment_id}"
+        )
+    move(experiment_id, body.destination_project_id, caller, store)
+    return {}
+
+
+@router.post("/projects/{project_id}/experiments/move")
+def move_experiments(
+    project_id: int, body: MoveExperiments, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """Bulk move (by ``experimentIds`` or ``filters``), one result per experiment."""
+    caller.require_user()
+    with store.read() as conn:
+        _projects.open_project(conn, body.destination_project_id)
+    ids = _bulk_experiments.selected_ids(store, project_id, body, [])
+    results = []
+    for experiment_id in ids:
+        try:
+            move(experiment_id, body.destination_project_id, caller, store)
+            results.append({"error": "", "id": experiment_id})
+        except ApiError as e:
+            results.append({"error": str(e), "id": experiment_id})
+    return {"results": results}
