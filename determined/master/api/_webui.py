@@ -187,6 +187,8 @@ def _cleanup_on_error(path: pathlib.Path) -> Iterator[None]:
         raise
 
 
+# 0.37's SDK downloads through the master (DownloadMode.MASTER) from GET /checkpoints/{uuid}.
+@router.get("/checkpoints/{uuid}", include_in_schema=False)
 @router.get("/api/v1/webui/checkpoints/{uuid}/download")
 def download_checkpoint(
     uuid: str, caller: Caller, store: StoreDep, tasks: BackgroundTasks
