@@ -18,6 +18,7 @@ from determined.experimental._sdk._enums import CheckpointState, DownloadMode
 
 logger = logging.getLogger("determined.client")
 
+_REDACTED = "********"
 _DOWNLOADABLE = (CheckpointState.COMPLETED, CheckpointState.PARTIALLY_DELETED)
 
 
@@ -138,7 +139,12 @@ class Checkpoint:
             raise errors.StorageConfigError(
                 f"checkpoint {self.uuid}'s experiment config has no checkpoint_storage"
             )
-        storage.build(config).download(self.uuid, local)
+        # The master hides the storage's credentials ("********", docs/security.md): without
+        # them the storage client uses this machine's own (AWS_* variables, ~/.aws, gcloud).
+        config = {k: (None if v == _REDACTED else v) for k, v in config.items()}
+        manager = storage.build(config)
+        local.mkdir(parents=True, exist_ok=True)
+        manager.download(self.uuid, local)
 
     def _download_auto(self, config: dict[str, Any], local: pathlib.Path) -> None:
         try:
