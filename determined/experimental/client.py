@@ -293,6 +293,7 @@ def delete_workspace(name: str) -> None:
 def create_model(
     name: str, description: str | None = "", metadata: dict[str, Any] | None = None
 ) -> Model:
+    """See :meth:`Determined.create_model` (which also takes labels and a workspace)."""
     return _det().create_model(name, description, metadata)
 
 

@@ -226,6 +226,23 @@ class Checkpoint:
         for report in resp.json().get("metrics") or []:
             yield _metrics.TrialMetrics._from_json(report, group)
 
+    def get_pachyderm_commit(self) -> str:
+        """The Pachyderm commit in the experiment config's ``integrations.pachyderm.dataset``.
+
+        Raises:
+            ValueError: the config names none.
+        """
+        if self.training is None:
+            self.reload()
+        config = self.training.experiment_config if self.training else {}
+        try:
+            return str(config["integrations"]["pachyderm"]["dataset"]["commit"])
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"checkpoint {self.uuid}'s experiment config has no "
+                "integrations.pachyderm.dataset.commit"
+            ) from None
+
     def __repr__(self) -> str:
         if self.training is not None:
             return (

@@ -294,9 +294,21 @@ class Determined:
     # The model registry.
 
     def create_model(
-        self, name: str, description: str | None = "", metadata: dict[str, Any] | None = None
+        self,
+        name: str,
+        description: str | None = "",
+        metadata: dict[str, Any] | None = None,
+        labels: list[str] | None = None,
+        workspace_name: str | None = None,
     ) -> _model.Model:
-        body = {"name": name, "description": description or "", "metadata": metadata or {}}
+        """Add a model to the registry (in ``workspace_name``, default: the default one)."""
+        body = {
+            "name": name,
+            "description": description or "",
+            "metadata": metadata or {},
+            "labels": list(labels or []),
+            "workspaceName": workspace_name,
+        }
         resp = self._session.post("/api/v1/models", json=body).json()
         return _model.Model._from_json(resp["model"], self._session)
 
@@ -318,11 +330,22 @@ class Determined:
         self,
         sort_by: ModelSortBy = ModelSortBy.NAME,
         order_by: OrderBy = OrderBy.ASCENDING,
-        name: str = "",
-        description: str = "",
+        name: str | None = None,
+        description: str | None = None,
+        model_id: int | None = None,
+        workspace_names: list[str] | None = None,
+        workspace_ids: list[int] | None = None,
     ) -> list[_model.Model]:
         """Deprecated in 0.37: :meth:`list_models`."""
-        return self.list_models(sort_by, order_by, name or None, description or None)
+        return self.list_models(
+            sort_by,
+            order_by,
+            name or None,
+            description or None,
+            model_id,
+            workspace_names,
+            workspace_ids,
+        )
 
     def list_models(
         self,

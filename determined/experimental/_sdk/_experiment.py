@@ -285,6 +285,19 @@ class Experiment:
         self.project_id = int(project["id"])
         self.workspace_id = int(project["workspaceId"])
 
+    def get_pachyderm_config(self) -> dict[str, Any]:
+        """The config's ``integrations.pachyderm`` section.
+
+        Raises:
+            ValueError: the config has none.
+        """
+        if self.config is None:
+            self.reload()
+        section = ((self.config or {}).get("integrations") or {}).get("pachyderm")
+        if not section:
+            raise ValueError(f"experiment {self._id}'s config has no integrations.pachyderm")
+        return dict(section)
+
     def __repr__(self) -> str:
         return f"Experiment(id={self._id})"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import inspect
 import re
 import warnings
 from collections.abc import Iterable, Iterator
@@ -203,6 +204,8 @@ class Trial:
         _deprecated("Trial.logs()", "Trial.iter_logs()")
         return self.iter_logs(*args, **kwargs)
 
+    logs.__signature__ = inspect.signature(iter_logs)  # type: ignore[attr-defined]
+
     def kill(self) -> None:
         """Stop the trial now."""
         self._session.post(f"/api/v1/trials/{self.id}/kill")
@@ -266,6 +269,30 @@ class Trial:
         if not found:
             raise ValueError(f"trial {self.id} has no checkpoints")
         return found[0]
+
+    def get_checkpoints(
+        self,
+        sort_by: str | CheckpointSortBy | None = None,
+        order_by: OrderBy | None = None,
+    ) -> list[_checkpoint.Checkpoint]:
+        """Deprecated in 0.37: :meth:`list_checkpoints` (here: of every state)."""
+        _deprecated("Trial.get_checkpoints()", "Trial.list_checkpoints()")
+        if (sort_by is None) != (order_by is None):
+            raise ValueError("set sort_by and order_by together, or neither")
+        params: dict[str, Any] = {}
+        if isinstance(sort_by, str):
+            params["sortByMetric"] = sort_by
+        elif sort_by is not None:
+            params["sortByAttr"] = sort_by.value
+        if order_by is not None:
+            params["orderBy"] = order_by.value
+
+        def page(offset: int) -> dict[str, Any]:
+            path = f"/api/v1/trials/{self.id}/checkpoints"
+            return dict(self._session.get(path, params={**params, "offset": offset}).json())
+
+        found = _paging.read_paginated(page, "checkpoints")
+        return [_checkpoint.Checkpoint._from_json(c, self._session) for c in found]
 
     def iter_metrics(self, group: str) -> Iterator[_metrics.TrialMetrics]:
         """The trial's metric reports of ``group`` (``"training"``, ``"validation"``, or any
