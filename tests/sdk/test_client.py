@@ -5,9 +5,11 @@ store that ``det user login`` writes."""
 
 from __future__ import annotations
 
+import io
 import json
 import pathlib
 import tarfile
+import zipfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +18,9 @@ import torch
 from _kit.cli import Det
 from _kit.master import MasterProcess
 from _kit.pytorch_model_def import MODEL_DEF
+from _kit.reference import Ref
 
+from determined import errors
 from determined.common.api import _auth
 from determined.experimental import client
 
@@ -172,6 +176,56 @@ def test_checkpoints_list_download_and_load(
     assert fresh.metadata is not None and "stage" not in fresh.metadata
     fresh.write_metadata_file(str(tmp_path / "meta.json"))
     assert json.loads((tmp_path / "meta.json").read_text())["n"] == 2
+
+
+REF_CHECKPOINT = """
+import json, os, sys, tempfile
+from determined.experimental import client
+
+url, uuid = sys.argv[1], sys.argv[2]
+client.login(master=url, user="determined", password="")
+ckpt = client.get_checkpoint(uuid)
+ckpt.add_metadata({"by": "0.37"})
+path = ckpt.download(tempfile.mkdtemp() + "/m", mode=client.DownloadMode.MASTER)
+print(json.dumps({
+    "metadata": client.get_checkpoint(uuid).metadata,
+    "files": sorted(os.listdir(path)),
+}))
+"""
+
+
+def test_the_reference_sdk_downloads_through_the_master(
+    finished: dict[str, Any], master: MasterProcess, sdk_env: None, tmp_path: pathlib.Path
+) -> None:
+    """0.37's own SDK against this master: ``add_metadata`` and ``DownloadMode.MASTER``."""
+    best = client.get_experiment(finished["id"]).list_checkpoints()[0]
+    got = Ref(master, tmp_path / "ref").python(REF_CHECKPOINT, best.uuid)
+    assert got["metadata"]["by"] == "0.37"
+    assert got["metadata"]["steps_completed"] == (best.metadata or {})["steps_completed"]
+    assert {"metadata.json", "state_dict.pth"} <= set(got["files"])
+    ours = pathlib.Path(best.download(str(tmp_path / "ours"), client.DownloadMode.MASTER))
+    assert sorted(p.name for p in ours.iterdir()) == got["files"]
+
+
+def test_checkpoint_archive_formats(finished: dict[str, Any], sdk_env: None) -> None:
+    """``GET /checkpoints/{uuid}`` answers the format ``Accept`` asks for, files at the top."""
+    det = client.Determined()
+    best = det.get_experiment(finished["id"]).list_checkpoints()[0]
+    names = {n for n in best.resources or {} if not n.endswith("/")}  # files, not dirs
+    plain = det._session.get(f"/checkpoints/{best.uuid}")  # no Accept: a tar, as in 0.37
+    assert plain.headers["content-type"].startswith("application/x-tar")
+    with tarfile.open(fileobj=io.BytesIO(plain.content)) as tar:
+        assert names <= {m.name for m in tar.getmembers() if m.isfile()}
+    zipped = det._session.get(
+        f"/checkpoints/{best.uuid}", headers={"Accept": "application/zip"}
+    ).content
+    with zipfile.ZipFile(io.BytesIO(zipped)) as zf:
+        assert names <= set(zf.namelist())
+    with pytest.raises(errors.MasterError, match="unsupported media type") as e:
+        det._session.get(f"/checkpoints/{best.uuid}", headers={"Accept": "text/plain"})
+    assert e.value.status == 415
+    with pytest.raises(errors.MasterNotFound):
+        det._session.get("/checkpoints/no-such-uuid")
 
 
 def test_labels_names_and_listing(finished: dict[str, Any], sdk_env: None) -> None:

@@ -164,10 +164,15 @@ class Checkpoint:
 
     def _download_via_master(self, local: pathlib.Path) -> None:
         """0.37's route: ``GET /checkpoints/{uuid}`` answers a gzipped tarball of the files
-        under one top directory named by the uuid."""
+        (a top directory named by the uuid, as the web UI's download has, is dropped)."""
         local.mkdir(parents=True, exist_ok=True)
-        resp = self._session.get(f"/checkpoints/{self.uuid}", stream=True, timeout=3600.0)
-        with resp, tarfile.open(fileobj=resp.raw, mode="r|gz") as tar:
+        resp = self._session.get(
+            f"/checkpoints/{self.uuid}",
+            stream=True,
+            timeout=3600.0,
+            headers={"Accept": "application/gzip"},
+        )
+        with resp, tarfile.open(fileobj=resp.raw, mode="r|*") as tar:
             for member in tar:
                 rel = pathlib.PurePosixPath(member.name)
                 parts = rel.parts[1:] if rel.parts and rel.parts[0] == self.uuid else rel.parts
