@@ -7,8 +7,11 @@ import json
 import pathlib
 from typing import Any
 
+from determined import errors
 from determined.cli import _render, _session
-from determined.common import storage
+from determined.common.api import Session
+from determined.experimental.checkpoint import Checkpoint, DownloadMode
+from determined.experimental.client import CheckpointStateError, DownloadFailed
 
 
 def _get(args: argparse.Namespace, uuid: str) -> dict[str, Any]:
@@ -52,32 +55,27 @@ def cmd_describe(args: argparse.Namespace) -> None:
     render_checkpoint(ckpt)
 
 
-def download(ckpt: dict[str, Any], output_dir: pathlib.Path) -> pathlib.Path:
-    """Copy a COMPLETED checkpoint from its storage (the experiment's checkpoint_storage)."""
-    uuid = str(ckpt.get("uuid"))
-    state = _render.strip_state(ckpt.get("state"))
-    if state not in ("COMPLETED", "PARTIALLY_DELETED"):
-        raise _render.CliError(f"checkpoint {uuid} is {state}; only COMPLETED ones download")
-    config = (ckpt.get("training") or {}).get("experimentConfig") or {}
-    section = config.get("checkpoint_storage")
-    if not section:
-        raise _render.CliError(f"checkpoint {uuid}: its experiment has no checkpoint_storage")
-    # The master hides the storage's credentials ("********", docs/security.md): without them
-    # the storage client uses this machine's own (AWS_* variables, ~/.aws, gcloud, Azure's).
-    section = {k: (None if v == "********" else v) for k, v in section.items()}
+def download(
+    sess: Session,
+    ckpt: dict[str, Any],
+    output_dir: pathlib.Path,
+    mode: DownloadMode = DownloadMode.AUTO,
+) -> pathlib.Path:
+    """Download a checkpoint with the SDK's ``Checkpoint.download``: from its storage, or
+    through the master when this machine cannot read the storage (``mode``)."""
+    checkpoint = Checkpoint._from_json(ckpt, sess)
     try:
-        manager = storage.build(section)
-    except (TypeError, ValueError, ImportError) as e:
-        raise _render.CliError(f"checkpoint {uuid}: cannot open its storage: {e}") from e
-    output_dir.mkdir(parents=True, exist_ok=True)
-    manager.download(uuid, output_dir)
-    return output_dir
+        return pathlib.Path(checkpoint.download(str(output_dir), mode=mode))
+    except (CheckpointStateError, DownloadFailed, NotImplementedError) as e:
+        raise _render.CliError(str(e)) from e
+    except (TypeError, ValueError, ImportError, errors.StorageConfigError) as e:
+        raise _render.CliError(f"checkpoint {checkpoint.uuid}: cannot open its storage: {e}") from e
 
 
 def cmd_download(args: argparse.Namespace) -> None:
     ckpt = _get(args, args.uuid)
     out = pathlib.Path(args.output_dir or pathlib.Path("checkpoints") / args.uuid)
-    path = download(ckpt, out)
+    path = download(_session.session(args), ckpt, out, args.mode)
     if args.quiet:
         print(path)
     else:
@@ -109,7 +107,7 @@ def cmd_download_experiment(args: argparse.Namespace) -> None:
     top = pathlib.Path(args.output_dir)
     top.mkdir(parents=True, exist_ok=True)
     for ckpt in body.json().get("checkpoints") or []:
-        path = download(ckpt, top / str(ckpt["uuid"]))
+        path = download(sess, ckpt, top / str(ckpt["uuid"]))
         if args.quiet:
             print(path)
         else:
@@ -217,6 +215,17 @@ def cmd_list_checkpoints(args: argparse.Namespace) -> None:
     _render.table(headers, rows, as_csv=args.csv)
 
 
+def add_mode_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mode",
+        choices=list(DownloadMode),
+        default=DownloadMode.AUTO,
+        type=DownloadMode,
+        help="direct: from checkpoint storage; master: through the master; auto: direct, "
+        "else through the master",
+    )
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("checkpoint", aliases=["c"], help="manage checkpoints")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
@@ -224,6 +233,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dl.add_argument("uuid", help="checkpoint UUID")
     dl.add_argument("-o", "--output-dir", default=None, help="default: checkpoints/<uuid>")
     dl.add_argument("-q", "--quiet", action="store_true", help="print only the path")
+    add_mode_arg(dl)
     dl.set_defaults(func=cmd_download)
     de = cmds.add_parser("describe", help="describe checkpoint")
     de.add_argument("uuid", help="checkpoint UUID")

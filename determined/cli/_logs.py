@@ -1,10 +1,6 @@
-"""Trial logs for ``det trial logs``, ``det e logs`` and ``det e create -f``.
-
-The reference streams ``GET /api/v1/trials/{id}/logs`` as NDJSON (``{"result": v1TrialLog}``
-per line; ``follow=true`` keeps it open until shortly after the trial ends). A master without
-that route is read through ``GET /api/v1/tasks/{task_id}/logs`` pages (``searchAfter``),
-polled while following.
-"""
+"""Trial logs for ``det trial logs``, ``det e logs`` and ``det e create -f``: printing,
+progress display and failure causes. Reading the lines from the master lives in
+``determined.common.api._logs``, shared with the SDK's ``Trial.iter_logs``."""
 
 from __future__ import annotations
 
@@ -19,12 +15,12 @@ from typing import Any
 from determined import _user_error, errors
 from determined.cli import _render
 from determined.common.api import Session
+from determined.common.api import _logs as _api_logs
 
-TERMINAL_STATES = frozenset(
-    {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED", "STATE_DELETE_FAILED"}
-)
-_STREAM_TIMEOUT = 24 * 3600.0  # a followed stream may stay quiet for long stretches
-_POLL_SECONDS = 0.5
+TERMINAL_STATES = _api_logs.TERMINAL_STATES
+trial_logs = _api_logs.trial_logs
+_STREAM_TIMEOUT = _api_logs.STREAM_TIMEOUT
+_POLL_SECONDS = _api_logs.POLL_SECONDS
 
 
 class Watcher(threading.Thread):
@@ -132,108 +128,6 @@ def format_line(entry: dict[str, Any]) -> str:
     level_part = f"{level}: " if level and level not in ("UNSPECIFIED", "INFO") else ""
     text = str(entry.get("log") or "").rstrip("\n")
     return f"[{stamp}] {container} {rank_part}|| {level_part}{text}"
-
-
-def _stream(
-    sess: Session,
-    trial_id: int,
-    follow: bool,
-    head: int | None,
-    tail: int | None,
-    filters: dict[str, Any],
-) -> Iterator[dict[str, Any]]:
-    params: dict[str, Any] = {"follow": "true" if follow else "false", **filters}
-    if head is not None or tail is not None:
-        params["limit"] = head if head is not None else tail
-    if tail is not None:
-        params["orderBy"] = "ORDER_BY_DESC"
-    resp = sess.get(
-        f"/api/v1/trials/{trial_id}/logs", params=params, stream=True, timeout=_STREAM_TIMEOUT
-    )
-    lines: list[dict[str, Any]] = []
-    sent = 0
-    with resp:
-        for raw in resp.iter_lines():
-            if not raw:
-                continue
-            obj = json.loads(raw)
-            if "error" in obj:
-                raise _render.CliError(f"log stream failed: {obj['error']}")
-            result = obj.get("result", obj)
-            if tail is not None:
-                lines.append(result)
-            elif head is None or sent < head:  # trimmed here too: a master may send more
-                sent += 1
-                yield result
-    if tail is not None:
-        yield from _last(lines, tail)
-
-
-def _last(lines: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    """The newest ``n`` entries, oldest first, whichever order the master sent them in."""
-    try:
-        ordered = sorted(lines, key=lambda e: int(e["id"]))
-    except (KeyError, TypeError, ValueError):
-        ordered = list(reversed(lines))  # the reference's tail order: newest first
-    return ordered[-n:] if n else []
-
-
-def _poll_task(
-    sess: Session,
-    trial_id: int,
-    follow: bool,
-    head: int | None,
-    tail: int | None,
-    filters: dict[str, Any],
-) -> Iterator[dict[str, Any]]:
-    after = 0
-    seen = 0
-    buffer: list[dict[str, Any]] = []
-    while True:
-        trial = sess.get(f"/api/v1/trials/{trial_id}").json()["trial"]
-        done = trial.get("state") in TERMINAL_STATES
-        page = sess.get(
-            f"/api/v1/tasks/{trial['taskId']}/logs", params={"searchAfter": after, **filters}
-        ).json()
-        for entry in page.get("logs") or []:
-            after = max(after, int(entry.get("id") or 0))
-            if head is not None and seen >= head:
-                return
-            seen += 1
-            if tail is None:
-                yield entry
-            else:
-                buffer = (buffer + [entry])[-tail:]
-        if page.get("logs"):
-            continue  # drain every page before looking at the state again
-        if not follow or done:
-            break
-        time.sleep(_POLL_SECONDS)
-    yield from buffer
-
-
-def trial_logs(
-    sess: Session,
-    trial_id: int,
-    *,
-    follow: bool = False,
-    head: int | None = None,
-    tail: int | None = None,
-    filters: dict[str, Any] | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Log entries of a trial, oldest first; with ``follow``, until the trial has ended;
-    ``filters`` as :func:`filters_of` makes them.
-
-    Raises:
-        MasterNotFound: no such trial.
-    """
-    try:
-        yield from _stream(sess, trial_id, follow, head, tail, filters or {})
-        return
-    except errors.MasterNotFound:
-        # No streaming route on this master (or no such trial: the next call says which).
-        sess.get(f"/api/v1/trials/{trial_id}")
-    yield from _poll_task(sess, trial_id, follow, head, tail, filters or {})
 
 
 class CauseFinder:

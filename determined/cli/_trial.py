@@ -119,7 +119,7 @@ def cmd_download(args: argparse.Namespace) -> None:
     body = sess.get(f"/api/v1/trials/{args.trial_id}/checkpoints").json()
     ckpt = _pick_checkpoint(args, list(body.get("checkpoints") or []))
     out = pathlib.Path(args.output_dir or pathlib.Path("checkpoints") / str(ckpt["uuid"]))
-    path = _checkpoint.download(ckpt, out)
+    path = _checkpoint.download(sess, ckpt, out)
     if args.quiet:
         print(path)
     else:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from determined.cli import _context
+from determined.common import _context
 from determined.pytorch import _state
 
 REF_PYTHON = pathlib.Path(__file__).resolve().parents[2] / ".refvenv" / "bin" / "python"

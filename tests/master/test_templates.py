@@ -135,7 +135,7 @@ def test_det_template_and_includes(master: MasterProcess, tmp_path: pathlib.Path
     (tmp_path / "train.py").write_text("clash\n")
     clash = det("e", "create", str(tmp_path / "exp.yaml"), str(model), "--template", "base",
                 "-i", str(tmp_path / "train.py"))  # fmt: skip
-    assert clash.returncode != 0 and "duplicate path 'train.py'" in clash.stderr
+    assert clash.returncode != 0 and "'train.py' is already in the model definition" in clash.stderr
 
     (tmp_path / "tpl2.yaml").write_text(yaml.safe_dump({**TEMPLATE, "description": "two"}))
     det.ok("template", "set-value", "config", "base", str(tmp_path / "tpl2.yaml"))

@@ -142,6 +142,7 @@ class Session:
         timeout: float | None = None,
         stream: bool = False,
         idempotent: bool | None = None,
+        headers: dict[str, str] | None = None,
     ) -> requests.Response:
         """Send one request; raise a MasterError on 4xx and on the last failure.
 
@@ -174,6 +175,7 @@ class Session:
                     data=body,
                     timeout=timeout or self.timeout,
                     stream=stream,
+                    headers=headers,
                 )
             except (requests.ConnectionError, requests.Timeout) as e:
                 maybe_delivered = maybe_delivered or not _never_sent(e)

@@ -19,6 +19,7 @@ from determined.master.api._deps import StoreDep
 from determined.master.api._models import (
     DeleteCheckpoints,
     PatchCheckpoints,
+    PostCheckpointMetadata,
     RemoveCheckpointFiles,
     ReportCheckpoint,
     StartRun,
@@ -114,6 +115,19 @@ def get_checkpoint(uuid: str, caller: Caller, store: StoreDep) -> dict[str, Any]
             _trials.require_trial(conn, ckpt["trial_id"])["experiment_id"]
         )
         return {"checkpoint": checkpoint_json(conn, ckpt, redacted=not own)}
+
+
+@router.post("/checkpoints/{uuid}/metadata")
+def post_checkpoint_metadata(
+    uuid: str, body: PostCheckpointMetadata, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """Replace the checkpoint's user metadata (0.37's ``PostCheckpointMetadata``; the SDK's
+    ``Checkpoint.add_metadata``); ``{checkpoint}`` as it is now. Its owner or an admin only."""
+    with store.tx() as conn:
+        ckpt = _checkpoints.require(conn, uuid)
+        _owns_checkpoint(caller, conn, ckpt, "change the metadata of")
+        _checkpoints.set_metadata(conn, uuid, json_safe(body.checkpoint.metadata))
+        return {"checkpoint": checkpoint_json(conn, _checkpoints.require(conn, uuid))}
 
 
 @router.patch("/checkpoints")

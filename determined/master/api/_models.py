@@ -195,3 +195,13 @@ class PostAlert(_Body):
 class PostRunMetadata(_Body):
     metadata: dict[str, Any]
     run_id: int | None = None
+
+
+class CheckpointMetadata(_Body):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class PostCheckpointMetadata(_Body):
+    """0.37's ``v1PostCheckpointMetadataRequest``: only ``checkpoint.metadata`` is read."""
+
+    checkpoint: CheckpointMetadata

@@ -9,23 +9,18 @@ private to the UI (their shapes may change).
 
 from __future__ import annotations
 
-import contextlib
 import pathlib
-import tarfile
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Query
 from fastapi.responses import FileResponse, HTMLResponse
 
-from determined.common import storage
-from determined.master import experiment, resources, searcher
-from determined.master._errors import FailedPrecondition, NotFound
-from determined.master.api import _redact
+from determined.master import experiment, searcher
+from determined.master._errors import NotFound
+from determined.master.api import _checkpoint_files, _redact
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
-from determined.master.store import _checkpoints, _experiments, _metrics, _time, _trials
+from determined.master.store import _experiments, _metrics, _time, _trials
 
 router = APIRouter()
 STATIC = pathlib.Path(__file__).parent.parent / "webui" / "static"
@@ -194,32 +189,12 @@ def experiment_rungs(experiment_id: int, caller: Caller, store: StoreDep) -> dic
     return {"searcher": config["searcher"].get("name"), "brackets": brackets}
 
 
-@contextlib.contextmanager
-def _cleanup_on_error(path: pathlib.Path) -> Iterator[None]:
-    try:
-        yield
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-
-
 @router.get("/api/v1/webui/checkpoints/{uuid}/download")
 def download_checkpoint(
     uuid: str, caller: Caller, store: StoreDep, tasks: BackgroundTasks
 ) -> FileResponse:
-    """The checkpoint's files as ``<uuid>.tar.gz`` (fetched through its storage manager, so
-    every file is verified against the manifest on the way)."""
+    """The checkpoint's files as ``<uuid>.tar.gz``, under a ``<uuid>/`` directory."""
     caller.require_user()
-    with store.read() as conn:
-        ckpt = _checkpoints.require(conn, uuid)
-        if ckpt["state"] != _checkpoints.COMPLETED:
-            raise FailedPrecondition(f"checkpoint {uuid} is {ckpt['state']}; it has no files")
-        config = resources.checkpoint_storage(conn, ckpt)
-    fd, name = tempfile.mkstemp(suffix=".tar.gz")
-    archive = pathlib.Path(name)
-    with open(fd, "wb") as f, _cleanup_on_error(archive), tempfile.TemporaryDirectory() as tmp:
-        storage.build(config).download(uuid, tmp)
-        with tarfile.open(fileobj=f, mode="w:gz") as tar:
-            tar.add(tmp, arcname=uuid)
+    archive = _checkpoint_files.build_archive(store, uuid, "tgz", uuid)
     tasks.add_task(archive.unlink, missing_ok=True)
     return FileResponse(archive, filename=f"{uuid}.tar.gz", media_type="application/gzip")

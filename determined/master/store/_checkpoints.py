@@ -132,6 +132,12 @@ def update_resources(conn: sa.Connection, uuid: str, resources: dict[str, Any] |
     conn.execute(checkpoints.update().where(checkpoints.c.uuid == uuid).values(**values))
 
 
+def set_metadata(conn: sa.Connection, uuid: str, metadata: dict[str, Any]) -> None:
+    """Replace the checkpoint's user metadata (the SDK's ``add_metadata``/``remove_metadata``);
+    the copy in its storage is left as it was, as in 0.37."""
+    conn.execute(checkpoints.update().where(checkpoints.c.uuid == uuid).values(metadata=metadata))
+
+
 def of_trial(conn: sa.Connection, trial_id: int) -> list[CheckpointRow]:
     q = (
         sa.select(checkpoints)

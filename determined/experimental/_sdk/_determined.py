@@ -1,0 +1,439 @@
+"""``Determined``: a logged-in connection to one master, the root of every SDK object."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import yaml
+
+from determined.common import _context
+from determined.common.api import Session, _auth, canonicalize_master_url
+from determined.experimental._sdk import (
+    _checkpoint,
+    _experiment,
+    _metrics,
+    _model,
+    _paging,
+    _trial,
+    _user,
+    _workspace,
+)
+from determined.experimental._sdk._enums import (
+    ExperimentSortBy,
+    ExperimentState,
+    ModelSortBy,
+    OrderBy,
+)
+
+logger = logging.getLogger("determined.client")
+
+
+def default_master() -> str:
+    """``$DET_MASTER``, else ``$DET_MASTER_ADDR`` (0.37 reads both), else localhost:8080."""
+    return os.environ.get("DET_MASTER") or os.environ.get("DET_MASTER_ADDR") or "localhost:8080"
+
+
+def _config_text(config: str | pathlib.Path | dict[str, Any]) -> str:
+    if isinstance(config, dict):
+        return str(yaml.safe_dump(config, sort_keys=False))
+    if isinstance(config, (str, pathlib.Path)):
+        text = pathlib.Path(config).read_text()
+        try:
+            yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ValueError(f"experiment config {str(config)!r} is not valid YAML: {e}") from e
+        return text
+    raise ValueError(f"config must be a dict or the path of a YAML file, not {type(config)}")
+
+
+class Determined:
+    """A session with one master, logged in as one user.
+
+    ``master`` defaults to ``$DET_MASTER``; ``user`` to the master's active user in the token
+    store that ``det user login`` writes (else ``$DET_USER``, else ``determined``). Without a
+    ``password`` a cached token of that user is reused, as the CLI does; with one the user logs
+    in and the token is cached for the CLI too.
+
+    Raises:
+        determined.common.api._auth.LoginError: no usable cached token and no password, or a
+            wrong password.
+        ValueError: ``master`` is not a master URL.
+    """
+
+    def __init__(
+        self,
+        master: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        cert_path: str | None = None,
+        cert_name: str | None = None,
+        noverify: bool = False,
+    ) -> None:
+        self._master = canonicalize_master_url(master or default_master())
+        cert: str | bool | None = False if noverify else cert_path
+        self._cert = cert
+        self._session: Session
+        self._session, self._username = _auth.login_with_cache(
+            self._master, user, password, cert=cert
+        )
+
+    @classmethod
+    def _from_session(cls, session: Session, username: str = "") -> Determined:
+        """A ``Determined`` over a session someone already holds (the CLI's)."""
+        det = cls.__new__(cls)
+        det._master = session.master_url
+        det._cert = None
+        det._session = session
+        det._username = username
+        return det
+
+    # Users.
+
+    def create_user(
+        self, username: str, admin: bool, password: str | None = None, remote: bool = False
+    ) -> _user.User:
+        """Create a user; the password must meet 0.37's complexity rules.
+
+        Raises:
+            ValueError: a weak password, or ``remote`` (this master has no single sign-on).
+        """
+        if remote:
+            raise ValueError("remote users need single sign-on, which this master has not")
+        _user.check_password_complexity(password)
+        body = {
+            "user": {"username": username, "admin": admin, "active": True, "remote": False},
+            "password": _auth.hash_password(password or ""),
+            "isHashed": True,
+        }
+        resp = self._session.post("/api/v1/users", json=body).json()
+        return _user.User._from_json(resp["user"], self._session)
+
+    def get_user_by_id(self, user_id: int) -> _user.User:
+        body = self._session.get(f"/api/v1/users/{user_id}").json()["user"]
+        return _user.User._from_json(body, self._session)
+
+    def get_user_by_name(self, user_name: str) -> _user.User:
+        body = self._session.get(f"/api/v1/users/{user_name}/by-username").json()["user"]
+        return _user.User._from_json(body, self._session)
+
+    def whoami(self) -> _user.User:
+        return _user.User._from_json(self._session.get("/api/v1/me").json()["user"], self._session)
+
+    def get_session_username(self) -> str:
+        if not self._username:
+            self._username = str(self.whoami().username)
+        return self._username
+
+    def logout(self) -> None:
+        """End this session on the master and forget its cached token."""
+        _auth.logout(self._master, self.get_session_username(), cert=self._cert)
+
+    def list_users(self, active: bool | None = None) -> list[_user.User]:
+        """Every user; ``active`` True/False keeps only active/inactive ones."""
+        params: dict[str, Any] = {} if active is None else {"active": str(active).lower()}
+
+        def page(offset: int) -> dict[str, Any]:
+            resp = self._session.get("/api/v1/users", params={**params, "offset": offset})
+            return dict(resp.json())
+
+        found = _paging.read_paginated(page, "users")
+        return [
+            _user.User._from_json(u, self._session)
+            for u in found
+            if active is None or bool(u.get("active", True)) == active
+        ]
+
+    # Experiments, trials, checkpoints.
+
+    def create_experiment(
+        self,
+        config: str | pathlib.Path | dict[str, Any],
+        model_dir: str | pathlib.Path | None = None,
+        includes: Iterable[str | pathlib.Path] | None = None,
+        project_id: int | None = None,
+        template: str | None = None,
+        *,
+        parent_id: int | None = None,
+        activate: bool = True,
+    ) -> _experiment.Experiment:
+        """Create (and by default start) an experiment from a config (a dict or a YAML file's
+        path) and a model directory, plus ``includes`` (files or directories added at the top
+        level). ``parent_id`` names the experiment a redacted config was read from, so that
+        its secrets are restored (a fork).
+
+        Raises:
+            ValueError: a config that is not a dict or a YAML file, a bad model directory.
+            NotImplementedError: ``template`` (this master has no config templates).
+        """
+        if template is not None:
+            raise NotImplementedError(
+                f"config templates are not supported (template={template!r}); merge the "
+                "template into the config dict instead"
+            )
+        text = _config_text(config)
+        root = pathlib.Path(model_dir) if model_dir is not None else None
+        files = _context.read_context(root, [pathlib.Path(i) for i in includes or []])
+        body = {
+            "activate": activate,
+            "config": text,
+            "modelDefinition": files,
+            "parentId": parent_id,
+            "projectId": project_id,
+            "validateOnly": False,
+        }
+        resp = self._session.post("/api/v1/experiments", json=body).json()
+        for warning in resp.get("warnings") or []:
+            logger.warning("%s", warning)
+        return _experiment.Experiment._from_json(resp["experiment"], self._session)
+
+    def get_experiment(self, experiment_id: int) -> _experiment.Experiment:
+        return _experiment.Experiment._get(self._session, experiment_id)
+
+    def list_experiments(
+        self,
+        sort_by: ExperimentSortBy | None = None,
+        order_by: OrderBy | None = None,
+        experiment_ids: list[int] | None = None,
+        labels: list[str] | None = None,
+        users: list[str] | None = None,
+        states: list[ExperimentState] | None = None,
+        name: str | None = None,
+        project_id: int | None = None,
+    ) -> list[_experiment.Experiment]:
+        """Experiments matching every filter given, sorted as asked (default: by id)."""
+        params: dict[str, Any] = {
+            "sortBy": sort_by.value if sort_by else None,
+            "orderBy": order_by.value if order_by else None,
+            "labels": labels,
+            "experimentIdFilter.incl": experiment_ids,
+            "users": users,
+            "states": [s.value for s in states] if states else None,
+            "name": name,
+            "projectId": project_id,
+        }
+        params = {k: v for k, v in params.items() if v is not None}
+
+        def page(offset: int) -> dict[str, Any]:
+            resp = self._session.get("/api/v1/experiments", params={**params, "offset": offset})
+            return dict(resp.json())
+
+        found = list(_paging.read_paginated(page, "experiments"))
+        # Applied here as well: our master's listing filters by user and archived only.
+        kept = [
+            e
+            for e in found
+            if _experiment_matches(e, experiment_ids, labels, users, states, name, project_id)
+        ]
+        if sort_by is not None:
+            kept = _sort_experiments(kept, sort_by, order_by)
+        elif order_by in (OrderBy.DESC, OrderBy.DESCENDING):
+            kept.sort(key=lambda e: int(e["id"]), reverse=True)
+        return [_experiment.Experiment._from_json(e, self._session) for e in kept]
+
+    def get_trial(self, trial_id: int) -> _trial.Trial:
+        body = self._session.get(f"/api/v1/trials/{trial_id}").json()["trial"]
+        return _trial.Trial._from_json(body, self._session)
+
+    def get_checkpoint(self, uuid: str) -> _checkpoint.Checkpoint:
+        body = self._session.get(f"/api/v1/checkpoints/{uuid}").json()["checkpoint"]
+        return _checkpoint.Checkpoint._from_json(body, self._session)
+
+    def stream_trials_metrics(
+        self, trial_ids: list[int], group: str
+    ) -> Iterator[_metrics.TrialMetrics]:
+        """Deprecated in 0.37: :meth:`iter_trials_metrics`."""
+        return self.iter_trials_metrics(trial_ids, group)
+
+    def iter_trials_metrics(
+        self, trial_ids: list[int], group: str
+    ) -> Iterator[_metrics.TrialMetrics]:
+        """The metric reports of ``group`` of the trials, oldest first; the iterator waits for
+        new reports until every trial has ended."""
+        return _metrics.trials_metrics(self._session, trial_ids, group)
+
+    def stream_trials_training_metrics(
+        self, trial_ids: list[int]
+    ) -> Iterator[_metrics.TrainingMetrics]:
+        """Deprecated in 0.37: ``iter_trials_metrics(trial_ids, "training")``."""
+        return _metrics.training_metrics(self._session, trial_ids)
+
+    def stream_trials_validation_metrics(
+        self, trial_ids: list[int]
+    ) -> Iterator[_metrics.ValidationMetrics]:
+        """Deprecated in 0.37: ``iter_trials_metrics(trial_ids, "validation")``."""
+        return _metrics.validation_metrics(self._session, trial_ids)
+
+    # Workspaces.
+
+    def get_workspace(self, name: str) -> _workspace.Workspace:
+        """Raises LookupError when no workspace has that name."""
+        body = _experiment.find_workspace(self._session, name)
+        return _workspace.Workspace._from_json(body, self._session)
+
+    def list_workspaces(self) -> list[_workspace.Workspace]:
+        def page(offset: int) -> dict[str, Any]:
+            resp = self._session.get("/api/v1/workspaces", params={"offset": offset})
+            return dict(resp.json())
+
+        found = _paging.read_paginated(page, "workspaces")
+        return [_workspace.Workspace._from_json(w, self._session) for w in found]
+
+    def create_workspace(self, name: str) -> _workspace.Workspace:
+        resp = self._session.post("/api/v1/workspaces", json={"name": name}).json()
+        return _workspace.Workspace._from_json(resp["workspace"], self._session)
+
+    def delete_workspace(self, name: str) -> None:
+        """Raises LookupError when no workspace has that name."""
+        ws = _experiment.find_workspace(self._session, name)
+        self._session.delete(f"/api/v1/workspaces/{ws['id']}")
+
+    # The model registry.
+
+    def create_model(
+        self,
+        name: str,
+        description: str | None = "",
+        metadata: dict[str, Any] | None = None,
+        labels: list[str] | None = None,
+        workspace_name: str | None = None,
+    ) -> _model.Model:
+        """Add a model to the registry (in ``workspace_name``, default: the default one)."""
+        body = {
+            "name": name,
+            "description": description or "",
+            "metadata": metadata or {},
+            "labels": list(labels or []),
+            "workspaceName": workspace_name,
+        }
+        resp = self._session.post("/api/v1/models", json=body).json()
+        return _model.Model._from_json(resp["model"], self._session)
+
+    def get_model(self, identifier: str | int) -> _model.Model:
+        """The model named ``identifier`` (a str) or with that id (an int)."""
+        if isinstance(identifier, int):
+            found = [m for m in self.list_models() if m.model_id == identifier]
+            if not found:
+                raise LookupError(f"no model has id {identifier}")
+            return found[0]
+        body = self._session.get(f"/api/v1/models/{identifier}").json()["model"]
+        return _model.Model._from_json(body, self._session)
+
+    def get_model_by_id(self, model_id: int) -> _model.Model:
+        """Deprecated in 0.37: ``get_model(model_id)``."""
+        return self.get_model(model_id)
+
+    def get_models(
+        self,
+        sort_by: ModelSortBy = ModelSortBy.NAME,
+        order_by: OrderBy = OrderBy.ASCENDING,
+        name: str | None = None,
+        description: str | None = None,
+        model_id: int | None = None,
+        workspace_names: list[str] | None = None,
+        workspace_ids: list[int] | None = None,
+    ) -> list[_model.Model]:
+        """Deprecated in 0.37: :meth:`list_models`."""
+        return self.list_models(
+            sort_by,
+            order_by,
+            name or None,
+            description or None,
+            model_id,
+            workspace_names,
+            workspace_ids,
+        )
+
+    def list_models(
+        self,
+        sort_by: ModelSortBy = ModelSortBy.NAME,
+        order_by: OrderBy = OrderBy.ASCENDING,
+        name: str | None = None,
+        description: str | None = None,
+        model_id: int | None = None,
+        workspace_names: list[str] | None = None,
+        workspace_ids: list[int] | None = None,
+    ) -> list[_model.Model]:
+        """Models of the registry matching the filters given."""
+        params: dict[str, Any] = {
+            "sortBy": sort_by.value,
+            "orderBy": order_by.value,
+            "name": name,
+            "description": description,
+            "id": model_id,
+            "workspaceNames": workspace_names,
+            "workspaceIds": workspace_ids,
+        }
+        params = {k: v for k, v in params.items() if v is not None}
+
+        def page(offset: int) -> dict[str, Any]:
+            resp = self._session.get("/api/v1/models", params={**params, "offset": offset})
+            return dict(resp.json())
+
+        found = _paging.read_paginated(page, "models")
+        return [_model.Model._from_json(m, self._session) for m in found]
+
+    def get_model_labels(self) -> list[str]:
+        """Every label of any model, most used first."""
+        return list(self._session.get("/api/v1/model/labels").json().get("labels") or [])
+
+
+def _experiment_matches(
+    e: dict[str, Any],
+    ids: list[int] | None,
+    labels: list[str] | None,
+    users: list[str] | None,
+    states: list[ExperimentState] | None,
+    name: str | None,
+    project_id: int | None,
+) -> bool:
+    if ids and int(e["id"]) not in ids:
+        return False
+    if labels and not set(labels) & set(e.get("labels") or []):
+        return False
+    if users and e.get("username") not in users:
+        return False
+    if states and e.get("state") not in {s.value for s in states}:
+        return False
+    if name and name not in str(e.get("name") or ""):
+        return False
+    return project_id is None or e.get("projectId") in (None, project_id)
+
+
+_EXPERIMENT_KEYS = {
+    ExperimentSortBy.ID: "id",
+    ExperimentSortBy.DESCRIPTION: "description",
+    ExperimentSortBy.START_TIME: "startTime",
+    ExperimentSortBy.END_TIME: "endTime",
+    ExperimentSortBy.STATE: "state",
+    ExperimentSortBy.NUM_TRIALS: "numTrials",
+    ExperimentSortBy.PROGRESS: "progress",
+    ExperimentSortBy.USER: "username",
+    ExperimentSortBy.NAME: "name",
+    ExperimentSortBy.FORKED_FROM: "forkedFrom",
+    ExperimentSortBy.RESOURCE_POOL: "resourcePool",
+    ExperimentSortBy.PROJECT_ID: "projectId",
+    ExperimentSortBy.CHECKPOINT_SIZE: "checkpointSize",
+    ExperimentSortBy.CHECKPOINT_COUNT: "checkpointCount",
+    ExperimentSortBy.SEARCHER_METRIC_VAL: "bestTrialSearcherMetric",
+}
+
+
+def _sort_experiments(
+    rows: list[dict[str, Any]], sort_by: ExperimentSortBy, order_by: OrderBy | None
+) -> list[dict[str, Any]]:
+    """Sorted by the field ``sort_by`` names; rows without it last, ties by id."""
+    key = _EXPERIMENT_KEYS[sort_by]
+
+    def value(e: dict[str, Any]) -> Any:
+        v = e.get(key)
+        return int(v) if key == "checkpointSize" and v is not None else v
+
+    present = [e for e in rows if value(e) is not None]
+    present.sort(key=lambda e: (value(e), int(e["id"])))
+    if order_by in (OrderBy.DESC, OrderBy.DESCENDING):
+        present.reverse()
+    return present + [e for e in rows if value(e) is None]
