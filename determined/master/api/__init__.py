@@ -27,6 +27,7 @@ from determined.master.api import (
     _logs,
     _metrics,
     _preview,
+    _searcher_events,
     _trials,
     _users,
     _webhooks,
@@ -48,6 +49,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _experiment_edits.router,
     _bulk_experiments.router,
     _continue.router,
+    _searcher_events.router,
     _gc_preview.router,
     _metrics.router,
     _alerts.router,  # POST /webhooks/custom before /webhooks/{id}

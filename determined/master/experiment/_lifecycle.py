@@ -43,6 +43,12 @@ def preemption_key(allocation_id: str) -> str:
     return f"preempt:{allocation_id}"
 
 
+def searcher_events_key(experiment_id: int) -> str:
+    """Notified after every event of the experiment: its custom searcher events or its state
+    may have changed (the long poll of ``GET .../searcher_events``)."""
+    return f"searcher-events:{experiment_id}"
+
+
 StateHook = Callable[[sa.Connection, ExperimentRow], None]
 
 
@@ -404,6 +410,7 @@ class Lifecycle:
                 raise
         for key in event.wake:
             self._signals.notify(key)
+        self._signals.notify(searcher_events_key(experiment_id))
         for callback in self._on_change:
             callback()
         if event.ended:
