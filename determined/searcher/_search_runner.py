@@ -113,51 +113,72 @@ class SearchRunner:
         sleep_time: float = 1.0,
     ) -> None:
         """Handle the experiment's events until it is no longer active (a paused experiment
-        is waited for)."""
+        is waited for). A master that cannot be reached (restarting) is waited for too."""
         active = True
         try:
             while active:
                 time.sleep(sleep_time)  # the call below long-polls; never call it in a loop
-                events = self.get_events(session, experiment_id)
-                if not events:
-                    continue
-                # The first event may be one already handled: its state was saved, then the
-                # runner stopped before its operations reached the master. Send them again.
-                last_event_id = self.state.last_event_id
-                first = True
-                for event in events:
-                    event_id = int(event["id"])
-                    if (
-                        first
-                        and last_event_id != 0
-                        and last_event_id >= event_id >= 0
-                        and prior_operations is not None
-                    ):
-                        logger.info(f"Resubmitting operations for event.id={event_id}")
-                        operations = prior_operations
-                    else:
-                        inactive = event.get("experimentInactive")
-                        if inactive is not None:
-                            exp_state = str(inactive.get("experimentState"))
-                            logger.info(
-                                f"experiment {experiment_id} is inactive; state={exp_state}"
-                            )
-                            if exp_state == "STATE_COMPLETED":
-                                self.state.experiment_completed = True
-                            elif exp_state == "STATE_ERROR":
-                                self.state.experiment_failed = True
-                            if exp_state == "STATE_PAUSED":
-                                self._show_experiment_paused_msg()
-                            else:
-                                active = False
-                            break
-                        operations = self._get_operations(event)
-                        self.state.last_event_id = event_id
-                        self.save_state(experiment_id, operations)
-                    first = False
-                    self.post_operations(session, experiment_id, event, operations)
+                try:
+                    active, prior_operations = self._handle_events(
+                        experiment_id, session, prior_operations
+                    )
+                except errors.MasterUnreachable as e:
+                    # The state of the last event is saved: once the master answers again,
+                    # that event is either acknowledged or comes back first and its
+                    # operations are sent again.
+                    logger.warning(f"master unreachable, retrying: {e}")
+                except errors.MasterError as e:
+                    if e.status < 500:
+                        raise
+                    logger.warning(f"master error, retrying: {e}")
         except KeyboardInterrupt:
             print("Runner interrupted")
+
+    def _handle_events(
+        self,
+        experiment_id: int,
+        session: Session,
+        prior_operations: list[Operation] | None,
+    ) -> tuple[bool, list[Operation] | None]:
+        """One long poll and its events: (still active, the operations of the last saved
+        event)."""
+        events = self.get_events(session, experiment_id)
+        if not events:
+            return True, prior_operations
+        # The first event may be one already handled: its state was saved, then the runner
+        # stopped (or lost the master) before its operations got through. Send them again.
+        last_event_id = self.state.last_event_id
+        first = True
+        for event in events:
+            event_id = int(event["id"])
+            if (
+                first
+                and last_event_id != 0
+                and last_event_id >= event_id >= 0
+                and prior_operations is not None
+            ):
+                logger.info(f"Resubmitting operations for event.id={event_id}")
+                operations = prior_operations
+            else:
+                inactive = event.get("experimentInactive")
+                if inactive is not None:
+                    exp_state = str(inactive.get("experimentState"))
+                    logger.info(f"experiment {experiment_id} is inactive; state={exp_state}")
+                    if exp_state == "STATE_COMPLETED":
+                        self.state.experiment_completed = True
+                    elif exp_state == "STATE_ERROR":
+                        self.state.experiment_failed = True
+                    if exp_state == "STATE_PAUSED":
+                        self._show_experiment_paused_msg()
+                        return True, prior_operations
+                    return False, prior_operations
+                operations = self._get_operations(event)
+                self.state.last_event_id = event_id
+                self.save_state(experiment_id, operations)
+                prior_operations = operations
+            first = False
+            self.post_operations(session, experiment_id, event, operations)
+        return True, prior_operations
 
     def post_operations(
         self,
