@@ -122,6 +122,8 @@ def test_events_acks_and_operations(shared_master: MasterProcess) -> None:
     assert api.events(exp) == [{"id": -1, "experimentInactive": {"experimentState": "STATE_ERROR"}}]
     r = api.post(exp, [], 4)
     assert r.status_code == 400 and "STATE_ERROR" in r.text
+    r = api.admin.post(api.url + f"/api/v1/experiments/{exp}/continue", json={})
+    assert r.status_code == 400 and "custom search" in r.text
 
 
 def test_paused_and_not_custom(shared_master: MasterProcess) -> None:
@@ -139,6 +141,9 @@ def test_paused_and_not_custom(shared_master: MasterProcess) -> None:
     r = api.admin.get(api.url + f"/api/v1/experiments/{single}/searcher_events")
     assert r.status_code == 400 and "custom" in r.text
     assert api.post(single, [], 1).status_code == 400
+    searcher = {"name": "custom", "metric": "loss"}
+    r = api.admin.post(api.url + "/searcher/preview", json={"searcher": searcher})
+    assert r.status_code == 400 and "cannot be previewed" in r.text
 
 
 # The reference's (0.37) LocalSearchRunner, in its own venv, with a two-trial search.

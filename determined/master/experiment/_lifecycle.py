@@ -214,6 +214,11 @@ class Lifecycle:
         a request it refuses). The trial resumes from its latest checkpoint as any new run
         does; its restart count starts over; the experiment is ACTIVE until the trial ends."""
         with self._event(experiment_id) as event:
+            if isinstance(event.method, searcher.CustomSearch):
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} uses a custom search, which cannot be "
+                    "continued: run the search runner again to start a new experiment"
+                )
             trials = _trials.trials_of(event.conn, experiment_id)
             if len(trials) != 1:
                 raise FailedPrecondition(
