@@ -28,6 +28,7 @@ from determined.master.searcher._operations import (
 
 SNAPSHOT_VERSION = 1
 KIND = "custom"
+MAX_LENGTH = 2**62  # lengths are stored as 64-bit integers
 
 # 0.37's v1TrialExitedEarlyExitedReason for each of our reasons (a user cancel is
 # USER_REQUESTED_STOP: the reference's runner rejects USER_CANCELED)
@@ -318,10 +319,10 @@ def _parse_operation(
             length = int(str(inner.get("length")))
         except ValueError:
             length = 0
-        if length < 1:
+        if not 1 <= length <= MAX_LENGTH:
             raise SearcherEventRejected(
-                f"{where}.validateAfter.length must be a positive integer (units of "
-                f"searcher.unit), got {inner.get('length')!r}"
+                f"{where}.validateAfter.length must be an integer from 1 to {MAX_LENGTH} "
+                f"(units of searcher.unit), got {inner.get('length')!r}"
             )
         return ValidateAfter(rid, length)
     if kind == "closeTrial":

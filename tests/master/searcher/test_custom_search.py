@@ -115,8 +115,15 @@ def test_operations_are_checked_before_anything_changes() -> None:
         ([_create(rid), _create(rid)], "already used"),
         ([{"closeTrial": {"requestId": _rid()}}], "names no trial"),
         (
+            [
+                _create(rid),
+                {"trialOperation": {"validateAfter": {"requestId": rid, "length": 2**63}}},
+            ],
+            "integer from 1",
+        ),
+        (
             [_create(rid), {"trialOperation": {"validateAfter": {"requestId": rid, "length": 0}}}],
-            "positive integer",
+            "integer from 1",
         ),
         ([{"shutDown": {}, "closeTrial": {"requestId": rid}}], "exactly one"),
         ([{}], "exactly one"),
