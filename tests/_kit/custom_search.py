@@ -201,6 +201,55 @@ def _set_rng(rng: random.Random, state: list[Any]) -> None:
     rng.setstate((version, tuple(internal), gauss))
 
 
+class Steps(searcher.SearchMethod):
+    """``len(hparams)`` trials, one per hyperparameter dict; each validates at every length
+    of ``lengths`` in turn and is then closed."""
+
+    def __init__(self, hparams: list[dict[str, Any]], lengths: list[int]):
+        self.hparams = hparams
+        self.lengths = lengths
+
+    def initial_operations(
+        self, searcher_state: searcher.SearcherState
+    ) -> list[searcher.Operation]:
+        return [searcher.Create(uuid.uuid4(), hp, None) for hp in self.hparams]
+
+    def on_trial_created(
+        self, searcher_state: searcher.SearcherState, request_id: uuid.UUID
+    ) -> list[searcher.Operation]:
+        return [searcher.ValidateAfter(request_id, self.lengths[0])]
+
+    def on_validation_completed(
+        self,
+        searcher_state: searcher.SearcherState,
+        request_id: uuid.UUID,
+        metric: Any,
+        train_length: int,
+    ) -> list[searcher.Operation]:
+        later = [n for n in self.lengths if n > train_length]
+        if later:
+            return [searcher.ValidateAfter(request_id, later[0])]
+        return [searcher.Close(request_id)]
+
+    def on_trial_closed(
+        self, searcher_state: searcher.SearcherState, request_id: uuid.UUID
+    ) -> list[searcher.Operation]:
+        if len(searcher_state.trials_closed) >= len(self.hparams):
+            return [searcher.Shutdown()]
+        return []
+
+    def on_trial_exited_early(
+        self,
+        searcher_state: searcher.SearcherState,
+        request_id: uuid.UUID,
+        exited_reason: searcher.ExitedReason,
+    ) -> list[searcher.Operation]:
+        return [searcher.Shutdown(failure=True)]
+
+    def progress(self, searcher_state: searcher.SearcherState) -> float:
+        return len(searcher_state.trials_closed) / len(self.hparams)
+
+
 def config(name: str) -> dict[str, Any]:
     return {
         "name": name,
