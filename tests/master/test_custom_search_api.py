@@ -62,8 +62,9 @@ class Api:
         return dict(r.json())
 
 
-def test_events_acks_and_operations(shared_master: MasterProcess) -> None:
-    api = Api(shared_master)
+@pytest.mark.both_stores  # the queue lives in the search snapshot: SQLite and PostgreSQL
+def test_events_acks_and_operations(master: MasterProcess) -> None:
+    api = Api(master)
     exp = api.create()
     assert api.events(exp) == [{"id": 1, "initialOperations": {}}]
     rid = str(uuid.uuid4())
@@ -89,12 +90,12 @@ def test_events_acks_and_operations(shared_master: MasterProcess) -> None:
     validate = {"trialOperation": {"validateAfter": {"requestId": rid, "length": "5"}}}
     assert api.post(exp, [validate], 2).status_code == 200
     alloc = api.dev(f"/trials/{trial['id']}/allocate", {})
-    run = shared_master.session(alloc["token"], allocation=True)
-    op = run.get(shared_master.url + f"/api/v1/trials/{trial['id']}/searcher/operation").json()
+    run = master.session(alloc["token"], allocation=True)
+    op = run.get(master.url + f"/api/v1/trials/{trial['id']}/searcher/operation").json()
     assert op == {"op": {"validateAfter": {"length": "5"}}, "completed": False}
     body = {"op": {"length": 5}, "searcherMetric": 0.125}
     r = run.post(
-        shared_master.url + f"/api/v1/trials/{trial['id']}/searcher/completed_operation",
+        master.url + f"/api/v1/trials/{trial['id']}/searcher/completed_operation",
         json=body,
     )
     assert r.status_code == 200, r.text
