@@ -216,6 +216,10 @@ class SearchMethod:
     :meth:`save_method_state` / :meth:`load_method_state`, so a restarted runner continues.
     """
 
+    def __init__(self) -> None:
+        """Nothing to set up here; subclasses call ``super().__init__()`` as in 0.37 (which
+        warned that the feature was deprecated; it is maintained here)."""
+
     @abc.abstractmethod
     def initial_operations(self, searcher_state: SearcherState) -> list[Operation]:
         """The first operations of the search (typically some ``Create``)."""
