@@ -51,10 +51,12 @@ def _parse_searcher_units(experiment_config: dict[str, Any]) -> Unit | None:
 
 
 def _has_searcher_length(experiment_config: dict[str, Any]) -> bool:
-    """Whether the search hands out operations: ``searcher.max_length``, or the 0.38 pair
-    ``time_metric`` + ``max_time`` (operations of ``max_time``). Without either (0.38 style)
-    the trial decides its own length."""
+    """Whether the search hands out operations: ``searcher.max_length``, the 0.38 pair
+    ``time_metric`` + ``max_time`` (operations of ``max_time``), or a custom search. Without
+    any of them (0.38 style) the trial decides its own length."""
     searcher = experiment_config.get("searcher") or {}
+    if searcher.get("name") == "custom":
+        return True  # a custom search's runner sends ValidateAfter lengths
     return searcher.get("max_length") is not None or searcher.get("max_time") is not None
 
 

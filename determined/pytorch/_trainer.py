@@ -296,7 +296,8 @@ class Trainer:
             **self._common(periods, policy),
         }
         searcher = self._config().get("searcher") or {}
-        if searcher.get("max_length") is None:
+        custom = searcher.get("name") == "custom"  # its runner sends the lengths
+        if searcher.get("max_length") is None and not custom:
             # Determined 0.38: the trial decides its own length and reports the fraction done.
             length = _check_length(
                 max_length,
@@ -310,9 +311,10 @@ class Trainer:
                 "searcher.max_length: the searcher decides the length",
                 stacklevel=3,
             )
-        return LoopSettings(
-            searcher_unit=self._context._core.searcher.get_configured_units(), **common
-        )
+        unit = self._context._core.searcher.get_configured_units()
+        if unit is None and custom:
+            unit = core.Unit.BATCHES  # 0.37's master counts a custom search's lengths in batches
+        return LoopSettings(searcher_unit=unit, **common)
 
 
 def _warn_if_unlike_max_time(length: TrainUnit, searcher: dict[str, Any]) -> None:

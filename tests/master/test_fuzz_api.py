@@ -2,8 +2,8 @@
 (``/openapi.json``), on a real master process: no answer is a 5xx and the master stays up.
 
 Left out: ``auth/logout`` (it would revoke the token the fuzzer uses) and the calls that block
-by design (the preemption long poll, rendezvous, all_gather, followed log and metric streams);
-their inputs are covered by tests of their own.
+by design (the preemption and searcher-event long polls, rendezvous, all_gather, followed log
+and metric streams); their inputs are covered by tests of their own.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ from determined.common import expconf
 pytestmark = pytest.mark.e2e
 
 EXAMPLES = 25  # per operation and mode: about 30 s for the whole API on 2 cores
-BLOCKING = r"(auth/logout|signals/preemption|/rendezvous|/all_gather|/logs$|trials/metrics/)"
+BLOCKING = (
+    r"(auth/logout|signals/preemption|/rendezvous|/all_gather|/logs$|trials/metrics/"
+    r"|/searcher_events)"
+)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])

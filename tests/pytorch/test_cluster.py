@@ -190,6 +190,7 @@ def _no_length_config(
 
     conf = config(cluster.storage)
     del conf["searcher"]["max_length"]
+    conf["searcher"]["name"] = "single"  # 0.38 has no custom searcher (a custom one sends ops)
     conf["searcher"].update(searcher)
     monkeypatch.setenv("DET_EXPERIMENT_CONFIG", json.dumps(conf))
     return conf

@@ -31,6 +31,7 @@ from determined.master.api import (
     _projects,
     _registry,
     _retain_logs,
+    _searcher_events,
     _templates,
     _trials,
     _users,
@@ -56,6 +57,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _projects.router,
     _registry.router,
     _continue.router,
+    _searcher_events.router,
     _gc_preview.router,
     _metrics.router,
     _alerts.router,  # POST /webhooks/custom before /webhooks/{id}

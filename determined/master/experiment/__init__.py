@@ -13,7 +13,7 @@ from determined.master.experiment._config import (
     searcher_metric,
 )
 from determined.master.experiment._experiments import Experiments
-from determined.master.experiment._lifecycle import preemption_key
+from determined.master.experiment._lifecycle import preemption_key, searcher_events_key
 from determined.master.experiment._log_policies import scan as scan_log_policies
 from determined.master.experiment._states import ExitDecision, decide_exit
 from determined.master.store import State
@@ -29,5 +29,6 @@ __all__ = [
     "parse_experiment_config",
     "preemption_key",
     "scan_log_policies",
+    "searcher_events_key",
     "searcher_metric",
 ]

@@ -10,10 +10,12 @@ everything else arrives from the trial's own HTTP calls or from users.
 from __future__ import annotations
 
 from determined.master.experiment._bookkeeping import Bookkeeping
+from determined.master.experiment._custom_search import CustomSearches
 from determined.master.experiment._trial_events import TrialEvents
 
 
-class Experiments(TrialEvents, Bookkeeping):
+class Experiments(TrialEvents, Bookkeeping, CustomSearches):
     """The master's experiments: their lifecycle (``_lifecycle``), trial events
-    (``_trial_events``) and bookkeeping (``_bookkeeping``). Thread-safe: events of one
+    (``_trial_events``), bookkeeping (``_bookkeeping``) and custom searches
+    (``_custom_search``). Thread-safe: events of one
     experiment run one at a time."""

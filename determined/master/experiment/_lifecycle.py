@@ -43,6 +43,12 @@ def preemption_key(allocation_id: str) -> str:
     return f"preempt:{allocation_id}"
 
 
+def searcher_events_key(experiment_id: int) -> str:
+    """Notified after every event of the experiment: its custom searcher events or its state
+    may have changed (the long poll of ``GET .../searcher_events``)."""
+    return f"searcher-events:{experiment_id}"
+
+
 StateHook = Callable[[sa.Connection, ExperimentRow], None]
 
 
@@ -211,6 +217,11 @@ class Lifecycle:
         a request it refuses). The trial resumes from its latest checkpoint as any new run
         does; its restart count starts over; the experiment is ACTIVE until the trial ends."""
         with self._event(experiment_id) as event:
+            if isinstance(event.method, searcher.CustomSearch):
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} uses a custom search, which cannot be "
+                    "continued: run the search runner again to start a new experiment"
+                )
             trials = _trials.trials_of(event.conn, experiment_id)
             if len(trials) != 1:
                 raise FailedPrecondition(
@@ -407,6 +418,7 @@ class Lifecycle:
                 raise
         for key in event.wake:
             self._signals.notify(key)
+        self._signals.notify(searcher_events_key(experiment_id))
         for callback in self._on_change:
             callback()
         if event.ended:

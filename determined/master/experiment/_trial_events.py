@@ -122,6 +122,7 @@ class TrialEvents(Lifecycle):
         with self._trial_event(trial_id) as (event, trial):
             if not is_raw:
                 _trials.update_trial(event.conn, trial_id, searcher_units=progress)
+                _custom_progress(event, trial, progress)
                 return
             # A fraction of the trial's operation, or of the length the trial decides itself
             # (0.38 style, counted in trials): in the search's units, so the experiment's
@@ -129,6 +130,7 @@ class TrialEvents(Lifecycle):
             length = trial["op_length"]
             units = progress if length is None else progress * float(length)
             _trials.update_trial(event.conn, trial_id, progress=progress, searcher_units=units)
+            _custom_progress(event, trial, units)
 
     def early_exit(self, trial_id: int, reason: str) -> None:
         """An InvalidHP exit, forwarded to the search (it may replace the trial).
@@ -249,6 +251,13 @@ def _log_why_not_retried(
         )
         notes.append(log_policies.master_line(like, text))
     _logs.append(event.conn, notes)
+
+
+def _custom_progress(event: Event, trial: TrialRow, units: float) -> None:
+    """A custom search hears of a live trial's progress (0.37's ``trialProgress`` event)."""
+    live = not (event.state.is_stopping or event.state.is_terminal)
+    if live and isinstance(event.method, searcher.CustomSearch):
+        event.method.on_trial_progress(trial["request_id"], units)
 
 
 def _stopped_by_time_search(event: Event, trial: TrialRow, length: int) -> bool:

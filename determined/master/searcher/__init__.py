@@ -15,6 +15,7 @@ from determined.master.searcher._adaptive_asha import (
     Bracket,
     plan_brackets,
 )
+from determined.master.searcher._custom import CustomSearch, EventQueue
 from determined.master.searcher._factory import (
     make_search_method,
     max_length_units,
@@ -44,6 +45,8 @@ __all__ = [
     "Bracket",
     "Close",
     "Create",
+    "CustomSearch",
+    "EventQueue",
     "ExitedReason",
     "GridSearch",
     "NpRand",

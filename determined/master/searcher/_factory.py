@@ -11,6 +11,7 @@ from typing import Any
 
 from determined.errors import InvalidSearcherConfig
 from determined.master.searcher._adaptive_asha import MODES, AdaptiveASHASearch, ASHASearch
+from determined.master.searcher._custom import CustomSearch
 from determined.master.searcher._grid import GridSearch
 from determined.master.searcher._method import SearcherBase
 from determined.master.searcher._random import RandomSearch, SingleSearch
@@ -125,7 +126,7 @@ def make_search_method(
     searcher_config: Mapping[str, Any],
     hyperparameters: Mapping[str, Any] | None,
     experiment_seed: int,
-) -> SearcherBase:
+) -> SearcherBase | CustomSearch:
     """The search method for an experiment.
 
     Called by the master once when an experiment is created (and by ``restore``). Pure: the
@@ -178,10 +179,7 @@ def make_search_method(
 
         return TPESearch.from_config(cfg, _asha_args(cfg), hyperparameters, seed)
     if name == "custom":
-        raise InvalidSearcherConfig(
-            "the custom searcher (removed upstream in 0.38) is not supported; use tpe for a "
-            "model-based search or adaptive_asha for early stopping"
-        )
+        return CustomSearch(seed)  # the runner outside the master decides
     raise InvalidSearcherConfig(f"searcher.name must be one of {', '.join(NAMES)}, got {name!r}")
 
 
@@ -189,7 +187,7 @@ def restore_search_method(
     searcher_config: Mapping[str, Any],
     hyperparameters: Mapping[str, Any] | None,
     snapshot: Mapping[str, Any],
-) -> SearcherBase:
+) -> SearcherBase | CustomSearch:
     """The search method as it was when ``snapshot`` was taken (master restart)."""
     method = make_search_method(searcher_config, hyperparameters, int(snapshot["experiment_seed"]))
     method.load_snapshot(snapshot)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from determined.errors import InternalException
+from determined.errors import InternalException, InvalidSearcherConfig
 from determined.master.searcher._factory import make_search_method
 from determined.master.searcher._method import SearcherBase
 from determined.master.searcher._nprand import NpRand
@@ -157,6 +157,11 @@ def preview(
         InvalidSearcherConfig: the config does not describe a valid search.
     """
     method = make_search_method(searcher_config, hyperparameters, seed)
+    if not isinstance(method, SearcherBase):
+        raise InvalidSearcherConfig(
+            "a custom search (searcher.name: custom) is decided by its search runner outside "
+            "the master, so it cannot be previewed"
+        )
     by_trial = simulate(method, seed)
     groups: dict[tuple[int, tuple[int, ...]], int] = {}
     for rid, ls in by_trial.items():

@@ -151,7 +151,6 @@ def test_grid_without_hyperparameters_runs_one_trial() -> None:
         ({"name": "random", "metric": "m", "max_length": 1}, "needs 'max_trials'"),
         ({"name": "adaptive", "metric": "m"}, "removed in Determined 0.37"),
         ({"name": "bogus", "metric": "m"}, "must be one of"),
-        ({"name": "custom", "metric": "m"}, "not supported"),
         (
             {"name": "single", "metric": "m", "max_length": {"batches": 1, "epochs": 2}},
             "exactly one of",
