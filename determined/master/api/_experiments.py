@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
-from determined.master.api import _redact, _wire
+from determined.master.api import _redact, _unmanaged, _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
@@ -39,6 +39,8 @@ def create_experiment(
     body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep, request: Request
 ) -> dict[str, Any]:
     caller.require_user()
+    if body.unmanaged and not body.validate_only:
+        return _unmanaged.create_unmanaged_experiment(body, caller, exps, store)
     text = _restored_text(body, caller, store)
     config = experiment.parse_experiment_config(text)
     resources.check_bind_mounts(config)

@@ -19,6 +19,7 @@ from determined.master.store import (
     _metrics,
     _time,
     _trials,
+    _unmanaged,
     _users,
 )
 
@@ -122,8 +123,8 @@ def experiment_json(
         "checkpointSize": str(sum(int(c["size"]) for c in ckpts)),
         "modelDefinitionSize": len(exp["model_definition"] or b""),
         "parentArchived": False,
-        "unmanaged": False,
-        "externalExperimentId": None,
+        "unmanaged": _unmanaged.is_unmanaged(conn, int(exp["id"])),
+        "externalExperimentId": _unmanaged.experiment_external_id(conn, int(exp["id"])),
         "externalTrialId": None,
         **PROJECT,
         **WORKSPACE,

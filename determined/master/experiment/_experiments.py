@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from determined.master.experiment._bookkeeping import Bookkeeping
 from determined.master.experiment._trial_events import TrialEvents
+from determined.master.experiment._unmanaged import Unmanaged
 
 
-class Experiments(TrialEvents, Bookkeeping):
+class Experiments(TrialEvents, Bookkeeping, Unmanaged):
     """The master's experiments: their lifecycle (``_lifecycle``), trial events
-    (``_trial_events``) and bookkeeping (``_bookkeeping``). Thread-safe: events of one
-    experiment run one at a time."""
+    (``_trial_events``), bookkeeping (``_bookkeeping``) and the unmanaged path
+    (``_unmanaged``). Thread-safe: events of one experiment run one at a time."""

@@ -283,3 +283,21 @@ cluster_messages = sa.Table(
     sa.Column("created_time", sa.DateTime(timezone=True), nullable=False),
     sa.Column("created_by", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
 )
+
+# Unmanaged experiments (core_v2): created by a user's own process, never scheduled. A row here
+# is what makes an experiment unmanaged; external ids let a rerun find its experiment again.
+unmanaged_experiments = sa.Table(
+    "unmanaged_experiments",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), primary_key=True),
+    sa.Column("external_id", sa.String(255), nullable=True, unique=True),
+)
+
+unmanaged_trials = sa.Table(
+    "unmanaged_trials",
+    metadata,
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), primary_key=True),
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), nullable=False),
+    sa.Column("external_id", sa.String(255), nullable=True),
+    sa.UniqueConstraint("experiment_id", "external_id", name="uq_unmanaged_trials_external"),
+)

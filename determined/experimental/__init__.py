@@ -1,0 +1,1 @@
+"""``determined.experimental``: the Python SDK (``client``) and ``core_v2``."""

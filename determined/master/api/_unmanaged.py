@@ -1,0 +1,129 @@
+"""Unmanaged experiments (core_v2): the routes 0.37's ``determined.experimental.core_v2``
+calls, with 0.37's wire shapes. The caller is a user's own process with the user's login
+token; nothing here schedules anything (docs/core_v2.md).
+
+- ``POST /experiments`` with ``unmanaged: true`` (in ``_experiments``) creates one;
+- ``PUT /experiments/by-external-id/{id}`` finds or creates one by its external id;
+- ``POST /trials`` and ``PUT /trials`` create a trial (the latter finds it by external id);
+- ``POST /trials/{id}/start`` starts a run: ``{trialRunId, stepsCompleted, latestCheckpoint}``;
+- ``PATCH /trials/{id}`` reports the trial's state (none: a heartbeat).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from determined.master import experiment
+from determined.master._errors import InvalidArgument
+from determined.master.api import _redact
+from determined.master.api._auth import Caller
+from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._models import (
+    CreateExperiment,
+    CreateTrial,
+    PatchTrial,
+    PutTrial,
+    StartTrial,
+)
+from determined.master.api._wire import experiment_json, trial_json
+from determined.master.experiment import Experiments
+from determined.master.store import Store, _experiments, _trials
+
+router = APIRouter(prefix="/api/v1")
+
+
+def create_unmanaged_experiment(
+    body: CreateExperiment,
+    caller: Caller,
+    exps: Experiments,
+    store: Store,
+    external_id: str | None = None,
+) -> dict[str, Any]:
+    """``{experiment, config}`` of the new (or, by external id, existing) experiment."""
+    caller.require_user()
+    if not body.unmanaged:
+        raise InvalidArgument(
+            "only unmanaged experiments can be created here: send unmanaged: true (an "
+            "experiment the master runs is created with POST /api/v1/experiments)"
+        )
+    config = experiment.parse_unmanaged_config(body.config)
+    exp_id = exps.create_unmanaged(
+        config, body.config, owner_id=caller.info.user_id, external_id=external_id
+    )
+    with store.read() as conn:
+        exp = _experiments.require_experiment(conn, exp_id)
+        created = experiment_json(conn, exp)
+    return {"experiment": created, "config": _redact.redact(exp["config"]), "warnings": []}
+
+
+@router.put("/experiments/by-external-id/{external_experiment_id}")
+def put_experiment(
+    external_experiment_id: str,
+    body: CreateExperiment,
+    caller: Caller,
+    exps: ExperimentsDep,
+    store: StoreDep,
+) -> dict[str, Any]:
+    if not external_experiment_id.strip():
+        raise InvalidArgument("externalExperimentId must not be empty")
+    return create_unmanaged_experiment(body, caller, exps, store, external_experiment_id)
+
+
+def _create_trial(
+    body: CreateTrial, caller: Caller, exps: Experiments, store: Store, external_id: str | None
+) -> dict[str, Any]:
+    if not body.unmanaged:
+        raise InvalidArgument(
+            "only unmanaged trials can be created (send unmanaged: true); the trials of an "
+            "experiment the master runs come from its searcher"
+        )
+    caller.check_owner(store, body.experiment_id, "add a trial to")
+    trial_id = exps.create_unmanaged_trial(
+        body.experiment_id, body.hparams, external_id=external_id
+    )
+    with store.read() as conn:
+        return {"trial": trial_json(conn, _trials.require_trial(conn, trial_id))}
+
+
+@router.post("/trials")
+def create_trial(
+    body: CreateTrial, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    return _create_trial(body, caller, exps, store, None)
+
+
+@router.put("/trials")
+def put_trial(
+    body: PutTrial, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    if not body.external_trial_id.strip():
+        raise InvalidArgument("externalTrialId must not be empty")
+    return _create_trial(body.create_trial_request, caller, exps, store, body.external_trial_id)
+
+
+@router.post("/trials/{trial_id}/start")
+def start_trial(
+    trial_id: int, body: StartTrial, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_reporter(store, trial_id)
+    start = exps.start_unmanaged_trial(trial_id)
+    return {
+        "trialRunId": start.trial_run_id,
+        "stepsCompleted": start.steps_completed,
+        "latestCheckpoint": start.latest_checkpoint,
+    }
+
+
+@router.patch("/trials/{trial_id}")
+def patch_trial(
+    trial_id: int, body: PatchTrial, caller: Caller, exps: ExperimentsDep, store: StoreDep
+) -> dict[str, Any]:
+    caller.check_reporter(store, trial_id)
+    if body.trial_id is not None and body.trial_id != trial_id:
+        raise InvalidArgument(f"trialId {body.trial_id} in the body, {trial_id} in the path")
+    if body.state:
+        exps.report_unmanaged_state(trial_id, body.state)
+    with store.read() as conn:
+        return {"trial": trial_json(conn, _trials.require_trial(conn, trial_id))}
