@@ -187,6 +187,8 @@ ext = sys.argv[2]
 core_v2.init(
     defaults=core_v2.DefaultConfig(name="ref-" + ext, checkpoint_storage=os.environ["CKPT_DIR"]),
     unmanaged=core_v2.UnmanagedConfig(external_experiment_id=ext, external_trial_id=ext),
+    # AUTO would import torch's TensorBoard writer, which .refvenv does not have.
+    tensorboard_mode=core_v2.TensorboardMode.MANUAL,
 )
 start = 0
 if core_v2.info.latest_checkpoint:
