@@ -20,7 +20,7 @@ from _kit.reference import REF
 
 pytestmark = pytest.mark.e2e
 
-TRAIN = r'''
+TRAIN = r"""
 import json, os, sys, torch
 from determined.experimental import core_v2
 
@@ -66,7 +66,7 @@ if core_v2.info is not None:
 print(json.dumps(out), flush=True)
 if fail:
     raise RuntimeError("boom")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +141,11 @@ def test_unmanaged_run_registers_reports_and_resumes(
     assert (tmp_path / "ckpts" / first["uuid"] / "state.pt").is_file()
 
     # `det e list` shows it (as the user who ran it).
-    listing = Det(tmp_path / "det-home", master.url).ok("e", "list")
+    det = Det(tmp_path / "det-home", master.url)
+    listing = det.ok("e", "list")
     assert "tiny-resume-me" in listing and "COMPLETED" in listing
+    # The script's output is the trial's log.
+    assert '"start": 0' in det.ok("trial", "logs", str(trial_id))
 
     # The same external ids: the same experiment and trial, resumed from step 3.
     second = _out(_run(tmp_path, master.url, "resume-me", "2", "ok"))
@@ -152,7 +155,11 @@ def test_unmanaged_run_registers_reports_and_resumes(
     assert exp["state"] == "STATE_COMPLETED" and exp["numTrials"] == 1
     later = _trial_metrics(master, trial_id, "training")
     assert [(m["totalBatches"], m["trialRunId"]) for m in later] == [
-        (1, 1), (2, 1), (3, 1), (4, 2), (5, 2)
+        (1, 1),
+        (2, 1),
+        (3, 1),
+        (4, 2),
+        (5, 2),
     ]
     ckpts = _get(master, f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
     assert {c["uuid"] for c in ckpts} == {first["uuid"], second["uuid"]}
@@ -168,6 +175,8 @@ def test_a_failing_run_errors_its_trial_and_experiment(
     assert exp["state"] == "STATE_ERROR" and exp["externalExperimentId"] is None
     trial = _get(master, f"/api/v1/trials/{out['trial']}")["trial"]
     assert trial["state"] == "STATE_ERROR"
+    logs = Det(tmp_path / "det-home", master.url).ok("trial", "logs", str(out["trial"]))
+    assert "RuntimeError: boom" in logs
 
 
 def test_off_master_falls_back_to_the_local_core_api(tmp_path: pathlib.Path) -> None:
@@ -179,7 +188,7 @@ def test_off_master_falls_back_to_the_local_core_api(tmp_path: pathlib.Path) -> 
     assert (tmp_path / "ckpts" / out["uuid"] / "state.pt").is_file()
 
 
-REF_TRAIN = r'''
+REF_TRAIN = r"""
 import json, os, sys
 from determined.experimental import core_v2
 
@@ -195,14 +204,15 @@ if core_v2.info.latest_checkpoint:
     with core_v2.checkpoint.restore_path(core_v2.info.latest_checkpoint) as path:
         start = int((path / "step").read_text())
 for step in range(start, start + 2):
-    core_v2.train.report_training_metrics(steps_completed=step + 1, metrics={"loss": 1.0 / (step + 1)})
+    loss = 1.0 / (step + 1)
+    core_v2.train.report_training_metrics(steps_completed=step + 1, metrics={"loss": loss})
 with core_v2.checkpoint.store_path({"steps_completed": start + 2}) as (path, uuid):
     (path / "step").write_text(str(start + 2))
 out = {"experiment": core_v2.info.trial.experiment_id, "trial": core_v2.info.trial.trial_id,
        "start": start}
 core_v2.close()
 print(json.dumps(out), flush=True)
-'''
+"""
 
 
 @pytest.mark.skipif(not (REF / "bin" / "python").exists(), reason="no .refvenv (setup.sh --tests)")
@@ -211,14 +221,21 @@ def test_the_reference_core_v2_runs_against_this_master(
 ) -> None:
     env = {k: v for k, v in clean_env(tmp_path).items() if not k.startswith("PYTHON")}
     env.update(
-        HOME=str(tmp_path), DET_MASTER=master.url, DET_USER="determined", DET_PASS="",
+        HOME=str(tmp_path),
+        DET_MASTER=master.url,
+        DET_USER="determined",
+        DET_PASS="",
         CKPT_DIR=str(tmp_path / "ckpts"),
     )
     outs = []
     for _ in range(2):
         proc = subprocess.run(
             [str(REF / "bin" / "python"), "-c", REF_TRAIN, "-", "ref-ids"],
-            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         outs.append(json.loads(proc.stdout.strip().splitlines()[-1]))

@@ -25,12 +25,18 @@ from determined.common.api import Session
 from determined.core._distributed import DistributedContext
 from determined.core._preempt import PreemptMode
 from determined.core._tensorboard_mode import TensorboardMode
-from determined.experimental.core_v2 import _config, _context, _unmanaged
+from determined.experimental.core_v2 import _config, _context, _logs, _unmanaged
 from determined.experimental.core_v2._config import Config, DefaultConfig, UnmanagedConfig
 
 logger = logging.getLogger("determined.core")
 
-_state: dict[str, Any] = {"context": None, "trial_state": None, "master": None, "atexit": False}
+_state: dict[str, Any] = {
+    "context": None,
+    "trial_state": None,
+    "logs": None,
+    "master": None,
+    "atexit": False,
+}
 
 StorageArg = str | dict[str, Any] | None
 
@@ -87,7 +93,7 @@ def init_context(
 ) -> core.Context:
     """The Core API for this process as a ``core.Context`` (use it as a context manager); see
     :func:`init` for the arguments and the backend chosen."""
-    context, _ = _build(
+    context, _, _ = _build(
         config=config,
         defaults=defaults,
         unmanaged=unmanaged,
@@ -110,7 +116,7 @@ def _build(
     checkpoint_storage: StorageArg,
     preempt_mode: PreemptMode,
     tensorboard_mode: TensorboardMode,
-) -> tuple[core.Context, _unmanaged.TrialState | None]:
+) -> tuple[core.Context, _unmanaged.TrialState | None, _logs.LogShipper | None]:
     info = det.get_cluster_info()
     if info is not None and info.task_type == "TRIAL":
         # A trial this master launched: the experiment's config rules, as in 0.37.
@@ -120,7 +126,7 @@ def _build(
             preempt_mode=preempt_mode,
             tensorboard_mode=tensorboard_mode,
         )
-        return managed, None
+        return managed, None, None
     merged = _config.merge(config, defaults, unmanaged) or Config()
     if client is not None:
         session = _client_session(client)
@@ -138,7 +144,7 @@ def _build(
             preempt_mode=preempt_mode,
             tensorboard_mode=tensorboard_mode,
         )
-        return local, None
+        return local, None, None
     info = _unmanaged.register(
         session,
         _experiment_config(merged, checkpoint_storage),
@@ -154,12 +160,11 @@ def _build(
         preempt_mode=PreemptMode(preempt_mode),
         tensorboard_mode=TensorboardMode(tensorboard_mode),
     )
-    state = None
-    if distributed is None or distributed.rank == 0:
-        # Its own session: the context closes its one before the final state is sent.
-        own = Session(session.master_url, _token_of(session), token_kind="user")
-        state = _unmanaged.TrialState(own, info.trial.trial_id)
-    return context, state
+    # Their own session: the context closes its one before the final state and logs are sent.
+    own = Session(session.master_url, _token_of(session), token_kind="user")
+    rank = 0 if distributed is None else distributed.rank
+    state = _unmanaged.TrialState(own, info.trial.trial_id) if rank == 0 else None
+    return context, state, _logs.LogShipper(own, info.task_id, rank)
 
 
 def _token_of(session: Session) -> str | None:
@@ -195,7 +200,7 @@ def init(
     """
     if _state["context"] is not None:
         close()
-    context, state = _build(
+    context, state, logs = _build(
         config=config,
         defaults=defaults,
         unmanaged=unmanaged,
@@ -206,9 +211,11 @@ def init(
         tensorboard_mode=tensorboard_mode,
     )
     context.start()
+    if logs is not None:
+        logs.start()
     if state is not None:
         state.start()
-    _state.update(context=context, trial_state=state, master=_master_of(context, client))
+    _state.update(context=context, trial_state=state, logs=logs, master=_master_of(context, client))
     _set_globals(context)
     if not _state["atexit"]:
         atexit.register(close)
@@ -238,7 +245,8 @@ def close(failure: BaseException | None = None) -> None:
     ``failure`` given, that it errored). A second call does nothing."""
     context: core.Context | None = _state["context"]
     state: _unmanaged.TrialState | None = _state["trial_state"]
-    _state.update(context=None, trial_state=None)
+    logs: _logs.LogShipper | None = _state["logs"]
+    _state.update(context=None, trial_state=None, logs=None)
     try:
         if context is not None:
             try:
@@ -249,6 +257,8 @@ def close(failure: BaseException | None = None) -> None:
     finally:
         if state is not None:
             state.close(failure)
+        if logs is not None:
+            logs.close()
         if context is not None:
             _set_globals(None)
 
