@@ -210,6 +210,7 @@ with core_v2.checkpoint.store_path({"steps_completed": start + 2}) as (path, uui
     (path / "step").write_text(str(start + 2))
 out = {"experiment": core_v2.info.trial.experiment_id, "trial": core_v2.info.trial.trial_id,
        "start": start}
+print("ref-log-line", flush=True)
 core_v2.close()
 print(json.dumps(out), flush=True)
 """
@@ -244,3 +245,6 @@ def test_the_reference_core_v2_runs_against_this_master(
     exp = _get(master, f"/api/v1/experiments/{outs[0]['experiment']}")["experiment"]
     assert exp["state"] == "STATE_COMPLETED" and exp["unmanaged"] is True
     assert len(_trial_metrics(master, outs[0]["trial"], "training")) == 4
+    # Its log shipper's lines (POST /task-logs) are the trial's logs.
+    logs = Det(tmp_path / "det-home", master.url).ok("trial", "logs", str(outs[0]["trial"]))
+    assert logs.count("ref-log-line") == 2

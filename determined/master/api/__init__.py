@@ -42,6 +42,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _users.router,
     _trials.router,
     _unmanaged.router,
+    _unmanaged.root_router,
     _checkpoints.router,
     _checkpoint_lists.router,
     _allocations.router,

@@ -6,32 +6,37 @@ token; nothing here schedules anything (docs/core_v2.md).
 - ``PUT /experiments/by-external-id/{id}`` finds or creates one by its external id;
 - ``POST /trials`` and ``PUT /trials`` create a trial (the latter finds it by external id);
 - ``POST /trials/{id}/start`` starts a run: ``{trialRunId, stepsCompleted, latestCheckpoint}``;
-- ``PATCH /trials/{id}`` reports the trial's state (none: a heartbeat).
+- ``PATCH /trials/{id}`` reports the trial's state (none: a heartbeat);
+- ``POST /task-logs`` (no ``/api/v1``): 0.37's unmanaged log shipper's lines.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 
 from determined.master import experiment
 from determined.master._errors import InvalidArgument
-from determined.master.api import _redact
+from determined.master.api import _logs, _redact
 from determined.master.api._auth import Caller
-from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._deps import ExperimentsDep, LogHookDep, StoreDep
 from determined.master.api._models import (
     CreateExperiment,
     CreateTrial,
     PatchTrial,
+    PostTaskLogs,
     PutTrial,
     StartTrial,
+    TaskLog,
 )
 from determined.master.api._wire import experiment_json, trial_json
 from determined.master.experiment import Experiments
 from determined.master.store import Store, _experiments, _trials
 
 router = APIRouter(prefix="/api/v1")
+# 0.37's unmanaged log shipper posts to the master's root (the path of its log forwarder).
+root_router = APIRouter()
 
 
 def create_unmanaged_experiment(
@@ -127,3 +132,37 @@ def patch_trial(
         exps.report_unmanaged_state(trial_id, body.state)
     with store.read() as conn:
         return {"trial": trial_json(conn, _trials.require_trial(conn, trial_id))}
+
+
+@root_router.post("/task-logs", include_in_schema=False)
+def post_task_logs_037(
+    caller: Caller,
+    store: StoreDep,
+    on_logs: LogHookDep,
+    body: list[dict[str, Any]] = Body(...),
+) -> dict[str, Any]:
+    """``[{task_id, timestamp, rank?, log}]``: stored as ``POST /api/v1/task/logs`` stores
+    lines; only the trial's owner may post them."""
+    lines = []
+    for entry in body:
+        if not isinstance(entry.get("task_id"), str) or not isinstance(entry.get("log"), str):
+            raise InvalidArgument("each log line needs a task_id and a log (both strings)")
+        rank = entry.get("rank")
+        lines.append(
+            TaskLog(
+                task_id=entry["task_id"],
+                timestamp=entry.get("timestamp"),
+                rank_id=int(rank) if isinstance(rank, (int, str)) and str(rank).isdigit() else None,
+                stdtype="stdout",
+                source="unmanaged",
+                log=entry["log"],
+            )
+        )
+    if not lines:
+        return {}
+    with store.read() as conn:
+        trial = _trials.trial_by_task(conn, lines[0].task_id)
+    if trial is None:
+        raise InvalidArgument(f"task {lines[0].task_id} is not a trial's task")
+    caller.check_reporter(store, int(trial["id"]))
+    return _logs.post_task_logs(PostTaskLogs(logs=lines), caller, store, on_logs)
