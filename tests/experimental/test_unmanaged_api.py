@@ -167,6 +167,21 @@ def test_requests_that_cannot_work_are_4xx(master: MasterProcess, admin: request
     assert r.status_code == 400
     r = _call(admin, master, "PUT", "/experiments/by-external-id/x", {"config": CONFIG_037})
     assert r.status_code == 400 and "unmanaged: true" in r.text
+    # `det e continue` cannot run a script the master does not have.
+    _ok(admin, master, "PATCH", f"/trials/{trial_id}", {"state": "STATE_COMPLETED"})
+    r = _call(admin, master, "POST", "/experiments/continue", {"id": exp_id})
+    assert r.status_code == 400 and "same external ids" in r.text
+    # Validations with a 0.38-style searcher and early exits do not feed its search.
+    exp_id2, trial2 = _new_trial(admin, master)
+    _ok(
+        admin,
+        master,
+        "POST",
+        f"/trials/{trial2}/early_exit",
+        {"reason": "EXITED_REASON_INVALID_HP"},
+    )
+    got = _ok(admin, master, "GET", f"/experiments/{exp_id2}")["experiment"]
+    assert got["state"] == "STATE_QUEUED"
     # A managed experiment's trials come from its searcher.
     managed = CONFIG_037.replace("name: api-unmanaged", "name: managed\nentrypoint: x:Y")
     body = {"config": managed, "activate": False}

@@ -212,6 +212,11 @@ class Lifecycle:
         a request it refuses). The trial resumes from its latest checkpoint as any new run
         does; its restart count starts over; the experiment is ACTIVE until the trial ends."""
         with self._event(experiment_id) as event:
+            if event.unmanaged:
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} is unmanaged: the master does not run it; "
+                    "rerun its script with the same external ids to continue it"
+                )
             trials = _trials.trials_of(event.conn, experiment_id)
             if len(trials) != 1:
                 raise FailedPrecondition(
