@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body
 
+from determined.common.api._session import json_safe
 from determined.master import experiment
 from determined.master._errors import InvalidArgument
 from determined.master.api import _logs, _redact
@@ -37,6 +38,14 @@ from determined.master.store import Store, _experiments, _trials
 router = APIRouter(prefix="/api/v1")
 # 0.37's unmanaged log shipper posts to the master's root (the path of its log forwarder).
 root_router = APIRouter()
+
+
+MAX_EXTERNAL_ID = 255  # the column's width
+
+
+def _check_external_id(what: str, value: str) -> None:
+    if not value.strip() or len(value) > MAX_EXTERNAL_ID:
+        raise InvalidArgument(f"{what} must be 1 to {MAX_EXTERNAL_ID} characters, not {len(value)}")
 
 
 def create_unmanaged_experiment(
@@ -71,8 +80,7 @@ def put_experiment(
     exps: ExperimentsDep,
     store: StoreDep,
 ) -> dict[str, Any]:
-    if not external_experiment_id.strip():
-        raise InvalidArgument("externalExperimentId must not be empty")
+    _check_external_id("externalExperimentId", external_experiment_id)
     return create_unmanaged_experiment(body, caller, exps, store, external_experiment_id)
 
 
@@ -86,7 +94,7 @@ def _create_trial(
         )
     caller.check_owner(store, body.experiment_id, "add a trial to")
     trial_id = exps.create_unmanaged_trial(
-        body.experiment_id, body.hparams, external_id=external_id
+        body.experiment_id, json_safe(body.hparams or {}), external_id=external_id
     )
     with store.read() as conn:
         return {"trial": trial_json(conn, _trials.require_trial(conn, trial_id))}
@@ -103,8 +111,7 @@ def create_trial(
 def put_trial(
     body: PutTrial, caller: Caller, exps: ExperimentsDep, store: StoreDep
 ) -> dict[str, Any]:
-    if not body.external_trial_id.strip():
-        raise InvalidArgument("externalTrialId must not be empty")
+    _check_external_id("externalTrialId", body.external_trial_id)
     return _create_trial(body.create_trial_request, caller, exps, store, body.external_trial_id)
 
 
@@ -147,12 +154,12 @@ def post_task_logs_037(
     for entry in body:
         if not isinstance(entry.get("task_id"), str) or not isinstance(entry.get("log"), str):
             raise InvalidArgument("each log line needs a task_id and a log (both strings)")
-        rank = entry.get("rank")
+        rank = str(entry.get("rank", ""))
         lines.append(
             TaskLog(
                 task_id=entry["task_id"],
                 timestamp=entry.get("timestamp"),
-                rank_id=int(rank) if isinstance(rank, (int, str)) and str(rank).isdigit() else None,
+                rank_id=int(rank) if rank.isascii() and rank.isdigit() and len(rank) < 6 else None,
                 stdtype="stdout",
                 source="unmanaged",
                 log=entry["log"],
