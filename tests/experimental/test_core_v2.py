@@ -248,3 +248,44 @@ def test_the_reference_core_v2_runs_against_this_master(
     # Its log shipper's lines (POST /task-logs) are the trial's logs.
     logs = Det(tmp_path / "det-home", master.url).ok("trial", "logs", str(outs[0]["trial"]))
     assert logs.count("ref-log-line") == 2
+
+
+CONTEXT_SCRIPT = r"""
+import json
+from determined.experimental import core_v2
+
+ids = []
+for fail in (False, True):
+    try:
+        with core_v2.init_context(config=core_v2.Config(name="ctx", labels=["cm"])) as ctx:
+            ctx.train.report_training_metrics(steps_completed=1, metrics={"x": 1.0})
+            ids.append([ctx.info.trial.experiment_id, ctx.info.trial.trial_id])
+            if fail:
+                raise ValueError("inside the with block")
+    except ValueError:
+        pass
+print(json.dumps(ids), flush=True)
+"""
+
+
+def test_init_context_reports_the_outcome_of_its_with_block(
+    master: MasterProcess, tmp_path: pathlib.Path
+) -> None:
+    env = clean_env(tmp_path)
+    env.update(DET_MASTER=master.url, DET_USER="determined", DET_PASS="")
+    proc = subprocess.run(
+        [sys.executable, "-c", CONTEXT_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (ok_exp, ok_trial), (bad_exp, bad_trial) = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert _get(master, f"/api/v1/trials/{ok_trial}")["trial"]["state"] == "STATE_COMPLETED"
+    assert _get(master, f"/api/v1/experiments/{ok_exp}")["experiment"]["state"] == (
+        "STATE_COMPLETED"
+    )
+    assert _get(master, f"/api/v1/trials/{bad_trial}")["trial"]["state"] == "STATE_ERROR"
+    assert _get(master, f"/api/v1/experiments/{bad_exp}")["experiment"]["state"] == "STATE_ERROR"

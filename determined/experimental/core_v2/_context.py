@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import types
 import urllib.parse
 from typing import Any
 
@@ -24,6 +25,44 @@ from determined.core._profiler import DummyProfilerContext
 from determined.core._searcher import DummySearcherContext
 from determined.core._tensorboard_mode import TensorboardMode
 from determined.core._train import TrainContext, _MasterTrainBackend
+from determined.experimental.core_v2._logs import LogShipper
+from determined.experimental.core_v2._unmanaged import TrialState
+
+
+class UnmanagedContext(Context):
+    """``core.Context`` of an unmanaged trial: starting it also tells the master the trial
+    runs and starts copying the output to its logs; closing it reports COMPLETED, or ERROR
+    when it closes on an exception (``with`` block, or an uncaught one at exit)."""
+
+    _trial_state: TrialState | None = None
+    _log_shipper: LogShipper | None = None
+
+    def start(self) -> None:
+        super().start()
+        if self._log_shipper is not None:
+            self._log_shipper.start()
+        if self._trial_state is not None:
+            self._trial_state.start()
+
+    def close(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_val: BaseException | None = None,
+        exc_tb: types.TracebackType | None = None,
+    ) -> None:
+        failure = exc_val if isinstance(exc_val, Exception) else None
+        try:
+            super().close(exc_type, exc_val, exc_tb)
+        except BaseException as e:
+            failure = failure or (e if isinstance(e, Exception) else None)
+            raise
+        finally:
+            try:
+                if self._trial_state is not None:
+                    self._trial_state.close(failure)
+            finally:
+                if self._log_shipper is not None:
+                    self._log_shipper.close()
 
 
 def storage_config(arg: str | dict[str, Any] | None) -> dict[str, Any]:
@@ -108,7 +147,7 @@ def unmanaged_context(
         storage_id,
         after_report=tb_manager.sync if auto else None,
     )
-    return Context(
+    context = UnmanagedContext(
         checkpoint=CheckpointContext(dist, manager, reporter),
         distributed=dist,
         preempt=PreemptContext(_NeverPreempted, dist, preempt_mode),
@@ -121,3 +160,14 @@ def unmanaged_context(
         _tensorboard_manager=tb_manager,
         _tensorboard_writer=writer,
     )
+    # Their own session: the context closes its one before the final state and logs are sent.
+    own = Session(session.master_url, _token_of(session), token_kind="user")
+    if dist.get_rank() == 0:
+        context._trial_state = TrialState(own, trial.trial_id)
+    context._log_shipper = LogShipper(own, info.task_id, dist.get_rank())
+    return context
+
+
+def _token_of(session: Session) -> str | None:
+    header = session._http.headers.get("Authorization", "")
+    return str(header).partition(" ")[2] or None

@@ -25,18 +25,12 @@ from determined.common.api import Session
 from determined.core._distributed import DistributedContext
 from determined.core._preempt import PreemptMode
 from determined.core._tensorboard_mode import TensorboardMode
-from determined.experimental.core_v2 import _config, _context, _logs, _unmanaged
+from determined.experimental.core_v2 import _config, _context, _unmanaged
 from determined.experimental.core_v2._config import Config, DefaultConfig, UnmanagedConfig
 
 logger = logging.getLogger("determined.core")
 
-_state: dict[str, Any] = {
-    "context": None,
-    "trial_state": None,
-    "logs": None,
-    "master": None,
-    "atexit": False,
-}
+_state: dict[str, Any] = {"context": None, "master": None, "atexit": False}
 
 StorageArg = str | dict[str, Any] | None
 
@@ -93,7 +87,7 @@ def init_context(
 ) -> core.Context:
     """The Core API for this process as a ``core.Context`` (use it as a context manager); see
     :func:`init` for the arguments and the backend chosen."""
-    context, _, _ = _build(
+    return _build(
         config=config,
         defaults=defaults,
         unmanaged=unmanaged,
@@ -103,7 +97,6 @@ def init_context(
         preempt_mode=preempt_mode,
         tensorboard_mode=tensorboard_mode,
     )
-    return context
 
 
 def _build(
@@ -116,7 +109,7 @@ def _build(
     checkpoint_storage: StorageArg,
     preempt_mode: PreemptMode,
     tensorboard_mode: TensorboardMode,
-) -> tuple[core.Context, _unmanaged.TrialState | None, _logs.LogShipper | None]:
+) -> core.Context:
     info = det.get_cluster_info()
     if info is not None and info.task_type == "TRIAL":
         # A trial this master launched: the experiment's config rules, as in 0.37.
@@ -126,7 +119,7 @@ def _build(
             preempt_mode=preempt_mode,
             tensorboard_mode=tensorboard_mode,
         )
-        return managed, None, None
+        return managed
     merged = _config.merge(config, defaults, unmanaged) or Config()
     if client is not None:
         session = _client_session(client)
@@ -144,7 +137,7 @@ def _build(
             preempt_mode=preempt_mode,
             tensorboard_mode=tensorboard_mode,
         )
-        return local, None, None
+        return local
     info = _unmanaged.register(
         session,
         _experiment_config(merged, checkpoint_storage),
@@ -153,23 +146,13 @@ def _build(
         external_trial_id=merged.external_trial_id,
         distributed=distributed,
     )
-    context = _context.unmanaged_context(
+    return _context.unmanaged_context(
         info,
         session,
         distributed=distributed,
         preempt_mode=PreemptMode(preempt_mode),
         tensorboard_mode=TensorboardMode(tensorboard_mode),
     )
-    # Their own session: the context closes its one before the final state and logs are sent.
-    own = Session(session.master_url, _token_of(session), token_kind="user")
-    rank = 0 if distributed is None else distributed.rank
-    state = _unmanaged.TrialState(own, info.trial.trial_id) if rank == 0 else None
-    return context, state, _logs.LogShipper(own, info.task_id, rank)
-
-
-def _token_of(session: Session) -> str | None:
-    header = session._http.headers.get("Authorization", "")
-    return str(header).partition(" ")[2] or None
 
 
 def init(
@@ -200,7 +183,7 @@ def init(
     """
     if _state["context"] is not None:
         close()
-    context, state, logs = _build(
+    context = _build(
         config=config,
         defaults=defaults,
         unmanaged=unmanaged,
@@ -211,11 +194,7 @@ def init(
         tensorboard_mode=tensorboard_mode,
     )
     context.start()
-    if logs is not None:
-        logs.start()
-    if state is not None:
-        state.start()
-    _state.update(context=context, trial_state=state, logs=logs, master=_master_of(context, client))
+    _state.update(context=context, master=_master_of(context, client))
     _set_globals(context)
     if not _state["atexit"]:
         atexit.register(close)
@@ -239,28 +218,18 @@ def _set_globals(context: core.Context | None) -> None:
     core_v2.info = None if context is None else context.info
 
 
-def close(failure: BaseException | None = None) -> None:
+def close() -> None:
     """End what :func:`init` started: flush metrics, wait for checkpoints, and tell the master
-    the unmanaged trial completed (or, after an uncaught exception, a non-zero exit or with
-    ``failure`` given, that it errored). A second call does nothing."""
+    the unmanaged trial completed (or, after an uncaught exception or a non-zero
+    ``sys.exit``, that it errored). A second call does nothing."""
     context: core.Context | None = _state["context"]
-    state: _unmanaged.TrialState | None = _state["trial_state"]
-    logs: _logs.LogShipper | None = _state["logs"]
-    _state.update(context=None, trial_state=None, logs=None)
+    _state.update(context=None)
+    if context is None:
+        return
     try:
-        if context is not None:
-            try:
-                context.close()
-            except BaseException as e:
-                failure = failure or e
-                raise
+        context.close()
     finally:
-        if state is not None:
-            state.close(failure)
-        if logs is not None:
-            logs.close()
-        if context is not None:
-            _set_globals(None)
+        _set_globals(None)
 
 
 def url_reverse_webui_exp_view() -> str:
