@@ -10,6 +10,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -161,8 +162,12 @@ def test_unmanaged_run_registers_reports_and_resumes(
         (4, 2),
         (5, 2),
     ]
+    # No checkpoint GC at the end: the script's own directory, which it resumes from.
+    time.sleep(1.0)
     ckpts = _get(master, f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
     assert {c["uuid"] for c in ckpts} == {first["uuid"], second["uuid"]}
+    assert {c["state"] for c in ckpts} == {"STATE_COMPLETED"}
+    assert (tmp_path / "ckpts" / first["uuid"] / "state.pt").is_file()
 
 
 def test_a_failing_run_errors_its_trial_and_experiment(
