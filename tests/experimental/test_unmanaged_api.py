@@ -29,9 +29,16 @@ checkpoint_storage: {type: shared_fs, host_path: /tmp/core-v2-api}
 """
 
 
-@pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
-    with MasterProcess(tmp_path_factory.mktemp("unmanaged-api") / "data", cpu_slots=1) as m:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def master(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MasterProcess]:
+    """One master per store backend (tests/conftest.py), with a slot its RM could use."""
+    db_url = None
+    if request.param == "postgres":
+        db_url = request.getfixturevalue("postgres_server").new_database()
+    data = tmp_path_factory.mktemp("unmanaged-api") / "data"
+    with MasterProcess(data, cpu_slots=1, db_url=db_url) as m:
         yield m
 
 
