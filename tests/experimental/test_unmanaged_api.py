@@ -144,6 +144,14 @@ def test_external_ids_find_the_same_experiment_and_trial(
     got = _ok(admin, master, "GET", f"/experiments/{exp_id}")["experiment"]
     assert got["state"] == "STATE_ERROR"
 
+    # Deleted, its external ids are free again: the same PUT makes a new experiment.
+    _ok(admin, master, "DELETE", f"/experiments/{exp_id}")
+    fresh = _ok(admin, master, "PUT", "/experiments/by-external-id/ext-1", body)
+    assert fresh["experiment"]["id"] != exp_id
+    create = {"experimentId": fresh["experiment"]["id"], "hparams": {}, "unmanaged": True}
+    put = {"createTrialRequest": create, "externalTrialId": "t-1"}
+    assert _ok(admin, master, "PUT", "/trials", put)["trial"]["id"] not in (t1, t2)
+
 
 def test_another_users_external_id_is_refused(
     master: MasterProcess, admin: requests.Session
