@@ -77,9 +77,11 @@ def storage_config(arg: str | dict[str, Any] | None) -> dict[str, Any]:
         return {"type": "shared_fs", "host_path": str(_paths.default_checkpoint_dir())}
     if isinstance(arg, dict):
         return dict(arg)
+    # A plain path is taken as written (URL parsing would cut it at a ';' or '?').
+    path = arg[len("file://") :] if arg.startswith("file://") else arg
+    if "://" not in path and (path.startswith("/") or not arg.startswith("file://")):
+        return {"type": "shared_fs", "host_path": os.path.abspath(path or os.getcwd())}
     parsed = urllib.parse.urlparse(arg)
-    if parsed.scheme in ("", "file") and not parsed.netloc:
-        return {"type": "shared_fs", "host_path": os.path.abspath(parsed.path or os.getcwd())}
     if parsed.scheme in ("s3", "gs") and parsed.netloc:
         kind = "s3" if parsed.scheme == "s3" else "gcs"
         section: dict[str, Any] = {"type": kind, "bucket": parsed.netloc}
