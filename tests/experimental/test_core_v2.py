@@ -78,12 +78,16 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
 
 
 def _run(
-    home: pathlib.Path, master: str | None, *args: str, ok: bool = True
+    home: pathlib.Path, master: str | None, *args: str, ok: bool = True, login: bool = True
 ) -> subprocess.CompletedProcess[str]:
+    """``python train.py ARGS`` with DET_HOME ``home``; ``login``: as ``determined`` through
+    DET_USER/DET_PASS, else with the token ``det user login`` cached in ``home``."""
     script = home / "train.py"
     script.write_text(TRAIN)
     env = clean_env(home)
-    env.update(CKPT_DIR=str(home / "ckpts"), DET_USER="determined", DET_PASS="")
+    env["CKPT_DIR"] = str(home / "ckpts")
+    if login:
+        env.update(DET_USER="determined", DET_PASS="")
     if master is not None:
         env["DET_MASTER"] = master
     proc = subprocess.run(
@@ -129,7 +133,7 @@ def test_unmanaged_run_registers_reports_and_resumes(
     assert first["url"] == f"{master.url}/experiments/{exp_id}"
 
     exp = _get(master, f"/api/v1/experiments/{exp_id}")["experiment"]
-    assert exp["state"] == "STATE_COMPLETED"
+    assert exp["state"] == "STATE_COMPLETED" and exp["username"] == "determined"
     assert exp["unmanaged"] is True and exp["externalExperimentId"] == "resume-me"
     assert exp["name"] == "tiny-resume-me" and exp["labels"] == ["unmanaged"]
     trial = _get(master, f"/api/v1/trials/{trial_id}")["trial"]
@@ -147,6 +151,10 @@ def test_unmanaged_run_registers_reports_and_resumes(
     assert "tiny-resume-me" in listing and "COMPLETED" in listing
     # The script's output is the trial's log.
     assert '"start": 0' in det.ok("trial", "logs", str(trial_id))
+    # The web UI's page and its metric feed have it too.
+    page = master.session().get(f"{master.url}/experiments/{exp_id}", timeout=30)
+    assert page.status_code == 200
+    assert _get(master, f"/api/v1/webui/experiments/{exp_id}/metrics")
 
     # The same external ids: the same experiment and trial, resumed from step 3.
     second = _out(_run(tmp_path, master.url, "resume-me", "2", "ok"))
@@ -168,6 +176,16 @@ def test_unmanaged_run_registers_reports_and_resumes(
     assert {c["uuid"] for c in ckpts} == {first["uuid"], second["uuid"]}
     assert {c["state"] for c in ckpts} == {"STATE_COMPLETED"}
     assert (tmp_path / "ckpts" / first["uuid"] / "state.pt").is_file()
+
+
+def test_the_login_of_det_user_login_is_used(master: MasterProcess, tmp_path: pathlib.Path) -> None:
+    user = {"user": {"username": "carol", "active": True}, "password": "Carol-pw1"}
+    r = master.session().post(master.url + "/api/v1/users", json=user, timeout=30)
+    assert r.status_code == 200, r.text
+    Det(tmp_path, master.url).ok("user", "login", "carol", input="Carol-pw1\n")
+    out = _out(_run(tmp_path, master.url, "-", "1", "ok", login=False))
+    exp = _get(master, f"/api/v1/experiments/{out['experiment']}")["experiment"]
+    assert exp["username"] == "carol" and exp["state"] == "STATE_COMPLETED"
 
 
 def test_a_failing_run_errors_its_trial_and_experiment(
