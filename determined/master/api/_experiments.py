@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
-from determined.master.api import _redact, _templates, _wire
+from determined.master.api import _redact, _templates, _unmanaged, _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
@@ -39,12 +39,14 @@ def create_experiment(
     body: CreateExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep, request: Request
 ) -> dict[str, Any]:
     caller.require_user()
+    if body.unmanaged and not body.validate_only:
+        return _unmanaged.create_unmanaged_experiment(body, caller, exps, store)
     text = _with_template(_restored_text(body, caller, store), body.template, store)
     config = experiment.parse_experiment_config(text)
     resources.check_bind_mounts(config)
     _check_capacity(config, request.app.state.rm)
     with store.read() as conn:
-        project_id = _target_project(conn, body.project_id, config)
+        project_id = _projects.target_project(conn, body.project_id, config)
     if body.validate_only:
         return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": []}
     tgz = tar_model_definition(body.model_definition or [])
@@ -59,26 +61,6 @@ def create_experiment(
     with store.read() as conn:
         created = experiment_json(conn, _experiments.require_experiment(conn, exp_id))
     return {"experiment": created, "config": _redact.redact(config), "warnings": []}
-
-
-def _target_project(conn: Any, project_id: int | None, config: dict[str, Any]) -> int:
-    """The project a new experiment goes to: ``projectId`` if given, else the config's
-    ``workspace`` and ``project`` names (both or neither, as 0.37), else the default (1)."""
-    if project_id:
-        return int(_projects.open_project(conn, project_id)["id"])
-    ws_name, p_name = config.get("workspace") or "", config.get("project") or ""
-    if not ws_name and not p_name:
-        return _projects.DEFAULT_ID
-    if not ws_name or not p_name:
-        raise InvalidArgument(
-            "workspace and project must both be included in the config if one is provided "
-            f"(got workspace {ws_name!r}, project {p_name!r})"
-        )
-    ws = _projects.workspace_by_name(conn, ws_name)
-    p = None if ws is None else _projects.project_by_name(conn, int(ws["id"]), p_name)
-    if p is None:
-        raise NotFound(f"no project {p_name!r} in workspace {ws_name!r} (config workspace/project)")
-    return int(_projects.open_project(conn, int(p["id"]))["id"])
 
 
 def _restored_text(body: CreateExperiment, caller: Caller, store: StoreDep) -> str:

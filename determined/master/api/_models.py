@@ -133,6 +133,34 @@ class CreateExperiment(_Body):
     validate_only: bool = False
     template: str | None = None  # a config template laid under this config
     project_id: int | None = None  # else the config's workspace/project, else 1
+    unmanaged: bool = False  # core_v2: the user's process runs the trials, never the master
+
+
+class CreateTrial(_Body):
+    """``v1CreateTrialRequest``: a trial of an unmanaged experiment."""
+
+    experiment_id: int
+    hparams: dict[str, Any] | None = None
+    unmanaged: bool = False
+
+
+class PutTrial(_Body):
+    """``v1PutTrialRequest``: find the trial by its external id, or create it."""
+
+    create_trial_request: CreateTrial
+    external_trial_id: str
+
+
+class StartTrial(_Body):
+    trial_id: int | None = None
+    resume: bool = True
+
+
+class PatchTrial(_Body):
+    """``v1PatchTrialRequest``: no state is a heartbeat."""
+
+    trial_id: int | None = None
+    state: str | None = None
 
 
 class Allocate(_Body):

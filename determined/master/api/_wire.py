@@ -20,6 +20,7 @@ from determined.master.store import (
     _projects,
     _time,
     _trials,
+    _unmanaged,
     _users,
 )
 
@@ -134,8 +135,8 @@ def experiment_json(
         "checkpointCount": len(ckpts),
         "checkpointSize": str(sum(int(c["size"]) for c in ckpts)),
         "modelDefinitionSize": len(exp["model_definition"] or b""),
-        "unmanaged": False,
-        "externalExperimentId": None,
+        "unmanaged": _unmanaged.is_unmanaged(conn, int(exp["id"])),
+        "externalExperimentId": _unmanaged.experiment_external_id(conn, int(exp["id"])),
         "externalTrialId": None,
         **_placement(conn, int(exp.get("project_id") or 1)),
     }
@@ -163,16 +164,27 @@ def _experiment_display_state(
     # PULLING/STARTING stage), else QUEUED. Every other state shows as stored.
     if exp["state"] != State.ACTIVE.value:
         return str(exp["state"])
-    running = any(_trials.live_allocation(conn, int(t["id"])) is not None for t in trials)
+    unmanaged = _unmanaged.is_unmanaged(conn, int(exp["id"]))
+    running = any(_runs(conn, t, unmanaged) for t in trials)
     return "STATE_RUNNING" if running else "STATE_QUEUED"
+
+
+def _runs(conn: sa.Connection, trial: TrialRow, unmanaged: bool) -> bool:
+    """Whether an ACTIVE trial runs now: it has a live allocation, or (unmanaged: no
+    allocations) its user's process has started a run."""
+    if trial["state"] != State.ACTIVE.value:
+        return False
+    if unmanaged:
+        return int(trial["run_id"]) > 0
+    return _trials.live_allocation(conn, int(trial["id"])) is not None
 
 
 def _display_state(conn: sa.Connection, trial: TrialRow) -> str:
     # An ACTIVE trial shows what its allocation is doing, as the reference's API does.
     if trial["state"] != State.ACTIVE.value:
         return str(trial["state"])
-    alloc = _trials.live_allocation(conn, int(trial["id"]))
-    return "STATE_RUNNING" if alloc is not None else "STATE_QUEUED"
+    unmanaged = _unmanaged.is_unmanaged(conn, int(trial["experiment_id"]))
+    return "STATE_RUNNING" if _runs(conn, trial, unmanaged) else "STATE_QUEUED"
 
 
 def trial_json(conn: sa.Connection, trial: TrialRow) -> dict[str, Any]:

@@ -10,23 +10,27 @@ from determined.master.experiment._config import (
     load_yaml,
     merge_configs,
     parse_experiment_config,
+    parse_unmanaged_config,
     searcher_metric,
 )
 from determined.master.experiment._experiments import Experiments
 from determined.master.experiment._lifecycle import preemption_key, searcher_events_key
 from determined.master.experiment._log_policies import scan as scan_log_policies
 from determined.master.experiment._states import ExitDecision, decide_exit
+from determined.master.experiment._unmanaged import TrialStart
 from determined.master.store import State
 
 __all__ = [
     "ExitDecision",
     "Experiments",
     "State",
+    "TrialStart",
     "check_size",
     "decide_exit",
     "load_yaml",
     "merge_configs",
     "parse_experiment_config",
+    "parse_unmanaged_config",
     "preemption_key",
     "scan_log_policies",
     "searcher_events_key",

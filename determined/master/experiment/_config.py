@@ -12,7 +12,17 @@ from determined.common import expconf
 from determined.errors import InvalidExperimentConfig
 from determined.master._errors import InvalidArgument
 
-__all__ = ["check_size", "load_yaml", "parse_experiment_config", "searcher_metric"]
+__all__ = [
+    "UNMANAGED_ENTRYPOINT",
+    "check_size",
+    "load_yaml",
+    "parse_experiment_config",
+    "parse_unmanaged_config",
+    "searcher_metric",
+]
+
+# What an unmanaged experiment's config shows as its entrypoint: the master never runs it.
+UNMANAGED_ENTRYPOINT = "(unmanaged: runs in its user's own process)"
 
 
 def parse_experiment_config(raw: str | dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +61,22 @@ def merge_configs(base: dict[str, Any], override: dict[str, Any]) -> dict[str, A
         else:
             out[key] = value
     return out
+
+
+def parse_unmanaged_config(text: str) -> dict[str, Any]:
+    """The defaulted config of an unmanaged experiment (core_v2). 0.37's client writes every
+    field it knows, null where unset (``data: null``, ``labels: null``...), and no entrypoint:
+    nulls mean "not given", and the entrypoint is a placeholder.
+
+    Raises:
+        InvalidArgument: as :func:`parse_experiment_config`.
+    """
+    raw = load_yaml(text, "the experiment config")
+    if not isinstance(raw, dict):
+        raise InvalidArgument("the experiment config must be a YAML mapping of fields")
+    given = {k: v for k, v in raw.items() if v is not None}
+    given.setdefault("entrypoint", UNMANAGED_ENTRYPOINT)
+    return parse_experiment_config(given)
 
 
 # Bounds on a config (issue #16): YAML aliases can make a few hundred bytes into millions of

@@ -12,10 +12,11 @@ from __future__ import annotations
 from determined.master.experiment._bookkeeping import Bookkeeping
 from determined.master.experiment._custom_search import CustomSearches
 from determined.master.experiment._trial_events import TrialEvents
+from determined.master.experiment._unmanaged import Unmanaged
 
 
-class Experiments(TrialEvents, Bookkeeping, CustomSearches):
+class Experiments(TrialEvents, Bookkeeping, CustomSearches, Unmanaged):
     """The master's experiments: their lifecycle (``_lifecycle``), trial events
-    (``_trial_events``), bookkeeping (``_bookkeeping``) and custom searches
-    (``_custom_search``). Thread-safe: events of one
-    experiment run one at a time."""
+    (``_trial_events``), bookkeeping (``_bookkeeping``), custom searches (``_custom_search``)
+    and the unmanaged path (``_unmanaged``). Thread-safe: events of one experiment run one at
+    a time."""

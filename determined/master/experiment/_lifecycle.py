@@ -34,6 +34,7 @@ from determined.master.store import (
     _experiments,
     _time,
     _trials,
+    _unmanaged,
 )
 
 logger = logging.getLogger("determined.master")
@@ -66,6 +67,9 @@ class Event:
         self.exp = exp
         self.method = method
         self.state_hooks = state_hooks
+        # Unmanaged (core_v2): the user's process creates the trials and reports their
+        # states; the search method only holds the config, it is never asked for operations.
+        self.unmanaged = _unmanaged.is_unmanaged(conn, int(exp["id"]))
         self.wake: list[str] = []
         self.ended = False  # the experiment reached a terminal state in this event
 
@@ -222,6 +226,11 @@ class Lifecycle:
                     f"experiment {experiment_id} uses a custom search, which cannot be "
                     "continued: run the search runner again to start a new experiment"
                 )
+            if event.unmanaged:
+                raise FailedPrecondition(
+                    f"experiment {experiment_id} is unmanaged: the master does not run it; "
+                    "rerun its script with the same external ids to continue it"
+                )
             trials = _trials.trials_of(event.conn, experiment_id)
             if len(trials) != 1:
                 raise FailedPrecondition(
@@ -267,6 +276,9 @@ class Lifecycle:
     def _end_trial(self, event: Event, trial: TrialRow, end: State) -> None:
         _trials.update_trial(event.conn, trial["id"], state=end, end_time=_time.now())
         if event.state.is_stopping or event.state.is_terminal:
+            return
+        if event.unmanaged:
+            self._end_unmanaged_if_done(event)
             return
         rid = trial["request_id"]
         ops: list[Any] = []
@@ -364,6 +376,18 @@ class Lifecycle:
                 self._preempt_live(event, trial["id"])
         self._maybe_end_experiment(event)
 
+    def _end_unmanaged_if_done(self, event: Event) -> None:
+        """An unmanaged experiment ends when its last trial does: ERROR if one errored,
+        CANCELED if one was canceled, else COMPLETED. A rerun reopens it."""
+        states = {State(t["state"]) for t in _trials.trials_of(event.conn, event.exp["id"])}
+        if not states or any(not s.is_terminal for s in states):
+            return
+        for end in (State.ERROR, State.CANCELED, State.COMPLETED):
+            if end in states:
+                event.set_state(end)
+                return
+        event.set_state(State.COMPLETED)
+
     def _maybe_end_experiment(self, event: Event) -> None:
         if not event.state.is_stopping:
             return
@@ -385,7 +409,7 @@ class Lifecycle:
         trials = _trials.trials_of(event.conn, event.exp["id"])
         units = {t["request_id"]: float(t["searcher_units"]) for t in trials}
         values: dict[str, Any] = {}
-        if not event.state.is_terminal:
+        if not event.state.is_terminal and not event.unmanaged:
             values["progress"] = event.method.progress(units)
         if values:
             _experiments.update_experiment(event.conn, event.exp["id"], **values)

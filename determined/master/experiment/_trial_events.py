@@ -103,6 +103,7 @@ class TrialEvents(Lifecycle):
             if (
                 event.state.is_stopping
                 or event.state.is_terminal
+                or event.unmanaged  # its search is never fed: the user's script decides
                 or not event.method.every_validation
             ):
                 return
@@ -149,7 +150,7 @@ class TrialEvents(Lifecycle):
             _trials.update_trial(
                 event.conn, trial_id, early_exit=reason, op_closed=True, op_complete=True
             )
-            if not (event.state.is_stopping or event.state.is_terminal):
+            if not (event.state.is_stopping or event.state.is_terminal or event.unmanaged):
                 self._apply(event, event.method.on_trial_exited_early(trial["request_id"], why))
 
     # ----------------------------------------------------------------------- resource manager

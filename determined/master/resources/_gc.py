@@ -28,6 +28,7 @@ from determined.master.store import (
     _metrics,
     _models,
     _trials,
+    _unmanaged,
 )
 from determined.master.store._schema import storage_backends
 
@@ -121,7 +122,9 @@ def collect(store: Store, experiment_id: int) -> list[str]:
     """Apply the experiment's GC policy now; returns the uuids marked DELETED."""
     with store.read() as conn:
         exp = _experiments.get_experiment(conn, experiment_id)
-        if exp is None:
+        # An unmanaged experiment's checkpoints live where its user's script wrote them (a
+        # laptop's directory, say); the script resumes from them: the master leaves them be.
+        if exp is None or _unmanaged.is_unmanaged(conn, experiment_id):
             return []
         config = exp["config"]
         doomed = doomed_by(conn, exp, config.get("checkpoint_storage") or {})

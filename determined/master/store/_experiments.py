@@ -23,6 +23,8 @@ from determined.master.store._schema import (
     task_logs,
     tokens,
     trials,
+    unmanaged_experiments,
+    unmanaged_trials,
 )
 
 
@@ -130,7 +132,13 @@ def next_id(conn: sa.Connection, table: sa.Table) -> dict[str, Any]:
         return {}
     current = conn.execute(sa.select(sa.func.max(table.c.id))).scalar() or 0
     floor = int(row[0])
-    return {"id": floor + 1} if floor >= current else {}
+    if floor >= current:
+        return {"id": floor + 1}
+    if conn.dialect.name == "postgresql":
+        # A row inserted with an explicit id does not advance PostgreSQL's sequence, which
+        # would hand that id out again: once ids were given explicitly, keep doing so.
+        return {"id": int(current) + 1}
+    return {}
 
 
 def _remember_max_id(conn: sa.Connection, table: sa.Table) -> None:
@@ -162,6 +170,11 @@ def delete_experiment(conn: sa.Connection, experiment_id: int) -> None:
     for table in (allocations, metrics, checkpoints, run_metadata):
         conn.execute(table.delete().where(table.c.trial_id.in_(trial_ids)))
     conn.execute(alerts.delete().where(alerts.c.experiment_id == experiment_id))
+    # Unmanaged: its external ids are free again.
+    conn.execute(unmanaged_trials.delete().where(unmanaged_trials.c.experiment_id == experiment_id))
+    conn.execute(
+        unmanaged_experiments.delete().where(unmanaged_experiments.c.experiment_id == experiment_id)
+    )
     conn.execute(trials.delete().where(trials.c.experiment_id == experiment_id))
     conn.execute(
         searcher_snapshots.delete().where(searcher_snapshots.c.experiment_id == experiment_id)

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from determined.master._errors import Conflict, FailedPrecondition, NotFound
+from determined.master._errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
 from determined.master.store import _time
 from determined.master.store._engine import inserted_id
 from determined.master.store._schema import (
@@ -281,3 +281,23 @@ def open_project(conn: sa.Connection, project_id: int) -> dict[str, Any]:
             "unarchive it first"
         )
     return p
+
+
+def target_project(conn: sa.Connection, project_id: int | None, config: dict[str, Any]) -> int:
+    """The project a new experiment goes to: ``projectId`` if given, else the config's
+    ``workspace`` and ``project`` names (both or neither, as 0.37), else the default (1)."""
+    if project_id:
+        return int(open_project(conn, project_id)["id"])
+    ws_name, p_name = config.get("workspace") or "", config.get("project") or ""
+    if not ws_name and not p_name:
+        return DEFAULT_ID
+    if not ws_name or not p_name:
+        raise InvalidArgument(
+            "workspace and project must both be included in the config if one is provided "
+            f"(got workspace {ws_name!r}, project {p_name!r})"
+        )
+    ws = workspace_by_name(conn, ws_name)
+    p = None if ws is None else project_by_name(conn, int(ws["id"]), p_name)
+    if p is None:
+        raise NotFound(f"no project {p_name!r} in workspace {ws_name!r} (config workspace/project)")
+    return int(open_project(conn, int(p["id"]))["id"])

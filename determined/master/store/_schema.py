@@ -373,3 +373,21 @@ model_versions = sa.Table(
     sa.Column("last_updated_time", sa.DateTime(timezone=True), nullable=False),
     sa.UniqueConstraint("model_id", "version", name="uq_model_versions_version"),
 )
+
+# Unmanaged experiments (core_v2): created by a user's own process, never scheduled. A row here
+# is what makes an experiment unmanaged; external ids let a rerun find its experiment again.
+unmanaged_experiments = sa.Table(
+    "unmanaged_experiments",
+    metadata,
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), primary_key=True),
+    sa.Column("external_id", sa.String(255), nullable=True, unique=True),
+)
+
+unmanaged_trials = sa.Table(
+    "unmanaged_trials",
+    metadata,
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), primary_key=True),
+    sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), nullable=False),
+    sa.Column("external_id", sa.String(255), nullable=True),
+    sa.UniqueConstraint("experiment_id", "external_id", name="uq_unmanaged_trials_external"),
+)

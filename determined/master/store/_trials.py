@@ -13,6 +13,7 @@ from determined.master.store._enums import AllocationState, State
 from determined.master.store._experiments import next_id
 from determined.master.store._rows import AllocationRow, LiveAllocationRow, TrialRow
 from determined.master.store._schema import allocations, experiments, trials
+from determined.master.store._unmanaged import UNMANAGED_IDS
 
 
 def insert_trial(
@@ -160,7 +161,10 @@ def update_allocation(conn: sa.Connection, allocation_id: str, **values: Any) ->
 
 def runnable_trials(conn: sa.Connection) -> list[TrialRow]:
     """Trials that need a run now (docs/reference/master.md §4.2): ACTIVE in an ACTIVE
-    experiment, with a pending operation and no live allocation; oldest first."""
+    experiment, with a pending operation and no live allocation; oldest first.
+
+    The one place that decides "unmanaged: do not schedule": an unmanaged experiment's trials
+    run in its user's own process and never take a slot."""
     live = sa.select(allocations.c.trial_id).where(
         allocations.c.state != AllocationState.TERMINATED.value
     )
@@ -172,6 +176,7 @@ def runnable_trials(conn: sa.Connection) -> list[TrialRow]:
             experiments.c.state == State.ACTIVE.value,
             trials.c.op_complete.is_(False),
             trials.c.id.not_in(live),
+            trials.c.experiment_id.not_in(UNMANAGED_IDS),
         )
         .order_by(trials.c.experiment_id, trials.c.id)
     )

@@ -1,0 +1,75 @@
+"""Unmanaged experiments and trials (core_v2): which experiments are unmanaged, and the
+external ids a rerun of the same script uses to find its experiment and trial again."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from determined.master.store._schema import unmanaged_experiments, unmanaged_trials
+
+_IS_UNMANAGED = sa.select(unmanaged_experiments.c.experiment_id).where(
+    unmanaged_experiments.c.experiment_id == sa.bindparam("experiment_id")
+)
+
+# For queries that must leave unmanaged experiments out (the resource manager's).
+UNMANAGED_IDS = sa.select(unmanaged_experiments.c.experiment_id)
+
+
+def mark_experiment(conn: sa.Connection, experiment_id: int, external_id: str | None) -> None:
+    conn.execute(
+        unmanaged_experiments.insert().values(experiment_id=experiment_id, external_id=external_id)
+    )
+
+
+def is_unmanaged(conn: sa.Connection, experiment_id: int) -> bool:
+    return conn.execute(_IS_UNMANAGED, {"experiment_id": experiment_id}).first() is not None
+
+
+def experiment_by_external(conn: sa.Connection, external_id: str) -> int | None:
+    row = conn.execute(
+        sa.select(unmanaged_experiments.c.experiment_id).where(
+            unmanaged_experiments.c.external_id == external_id
+        )
+    ).first()
+    return None if row is None else int(row[0])
+
+
+def experiment_external_id(conn: sa.Connection, experiment_id: int) -> str | None:
+    row = conn.execute(
+        sa.select(unmanaged_experiments.c.external_id).where(
+            unmanaged_experiments.c.experiment_id == experiment_id
+        )
+    ).first()
+    return None if row is None else row[0]
+
+
+def add_trial(
+    conn: sa.Connection, trial_id: int, experiment_id: int, external_id: str | None
+) -> None:
+    conn.execute(
+        unmanaged_trials.insert().values(
+            trial_id=trial_id, experiment_id=experiment_id, external_id=external_id
+        )
+    )
+
+
+def trial_by_external(conn: sa.Connection, experiment_id: int, external_id: str) -> int | None:
+    row = conn.execute(
+        sa.select(unmanaged_trials.c.trial_id).where(
+            unmanaged_trials.c.experiment_id == experiment_id,
+            unmanaged_trials.c.external_id == external_id,
+        )
+    ).first()
+    return None if row is None else int(row[0])
+
+
+def trial_external_id(conn: sa.Connection, trial_id: int) -> str | None:
+    row = conn.execute(
+        sa.select(unmanaged_trials.c.external_id).where(unmanaged_trials.c.trial_id == trial_id)
+    ).first()
+    return None if row is None else row[0]
+
+
+def count_trials(conn: sa.Connection, experiment_id: int) -> int:
+    q = sa.select(sa.func.count()).where(unmanaged_trials.c.experiment_id == experiment_id)
+    return int(conn.execute(q).scalar_one())
