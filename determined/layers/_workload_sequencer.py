@@ -113,10 +113,8 @@ class WorkloadSequencer(workload.Source):
             self._trial_id, last_ckpt=done, steps_completed=done, last_val=last_val
         )
 
-        val_period = self.as_batches(**config.get_min_validation_period())
-        ckpt_period = self.as_batches(**config.get_min_checkpoint_period())
-        self.min_val_period_batches = val_period if val_period >= 1 else sys.maxsize
-        self.min_ckpt_period_batches = ckpt_period if ckpt_period >= 1 else sys.maxsize
+        self.min_val_period_batches = self._period(config.get_min_validation_period())
+        self.min_ckpt_period_batches = self._period(config.get_min_checkpoint_period())
 
     # -- state ---------------------------------------------------------------------------
 
@@ -155,6 +153,11 @@ class WorkloadSequencer(workload.Source):
             raise ValueError("a length in epochs needs records_per_epoch in the config")
         assert epochs is not None
         return max(int(epochs) * self.records_per_epoch // self.global_batch_size, 1)
+
+    def _period(self, period: dict[str, Any]) -> int:
+        # Unset or 0: never (a partial config, as local runs have, may omit the key).
+        batches = self.as_batches(**period) if period else 0
+        return batches if batches >= 1 else sys.maxsize
 
     def _op_batches(self, op: core.SearcherOperation) -> int:
         key = {core.Unit.BATCHES: "batches", core.Unit.RECORDS: "records"}.get(self._unit, "epochs")
