@@ -131,6 +131,13 @@ def _local_test(args: argparse.Namespace, config_text: str) -> None:
             f"--local --test needs a module:Class entrypoint, not {entrypoint!r}; run a script "
             "entrypoint directly instead"
         )
+    import logging
+
+    import determined as det
+
+    # The trial's log lines are the test's output, as 0.37 showed them.
+    debug = bool(config.get("debug", False))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=det.LOG_FORMAT)
     model_dir = (args.model_def or pathlib.Path(".")).resolve()
     cwd = os.getcwd()
     os.chdir(model_dir)  # the trial reads its files relative to the model directory

@@ -6,11 +6,16 @@ controller fed by determined.layers' workload sequencer (issue 14)."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
 import time
 from typing import Any
 
 import pytest
+import yaml
+from _kit.cli import Det
+from _kit.master import REPO
 from _kit.trial_cluster import Cluster
 
 pytestmark = pytest.mark.e2e
@@ -126,3 +131,124 @@ def test_noop_trial_pauses_and_resumes_from_its_checkpoint(
     # The restored counter continued: the metric is 0.9 ** (all steps), not of this run only.
     latest = trial["latestValidation"]["metrics"]["avgMetrics"]["validation_error"]
     assert latest == pytest.approx(0.9 ** (60 // 5))
+
+
+REF_WRAPPER = """
+import model_def
+
+
+class _DropScalars:
+    def on_train_step_end(self, *args, **kwargs):
+        pass
+
+
+class Controller(model_def.NoOpTrialController):
+    def create_metric_writer(self):
+        return _DropScalars()
+
+    @staticmethod
+    def from_trial(trial_inst, *args, **kwargs):
+        return Controller(*args, **kwargs)
+
+
+class NoOpTrial(model_def.NoOpTrial):
+    trial_controller_class = Controller
+"""
+
+
+def _local_config(tmp_path: pathlib.Path) -> pathlib.Path:
+    config = tmp_path / "noop.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "entrypoint": "model_def:NoOpTrial",
+                "hyperparameters": {"global_batch_size": 8, "metrics_base": 0.5},
+                "searcher": {
+                    "name": "single",
+                    "metric": "validation_error",
+                    "max_length": {"batches": 100},
+                },
+            }
+        )
+    )
+    return config
+
+
+def test_local_test_mode_runs_the_trial_in_process_like_the_reference(
+    tmp_path: pathlib.Path,
+) -> None:
+    """``det e create --local --test``: no master; one batch, a validation, a checkpoint. The
+    reference's det runs the same model directory the same way (our port is faithful)."""
+    config = _local_config(tmp_path)
+    ours = Det(tmp_path / "home")(
+        "e", "create", "--local", "--test", str(config), str(FIXTURE.parent)
+    )
+    out = ours.stdout + ours.stderr
+    assert ours.returncode == 0, out
+    assert "Saving checkpoint" in out and "steps_trained 1" in out
+    assert "validation metrics: {'validation_error': 0.5}" in out
+    assert "The test experiment passed." in out
+    ref_det = REPO / ".refvenv" / "bin" / "det"
+    if ref_det.exists():
+        # .refvenv has neither tensorflow nor tensorboard, which the reference's metric writer
+        # needs: the same trial with a writer that drops the scalars.
+        model = tmp_path / "ref_model"
+        model.mkdir()
+        (model / "model_def.py").write_text(FIXTURE.read_text())
+        (model / "ref_model_def.py").write_text(REF_WRAPPER)
+        ref_config = tmp_path / "ref.yaml"
+        ref_config.write_text(config.read_text().replace("model_def:", "ref_model_def:"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "PYTHON"))}
+        env["HOME"] = str(tmp_path / "refhome")
+        ref = subprocess.run(
+            [str(ref_det), "e", "create", "--local", "--test", str(ref_config), str(model)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        ref_out = ref.stdout + ref.stderr
+        assert ref.returncode == 0, ref_out
+        assert "Saving checkpoint" in ref_out and "steps_trained 1" in ref_out
+    # Without --test, or with a script entrypoint, it says what to do instead.
+    refused = Det(tmp_path / "home")("e", "create", "--local", str(config), str(FIXTURE.parent))
+    assert refused.returncode != 0 and "add --test" in refused.stderr
+
+
+def test_adaptive_asha_search_over_nested_hyperparameters(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """Several no-op trials under adaptive ASHA, with nested hyperparameters and NaN in a
+    non-searcher validation metric: every trial ends, the best trial is the best metric."""
+    config = _config(tmp_path / "ckpts")
+    config["hyperparameters"] = {
+        "global_batch_size": 32,
+        "metrics_base": {"type": "double", "minval": 0.5, "maxval": 0.95},
+        "num_validation_metrics": 2,
+        "nested": {"depth": {"type": "int", "minval": 1, "maxval": 3}, "name": "x"},
+    }
+    config["searcher"] = {
+        "name": "adaptive_asha",
+        "metric": "validation_error",
+        "smaller_is_better": True,
+        "max_length": {"batches": 40},
+        "max_trials": 4,
+        "max_rungs": 2,
+        "divisor": 2,
+        "max_concurrent_trials": 2,
+    }
+    config["min_validation_period"] = {"batches": 10}
+    exp_id = cluster.create(config, _files())
+    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=240)
+    trials = cluster.trials(exp_id)
+    logs = "".join(_logs(cluster, t)[-1500:] for t in trials)
+    assert exp["state"] == "STATE_COMPLETED", logs
+    assert len(trials) == 4
+    assert all(t["state"] == "STATE_COMPLETED" for t in trials)
+    assert all(isinstance(t["hparams"]["nested"], dict) for t in trials)
+    lengths = sorted(t["totalBatchesProcessed"] for t in trials)
+    assert lengths[-1] == 40 and lengths[0] < 40  # some trials stopped at a lower rung
+    # Decreasing 0.9-style metric: at equal lengths a smaller metrics_base is better.
+    finals = {t["id"]: t["latestValidation"]["metrics"]["avgMetrics"] for t in trials}
+    assert all("validation_metric_1" in m for m in finals.values())
