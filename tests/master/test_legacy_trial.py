@@ -212,7 +212,7 @@ def test_local_test_mode_runs_the_trial_in_process_like_the_reference(
         assert ref.returncode == 0, ref_out
         assert "Saving checkpoint" in ref_out and "steps_trained 1" in ref_out
     # Without --test, or with a script entrypoint, it says what to do instead.
-    refused = Det(tmp_path / "home")("e", "create", "--local", str(config), str(FIXTURE.parent))
+    refused = det("e", "create", "--local", str(config), str(FIXTURE.parent))
     assert refused.returncode != 0 and "add --test" in refused.stderr
 
 
