@@ -50,3 +50,47 @@ def test_adaptive_asha_search_over_nested_hyperparameters(
     # Decreasing 0.9-style metric: at equal lengths a smaller metrics_base is better.
     finals = {t["id"]: t["latestValidation"]["metrics"]["avgMetrics"] for t in trials}
     assert all("validation_metric_1" in m for m in finals.values())
+
+
+def test_grid_search_with_graceful_trial_termination(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """A grid over ``request_stop`` (0.37's grid-graceful-trial-termination): the trial that
+    calls ``context.set_stop_requested(True)`` checkpoints and ends after its first step; the
+    other trains the whole length; the experiment completes."""
+    config = noop_config(tmp_path / "ckpts")
+    config["hyperparameters"]["request_stop"] = {"type": "categorical", "vals": [False, True]}
+    config["searcher"] = {
+        "name": "grid",
+        "metric": "validation_error",
+        "max_length": {"batches": 20},
+        "max_concurrent_trials": 2,
+    }
+    exp_id = cluster.create(config, noop_files())
+    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=180)
+    trials = cluster.trials(exp_id)
+    logs = "".join(trial_logs(cluster, t)[-1500:] for t in trials)
+    assert exp["state"] == "STATE_COMPLETED", logs
+    by_stop = {t["hparams"]["request_stop"]: t for t in trials}
+    assert by_stop[False]["totalBatchesProcessed"] == 20
+    stopped = by_stop[True]
+    assert stopped["totalBatchesProcessed"] == 5  # one scheduling_unit, then the exit checkpoint
+    ckpts = cluster.get(f"/api/v1/trials/{stopped['id']}/checkpoints")["checkpoints"]
+    assert [int(c["metadata"]["steps_completed"]) for c in ckpts] == [5]
+
+
+def test_a_legacy_trial_without_a_controller_is_refused_with_the_fix(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    source = (
+        "import determined as det\n\n\n"
+        "class Bare(det.LegacyTrial):\n"
+        "    def __init__(self, context):\n"
+        "        pass\n"
+    )
+    config = noop_config(tmp_path / "ckpts", entrypoint="model_def:Bare")
+    exp_id = cluster.create(config, {"model_def.py": source})
+    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=120)
+    [trial] = cluster.trials(exp_id)
+    assert exp["state"] == "STATE_ERROR"
+    assert "model_def:Bare has no trial_controller_class" in trial_logs(cluster, trial)
