@@ -1,4 +1,4 @@
-"""The port of 0.37's no-op legacy trial (tests/fixtures/legacy_noop) under a multi-trial search
+"""The port of 0.37's no-op legacy trial (tests/fixtures/legacy_noop) under multi-trial searches
 on a real master (issue 14)."""
 
 from __future__ import annotations
@@ -77,20 +77,3 @@ def test_grid_search_with_graceful_trial_termination(
     assert stopped["totalBatchesProcessed"] == 5  # one scheduling_unit, then the exit checkpoint
     ckpts = cluster.get(f"/api/v1/trials/{stopped['id']}/checkpoints")["checkpoints"]
     assert [int(c["metadata"]["steps_completed"]) for c in ckpts] == [5]
-
-
-def test_a_legacy_trial_without_a_controller_is_refused_with_the_fix(
-    cluster: Cluster, tmp_path: pathlib.Path
-) -> None:
-    source = (
-        "import determined as det\n\n\n"
-        "class Bare(det.LegacyTrial):\n"
-        "    def __init__(self, context):\n"
-        "        pass\n"
-    )
-    config = noop_config(tmp_path / "ckpts", entrypoint="model_def:Bare")
-    exp_id = cluster.create(config, {"model_def.py": source})
-    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=120)
-    [trial] = cluster.trials(exp_id)
-    assert exp["state"] == "STATE_ERROR"
-    assert "model_def:Bare has no trial_controller_class" in trial_logs(cluster, trial)
