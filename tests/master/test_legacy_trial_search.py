@@ -77,3 +77,18 @@ def test_grid_search_with_graceful_trial_termination(
     assert stopped["totalBatchesProcessed"] == 5  # one scheduling_unit, then the exit checkpoint
     ckpts = cluster.get(f"/api/v1/trials/{stopped['id']}/checkpoints")["checkpoints"]
     assert [int(c["metadata"]["steps_completed"]) for c in ckpts] == [5]
+
+
+def test_two_ranks_follow_the_chiefs_workloads(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    """slots_per_trial 2: torchrun starts two ranks; the chief's sequencer broadcasts each
+    workload, the worker repeats it, only the chief checkpoints."""
+    config = noop_config(tmp_path / "ckpts", resources={"slots_per_trial": 2})
+    exp_id = cluster.create(config, noop_files())
+    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED", "STATE_ERROR", timeout=120)
+    [trial] = cluster.trials(exp_id)
+    assert exp["state"] == "STATE_COMPLETED", trial_logs(cluster, trial)[-3000:]
+    assert trial["totalBatchesProcessed"] == 30
+    ranks = {e["rankId"] for e in cluster.logs(trial["taskId"]) if e.get("rankId") is not None}
+    assert ranks == {0, 1}
+    ckpts = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    assert sorted(int(c["metadata"]["steps_completed"]) for c in ckpts) == [10, 20, 30]
