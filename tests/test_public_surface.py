@@ -55,13 +55,6 @@ KNOWN_DIFFERENCES = {
 
 # Not built yet, each with the issue that builds it.
 PENDING = {
-    # issue #14: the legacy trial API (LegacyTrial exists, without its context argument yet)
-    "det.EnvContext": 14,
-    "det.ExperimentConfig": 14,
-    "det.TrialContext": 14,
-    "det.TrialController": 14,
-    "det.LegacyTrial": 14,
-    "pytorch.PyTorchTrial.trial_controller_class": 14,
     # issue #13: the SDK's enterprise-edition OAuth clients, resource pools per workspace, and
     # test_one_batch (docs/sdk.md lists them)
     "client.Oauth2ScimClient": 13,

@@ -126,9 +126,67 @@ def _project_id(sess: Session, args: argparse.Namespace) -> int | None:
     return int(project["id"])
 
 
+def _local_test(args: argparse.Namespace, config_text: str) -> None:
+    """``--local --test``: train the entrypoint's trial class for one batch in this process
+    (no master), as 0.37 did for trial-class entrypoints."""
+    import os
+
+    from determined.exec._entrypoint import trial_class_from_entrypoint
+
+    if not args.test_mode:
+        raise _render.CliError(
+            "--local runs only in test mode: add --test, or drop --local to train on the cluster"
+        )
+    config = yaml.safe_load(config_text)
+    entrypoint = config.get("entrypoint")
+    if not isinstance(entrypoint, str) or ":" not in entrypoint:
+        raise _render.CliError(
+            f"--local --test needs a module:Class entrypoint, not {entrypoint!r}; run a script "
+            "entrypoint directly instead"
+        )
+    import logging
+
+    import determined as det
+
+    # The trial's log lines are the test's output, as 0.37 showed them.
+    debug = bool(config.get("debug", False))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=det.LOG_FORMAT)
+    model_dir = (args.model_def or pathlib.Path(".")).resolve()
+    cwd = os.getcwd()
+    os.chdir(model_dir)  # the trial reads its files relative to the model directory
+    try:
+        try:
+            trial_class = trial_class_from_entrypoint(entrypoint, str(model_dir))
+        except (ValueError, TypeError) as e:
+            raise _render.CliError(str(e)) from e
+        pytorch = sys.modules.get("determined.pytorch")
+        if pytorch is not None and issubclass(trial_class, pytorch.PyTorchTrial):
+            with pytorch.init(hparams=_sample_hparams(config), exp_conf=config) as context:
+                trainer = pytorch.Trainer(trial_class(context), context)
+                trainer.fit(max_length=pytorch.Batch(1), test_mode=True)
+        else:
+            from determined import _execution
+
+            _execution.test_one_batch(trial_class, config)
+    finally:
+        os.chdir(cwd)
+    print("The test experiment passed.", flush=True)
+
+
+def _sample_hparams(config: dict[str, Any]) -> dict[str, Any]:
+    from determined import _execution
+
+    return _execution._generate_random_hparam_values(config.get("hyperparameters") or {})
+
+
 def cmd_create(args: argparse.Namespace) -> None:
     config_text = _read_config(args.config_file, args.config)
     files = _context.read_context(args.model_def, args.include)
+
+    if args.local:
+        _local_test(args, config_text)
+        return
+    files = _context.read_context(args.model_def)
     _ensure_master(args)
     sess = _session.session(args)
     body = {
@@ -182,6 +240,11 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
         help="follow the logs of the first trial",
     )
     p.add_argument("--paused", action="store_true", help="do not activate the experiment")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="with --test: run the test in this process, without a master (trial classes only)",
+    )
     p.add_argument(
         "-t",
         "--test-mode",

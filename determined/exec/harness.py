@@ -1,10 +1,12 @@
 """``python -m determined.exec.harness module:Class``: train a trial class in a trial process.
 
 Every worker that ``determined.launch.torch_distributed --trial`` starts runs this. The class is
-imported from the working directory (the unpacked model definition) and must be a
-``determined.pytorch.PyTorchTrial``; the experiment config decides every training argument
-(``determined.pytorch._harness``). Exits 0 when training ends (finished, paused or preempted;
-the master tells those apart), 1 with a message when the class cannot be loaded.
+imported from the working directory (the unpacked model definition). A
+``determined.pytorch.PyTorchTrial`` is trained by ``determined.pytorch._harness`` (the experiment
+config decides every training argument); any other ``det.LegacyTrial`` by its own
+``trial_controller_class`` (``determined.exec._legacy``). Exits 0 when training ends
+(finished, paused or preempted; the master tells those apart), 1 with a message when the class
+cannot be loaded.
 """
 
 from __future__ import annotations
@@ -36,19 +38,27 @@ def main(argv: list[str] | None = None) -> int:
         where = _user_error.location(e)
         print(f"ERROR: cannot load the trial class: {e}{where}", file=sys.stderr)
         return 1
-    # Imported here: torch is only needed once a trial class is known.
-    from determined import pytorch
-    from determined.pytorch import _harness
+    # A PyTorchTrial can only come from a module that imported determined.pytorch; checking
+    # sys.modules keeps torch unimported for other trial classes.
+    pytorch = sys.modules.get("determined.pytorch")
+    if pytorch is not None and issubclass(trial_class, pytorch.PyTorchTrial):
+        from determined.pytorch import _harness
 
-    if not issubclass(trial_class, pytorch.PyTorchTrial):
+        reason = _harness.run_trial(trial_class, info)
+        logger.info(f"training ended: {reason}")
+        return 0
+    if getattr(trial_class, "trial_controller_class", None) is None:
         print(
-            f"ERROR: {argv[0]} is a {trial_class.__mro__[1].__name__} subclass; this release "
-            "runs determined.pytorch.PyTorchTrial classes (use a script entrypoint for others)",
+            f"ERROR: {argv[0]} has no trial_controller_class: a det.LegacyTrial subclass that "
+            "is not a determined.pytorch.PyTorchTrial must name the det.TrialController that "
+            "trains it",
             file=sys.stderr,
         )
         return 1
-    reason = _harness.run_trial(trial_class, info)
-    logger.info(f"training ended: {reason}")
+    from determined.exec import _legacy
+
+    _legacy.run_legacy_trial(trial_class, info)
+    logger.info("training ended")
     return 0
 
 

@@ -16,7 +16,11 @@ from determined.pytorch._reducer import MetricReducer, Reducer
 from determined.pytorch._to_device import TorchData, data_length, to_device
 from determined.pytorch._trainer import Trainer, init
 from determined.pytorch._trial import PyTorchTrial
+from determined.pytorch._trial_controller import _PyTorchTrialController
 from determined.pytorch._units import Batch, Epoch, TrainUnit
+
+# Set here, not in _trial.py: the controller runs the Trainer, which imports PyTorchTrial.
+PyTorchTrial.trial_controller_class = _PyTorchTrialController
 
 __all__ = [
     "Batch",

@@ -1,6 +1,7 @@
 """TensorBoard support: the AUTO-mode metric writer, and syncing a trial's TensorBoard files
 to storage. See ``docs/core/tensorboard.md``."""
 
+from determined.tensorboard import util
 from determined.tensorboard._manager import (
     DirectoryTensorboardStorage,
     Mangler,
@@ -38,5 +39,6 @@ __all__ = [
     "get_sync_path",
     "is_numerical_scalar",
     "local_base_path",
+    "util",
     "validation_tag_name",
 ]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from determined.tensorboard import _tfrecord
+from determined.tensorboard import _paths, _tfrecord
 
 logger = logging.getLogger("determined.tensorboard")
 
@@ -242,6 +242,10 @@ def validation_tag_name(name: str) -> str:
     return name if name.startswith("val") else "val_" + name
 
 
-def get_metric_writer(log_dir: str | os.PathLike[str]) -> BatchMetricWriter:
-    """The AUTO-mode writer: ``BatchMetricWriter(EventWriter(log_dir))``."""
+def get_metric_writer(log_dir: str | os.PathLike[str] | None = None) -> BatchMetricWriter:
+    """The AUTO-mode writer: ``BatchMetricWriter(EventWriter(log_dir))``. Without ``log_dir``
+    (0.37's signature) it writes where a cluster trial's TensorBoard files are synced from,
+    ``tensorboard.get_base_path({})``."""
+    if log_dir is None:
+        log_dir = _paths.get_base_path({})
     return BatchMetricWriter(EventWriter(log_dir))

@@ -39,7 +39,6 @@ PENDING = {
     "det workspace": 13,
     "det resource-pool": 13,
     "det agent": 20,
-    "det experiment create --local": 15,
     "det experiment create --publish": 21,
     "det experiment create -p": 21,
     "det resources": 20,
