@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import pathlib
+from collections.abc import Sequence
 from typing import Any
 
 from determined import errors
@@ -13,29 +15,53 @@ _PAGE = 500
 
 
 def read_paginated(
-    sess: Session, path: str, key: str, params: dict[str, Any] | None = None
+    sess: Session,
+    path: str,
+    key: str,
+    params: dict[str, Any] | None = None,
+    paging: Any = None,
 ) -> list[dict[str, Any]]:
-    """Every item of a paginated v1 list (``{<key>: [...], pagination: {endIndex, total}}``)."""
+    """Every item of a paginated v1 list (``{<key>: [...], pagination: {endIndex, total}}``);
+    with ``paging`` (parsed :func:`add_pagination_args` flags), from ``--offset`` in pages of
+    ``--limit``, and only the first page with ``--pages 1``."""
     items: list[dict[str, Any]] = []
-    offset = int((params or {}).get("offset") or 0)
+    offset = int((params or {}).get("offset") or getattr(paging, "offset", 0) or 0)
+    limit = int(getattr(paging, "limit", 0) or (params or {}).get("limit") or _PAGE)
+    one_page = getattr(paging, "pages", "all") == "1"
     while True:
-        query = dict(params or {}, offset=offset)
-        query.setdefault("limit", _PAGE)
+        query = dict(params or {}, offset=offset, limit=limit)
         body = sess.get(path, params=query).json()
         page = body.get(key) or []
         items.extend(page)
         pagination = body.get("pagination") or {}
         end = int(pagination.get("endIndex") or offset + len(page))
         total = int(pagination.get("total") or 0)
-        if not page or end >= total:
+        if one_page or not page or end >= total:
             return items
         offset = end
 
 
-def workloads(sess: Session, trial_id: int) -> list[dict[str, Any]] | None:
-    """The trial's workloads; None when the master does not serve them."""
+def add_pagination_args(p: Any, limit: int = 200) -> None:
+    """0.37's ``--limit``, ``--offset`` and ``--pages all|1``."""
+    p.add_argument("--limit", type=int, default=limit, help="maximum items per page of results")
+    p.add_argument("--offset", type=int, default=0, help="items to skip before the first page")
+    p.add_argument(
+        "--pages",
+        choices=("all", "1"),
+        default="all",
+        help="'all': fetch every page; '1': only the first",
+    )
+
+
+def workloads(
+    sess: Session, trial_id: int, paging: Any = None, *, batch_metrics: bool = False
+) -> list[dict[str, Any]] | None:
+    """The trial's workloads (with each training workload's per-batch metrics when asked);
+    None when the master does not serve them."""
+    params = {"includeBatchMetrics": "true"} if batch_metrics else None
     try:
-        return read_paginated(sess, f"/api/v1/trials/{trial_id}/workloads", "workloads")
+        path = f"/api/v1/trials/{trial_id}/workloads"
+        return read_paginated(sess, path, "workloads", params, paging)
     except errors.MasterNotFound:
         return None
 
@@ -95,9 +121,18 @@ WORKLOAD_HEADERS = [
 ]
 
 
-def workload_rows(trial_id: int, items: list[dict[str, Any]]) -> list[list[Any]]:
-    """One row per step: training, checkpoint and validation at the same batch merged."""
+def workload_rows(
+    trial_id: int,
+    items: list[dict[str, Any]],
+    training_names: Sequence[str] = (),
+    validation_names: Sequence[str] = (),
+) -> list[list[Any]]:
+    """One row per step: training, checkpoint and validation at the same batch merged; with
+    metric names, their values (training ones after the report time, validation ones last),
+    as ``det e describe --metrics``."""
     rows: dict[int, list[Any]] = {}
+    t_metrics: dict[int, dict[str, Any]] = {}
+    v_metrics: dict[int, dict[str, Any]] = {}
     for item in items:
         detail = item.get("training") or item.get("validation") or item.get("checkpoint") or {}
         batches = int(detail.get("totalBatches") or 0)
@@ -111,8 +146,32 @@ def workload_rows(trial_id: int, items: list[dict[str, Any]]) -> list[list[Any]]
         if item.get("validation"):
             row[6] = "COMPLETED"
             row[7] = when
+            v_metrics[batches] = _avg(item["validation"])
+        if item.get("training"):
+            t_metrics[batches] = _avg(item["training"])
         row[2] = row[4] or row[6] or row[2]
-    return [rows[k] for k in sorted(rows)]
+    out = []
+    for k in sorted(rows):
+        row = rows[k]
+        train = [t_metrics.get(k, {}).get(n) for n in training_names]
+        valid = [v_metrics.get(k, {}).get(n) for n in validation_names]
+        out.append(row[:4] + train + row[4:] + valid)
+    return out
+
+
+def _avg(workload: dict[str, Any]) -> dict[str, Any]:
+    return dict((workload.get("metrics") or {}).get("avgMetrics") or {})
+
+
+def scalar_metric_names(items: list[dict[str, Any]], kind: str) -> list[str]:
+    """The names of the numeric ``kind`` ("training" or "validation") metrics in workloads."""
+    names = set()
+    for item in items:
+        if item.get(kind):
+            for name, value in _avg(item[kind]).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    names.add(name)
+    return sorted(names)
 
 
 def alerts(sess: Session, experiment_id: int) -> list[dict[str, Any]]:
@@ -138,33 +197,57 @@ def alert_row(alert: dict[str, Any]) -> list[Any]:
     ]
 
 
-def print_experiments(sess: Session, exps: list[dict[str, Any]], *, as_csv: bool = False) -> None:
-    """The sections of ``det e describe``: Experiment, Trials, Workloads, and Alerts when a
-    trial raised any (a section 0.37 does not print)."""
-    print("Experiment:")
-    _render.table(EXPERIMENT_HEADERS, [experiment_row(e) for e in exps], as_csv=as_csv)
+def print_experiments(
+    sess: Session,
+    exps: list[dict[str, Any]],
+    *,
+    as_csv: bool = False,
+    metrics: bool = False,
+    outdir: pathlib.Path | None = None,
+) -> None:
+    """The sections of ``det e describe``: Experiment, Trials, Workloads (with ``metrics``, a
+    column per scalar metric), and Alerts when a trial raised any (a section 0.37 does not
+    print). With ``outdir``, each section goes to its CSV file there instead, as 0.37's
+    ``--outdir`` (``experiments.csv``, ``trials.csv``, ``workloads.csv``)."""
+    if outdir is not None:
+        outdir.mkdir(parents=True, exist_ok=True)
+
+    def section(title: str, name: str, headers: list[str], rows: list[list[Any]]) -> None:
+        if outdir is None:
+            print(title)
+            _render.table(headers, rows, as_csv=as_csv)
+            return
+        with (outdir / name).open("w", newline="") as f:
+            _render.table(headers, rows, as_csv=True, out=f)
+
+    section("Experiment:", "experiments.csv", EXPERIMENT_HEADERS, [experiment_row(e) for e in exps])
     trials = [
         t
         for e in exps
         for t in read_paginated(sess, f"/api/v1/experiments/{e['id']}/trials", "trials")
     ]
-    print("\nTrials:")
-    _render.table(TRIAL_HEADERS, [trial_row(t) for t in trials], as_csv=as_csv)
-    rows: list[list[Any]] = []
-    served = True
-    for t in trials:
-        items = workloads(sess, int(t["id"]))
-        if items is None:
-            served = False
-            continue
-        rows += workload_rows(int(t["id"]), items)
-    print("\nWorkloads:")
-    if served:
-        _render.table(WORKLOAD_HEADERS, rows, as_csv=as_csv)
+    section("\nTrials:", "trials.csv", TRIAL_HEADERS, [trial_row(t) for t in trials])
+    per_trial = {int(t["id"]): workloads(sess, int(t["id"])) for t in trials}
+    if any(items is None for items in per_trial.values()):
+        print("\nWorkloads:\n(this master does not serve GET /api/v1/trials/{id}/workloads yet)")
     else:
-        print("(this master does not serve GET /api/v1/trials/{id}/workloads yet)")
+        every = [w for items in per_trial.values() for w in items or []]
+        t_names = scalar_metric_names(every, "training") if metrics else []
+        v_names = scalar_metric_names(every, "validation") if metrics else []
+        headers = (
+            WORKLOAD_HEADERS[:4]
+            + [f"Training Metric: {n}" for n in t_names]
+            + WORKLOAD_HEADERS[4:]
+            + [f"Validation Metric: {n}" for n in v_names]
+        )
+        rows = [
+            row
+            for trial_id, items in per_trial.items()
+            for row in workload_rows(trial_id, items or [], t_names, v_names)
+        ]
+        section("\nWorkloads:", "workloads.csv", headers, rows)
     raised = [a for e in exps for a in alerts(sess, int(e["id"]))]
-    if raised:
+    if raised and outdir is None:
         print("\nAlerts:")
         _render.table(ALERT_HEADERS, [alert_row(a) for a in raised], as_csv=as_csv)
 
@@ -187,7 +270,10 @@ def _checkpoint_cells(ckpt: dict[str, Any] | None) -> list[Any]:
     return [state, uuid, json.dumps(ckpt.get("metadata"), indent=4)]
 
 
-def trial_workload_table(items: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+def trial_workload_table(
+    items: list[dict[str, Any]], *, metrics: bool = False
+) -> tuple[list[str], list[list[Any]]]:
+    """``det t describe``'s workloads; ``metrics`` adds each training workload's metrics."""
     headers = [
         "# of Batches",
         "Report Time",
@@ -195,7 +281,7 @@ def trial_workload_table(items: list[dict[str, Any]]) -> tuple[list[str], list[l
         "Checkpoint UUID",
         "Checkpoint Metadata",
         "Validation Metrics",
-    ]
+    ] + (["Workload Metrics"] if metrics else [])
     rows = []
     for item in items:
         detail = item.get("training") or item.get("validation") or item.get("checkpoint") or {}
@@ -207,5 +293,10 @@ def trial_workload_table(items: list[dict[str, Any]]) -> tuple[list[str], list[l
                 *_checkpoint_cells(item.get("checkpoint")),
                 json.dumps(validation.get("metrics"), indent=4) if validation else None,
             ]
+            + (
+                [json.dumps(item["training"].get("metrics"), indent=4)]
+                if metrics and item.get("training")
+                else [None] * metrics
+            )
         )
     return headers, rows

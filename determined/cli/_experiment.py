@@ -53,7 +53,7 @@ def cmd_list(args: argparse.Namespace) -> None:
     if not args.all:
         params["archived"] = "false"
         params["users"] = [_session.current_user(sess).get("username")]
-    exps = _describe.read_paginated(sess, "/api/v1/experiments", "experiments", params)
+    exps = _describe.read_paginated(sess, "/api/v1/experiments", "experiments", params, args)
     headers = list(LIST_HEADERS) + (["Archived"] if args.all else [])
     if args.show_project:
         headers = ["Workspace", "Project", *headers]
@@ -103,13 +103,19 @@ def cmd_describe(args: argparse.Namespace) -> None:
     if args.json:
         _render.print_json(responses)
         return
-    _describe.print_experiments(sess, [r["experiment"] for r in responses], as_csv=args.csv)
+    _describe.print_experiments(
+        sess,
+        [r["experiment"] for r in responses],
+        as_csv=args.csv,
+        metrics=args.metrics,
+        outdir=args.outdir,
+    )
 
 
 def cmd_list_trials(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     trials = _describe.read_paginated(
-        sess, f"/api/v1/experiments/{args.experiment_id}/trials", "trials"
+        sess, f"/api/v1/experiments/{args.experiment_id}/trials", "trials", None, args
     )
     if args.json:
         _render.print_json(trials)
@@ -169,6 +175,12 @@ def _verb(path: str, message: str) -> Any:
         print(f"{message} experiment {args.experiment_id}")
 
     return run
+
+
+def cmd_delete_tb_files(args: argparse.Namespace) -> None:
+    """``det e delete-tb-files ID``: the TensorBoard files its trials synced to storage."""
+    _session.session(args).delete(f"/api/v1/experiments/{args.experiment_id}/tensorboard-files")
+    print(f"Deleted the TensorBoard files of experiment {args.experiment_id}")
 
 
 def cmd_delete(args: argparse.Namespace) -> None:
@@ -241,6 +253,7 @@ def _add_inspection(cmds: argparse._SubParsersAction) -> None:
         action="store_true",
         help="include columns for workspace name and project name",
     )
+    _describe.add_pagination_args(ls)
     ls.set_defaults(func=cmd_list)
     _with_id(cmds, "config", "display experiment config").set_defaults(func=cmd_config)
     d = cmds.add_parser("describe", help="describe experiment")
@@ -248,6 +261,10 @@ def _add_inspection(cmds: argparse._SubParsersAction) -> None:
     fmt = d.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print as JSON")
     fmt.add_argument("--csv", action="store_true", help="print as CSV")
+    d.add_argument("--metrics", action="store_true", help="display full metrics")
+    d.add_argument(
+        "--outdir", type=pathlib.Path, default=None, help="write CSV files here instead of printing"
+    )
     d.set_defaults(func=cmd_describe)
     lg = _with_id(cmds, "logs", "fetch logs of the first trial of an experiment")
     _logs.add_log_args(lg)
@@ -258,6 +275,7 @@ def _add_inspection(cmds: argparse._SubParsersAction) -> None:
     lt = _with_id(cmds, "list-trials", "list trials of experiment", aliases=["lt"])
     lt.add_argument("--csv", action="store_true", help="print as CSV")
     lt.add_argument("--json", action="store_true", help="print as JSON")
+    _describe.add_pagination_args(lt)
     lt.set_defaults(func=cmd_list_trials)
     lc = _with_id(cmds, "list-checkpoints", "list checkpoints of experiment", aliases=["lc"])
     lc.add_argument("--best", type=int, metavar="N", help="the best N checkpoints")
@@ -286,6 +304,8 @@ def _add_lifecycle(cmds: argparse._SubParsersAction) -> None:
     de = _with_id(cmds, "delete", "delete experiment")
     de.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     de.set_defaults(func=cmd_delete)
+    tb = _with_id(cmds, "delete-tb-files", "delete TensorBoard files of the experiment")
+    tb.set_defaults(func=cmd_delete_tb_files)
     w = _with_id(cmds, "wait", "wait for experiment to reach a terminal state")
     w.add_argument("--polling-interval", type=float, default=5, help="seconds between polls")
     w.set_defaults(func=cmd_wait)

@@ -16,6 +16,7 @@ from determined.cli import (
     _agent,
     _checkpoint,
     _deploy,
+    _dev,
     _experiment,
     _job,
     _master,
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     _task.add_parser(sub)
     _job.add_parser(sub)
     _template.add_parser(sub)
+    _dev.add_parser(sub)
     _workspace.add_parser(sub)
     _project.add_parser(sub)
     _model.add_parser(sub)

@@ -20,7 +20,7 @@ def cmd_describe(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     body = sess.get(f"/api/v1/trials/{args.trial_id}").json()
     trial = body["trial"]
-    items = _describe.workloads(sess, args.trial_id)
+    items = _describe.workloads(sess, args.trial_id, args, batch_metrics=args.metrics)
     if args.json:
         _render.print_json(dict(body, workloads=items or []))
         return
@@ -38,7 +38,7 @@ def cmd_describe(args: argparse.Namespace) -> None:
     if items is None:
         print("(this master does not serve GET /api/v1/trials/{id}/workloads yet)")
     else:
-        headers, rows = _describe.trial_workload_table(items)
+        headers, rows = _describe.trial_workload_table(items, metrics=args.metrics)
         _render.table(headers, rows, as_csv=args.csv)
     if args.metrics_summary:
         _render.print_json(trial.get("summaryMetrics"))
@@ -101,9 +101,10 @@ def _pick_checkpoint(args: argparse.Namespace, ckpts: list[dict[str, Any]]) -> d
         config = (done[0].get("training") or {}).get("experimentConfig") or {}
         searcher = config.get("searcher") or {}
         metric = str(searcher.get("metric") or "")
-        best = _checkpoint.best_checkpoints(
-            done, metric, bool(searcher.get("smaller_is_better", True)), 1
-        )
+        smaller = bool(searcher.get("smaller_is_better", True))
+        if args.sort_by is not None:
+            metric, smaller = args.sort_by, bool(args.smaller_is_better)
+        best = _checkpoint.best_checkpoints(done, metric, smaller, 1)
         if not best:
             raise _render.CliError(
                 f"no checkpoint of trial {args.trial_id} has a validation of {metric!r}; "
@@ -115,6 +116,10 @@ def _pick_checkpoint(args: argparse.Namespace, ckpts: list[dict[str, Any]]) -> d
 
 def cmd_download(args: argparse.Namespace) -> None:
     """``det t download T (--latest | --best | --uuid U) [-o DIR] [-q]``."""
+    if args.sort_by is not None and not args.best:
+        raise _render.CliError("--sort-by and --smaller-is-better can only be used with --best")
+    if (args.sort_by is None) != (args.smaller_is_better is None):
+        raise _render.CliError("--sort-by and --smaller-is-better must be set together")
     sess = _session.session(args)
     body = sess.get(f"/api/v1/trials/{args.trial_id}/checkpoints").json()
     ckpt = _pick_checkpoint(args, list(body.get("checkpoints") or []))
@@ -174,6 +179,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = cmds.add_parser("describe", help="describe trial")
     d.add_argument("trial_id", type=int, help="trial ID")
     d.add_argument("--metrics-summary", action="store_true", help="print the summary metrics")
+    d.add_argument("--metrics", action="store_true", help="display full metrics")
+    _describe.add_pagination_args(d, limit=1000)
     fmt = d.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print as JSON")
     fmt.add_argument("--csv", action="store_true", help="print as CSV")
@@ -201,4 +208,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--uuid", default=None, help="a checkpoint of this trial by UUID")
     dl.add_argument("-o", "--output-dir", default=None, help="default: checkpoints/<uuid>")
     dl.add_argument("-q", "--quiet", action="store_true", help="print only the path")
+    dl.add_argument("--sort-by", default=None, help="with --best: the validation metric to use")
+    dl.add_argument(
+        "--smaller-is-better",
+        type=_checkpoint.yes_no,
+        default=None,
+        help="with --sort-by: whether smaller values of it are better (true or false)",
+    )
     dl.set_defaults(func=cmd_download)

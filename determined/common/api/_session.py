@@ -123,6 +123,7 @@ class Session:
         self.max_attempts = max_attempts
         self.backoff = backoff
         self.timeout = timeout
+        self.token = token
         self._http = requests.Session()
         if cert is not None:
             self._http.verify = cert
