@@ -26,7 +26,7 @@ from typing import Any
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments
-from determined.master.resources import _envs, _launcher, _local, _recovery
+from determined.master.resources import _envs, _launcher, _local, _queue, _recovery
 from determined.master.resources._log_capture import LogHook, LogSink
 from determined.master.store import Store, _experiments, _trials
 
@@ -325,7 +325,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
 
     def _schedule(self) -> None:
         with self._store.read() as conn:
-            runnable = _trials.runnable_trials(conn)
+            runnable = _queue.runnable_in_order(conn)
         for trial in runnable:
             if self._stopping.is_set():
                 return

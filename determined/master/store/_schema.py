@@ -296,3 +296,28 @@ templates = sa.Table(
     sa.Column("workspace_id", sa.Integer, nullable=False, server_default="1"),
     sa.Column("created_by", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
 )
+
+# Agents and slots an admin disabled (0.37's ``det agent|slot disable``), kept across restarts:
+# one row per agent (``slot_id`` '') or slot that is not plainly enabled.
+agent_states = sa.Table(
+    "agent_states",
+    metadata,
+    sa.Column("agent_id", sa.String(255), primary_key=True),
+    sa.Column("slot_id", sa.String(64), primary_key=True),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("draining", sa.Boolean, nullable=False),
+)
+
+# Where a job stands in the queue (0.37's ``aheadOf``/``behindOf``): jobs without a row stand at
+# their experiment id; a smaller position goes first among jobs of one priority.
+job_positions = sa.Table(
+    "job_positions",
+    metadata,
+    sa.Column(
+        "experiment_id",
+        sa.Integer,
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("position", sa.Float, nullable=False),
+)
