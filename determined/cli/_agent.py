@@ -5,9 +5,8 @@ finish) over 0.37's routes."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
 import sys
+from typing import Any
 
 from determined.cli import _render, _session
 
