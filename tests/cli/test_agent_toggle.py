@@ -75,6 +75,10 @@ def test_disable_drain_kill_and_restart(tmp_path: pathlib.Path) -> None:
         det.ok("user", "login", "admin", input="\n")
         ref = Ref(master, tmp_path / "ref")
         ref.env["DET_USER"] = "admin"
+        r = det("agent", "disable", "no-such-agent")
+        assert r.returncode == 1 and "not found" in r.stderr and "HTTP 404" in r.stderr
+        r = det("slot", "enable", a0, "7")
+        assert r.returncode == 1 and "slot '7' not found" in r.stderr
         # Agent 1's slot is off: the trial can only start on agent 0.
         out = ref.det("slot", "disable", a1, "1")
         assert f"Disabled slot 1 of agent {a1}" in out
