@@ -28,6 +28,7 @@ from determined.master.api import (
     _metrics,
     _preview,
     _retain_logs,
+    _runs,
     _templates,
     _trials,
     _users,
@@ -60,6 +61,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _webui.router,
     _agents.router,
     _jobs.router,
+    _runs.router,
 )
 
 # ``/api/v1/dev/...``: allocate, preempt and exit a trial's run by hand (tests and external

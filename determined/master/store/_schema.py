@@ -109,6 +109,8 @@ trials = sa.Table(
     # Days its logs are kept after it ends (``det t set log-retention``); null: the master's
     # ``retention_policy.log_retention_days``; -1: forever.
     sa.Column("log_retention_days", sa.Integer, nullable=True),
+    # Hidden from run searches (0.37's ``/api/v1/runs/archive``); only ended trials.
+    sa.Column("archived", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.UniqueConstraint("experiment_id", "request_id", name="uq_trials_request"),
 )
 

@@ -1,4 +1,4 @@
-"""Disabled agents and slots; job queue positions.
+"""Disabled agents and slots; job queue positions; archived trials (runs).
 
 Revision ID: 0018
 Revises: 0017
@@ -31,8 +31,14 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["experiment_id"], ["experiments.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("experiment_id"),
     )
+    with op.batch_alter_table("trials") as batch:
+        batch.add_column(
+            sa.Column("archived", sa.Boolean(), server_default=sa.false(), nullable=False)
+        )
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("trials") as batch:
+        batch.drop_column("archived")
     op.drop_table("job_positions")
     op.drop_table("agent_states")
