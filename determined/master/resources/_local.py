@@ -265,7 +265,7 @@ class LocalResourceManager:
         with self._store.read() as conn:
             rows = {str(a["id"]): a for a in _trials.live_allocations(conn)}
         now = time.monotonic()
-        _, doomed = self.slot_blocks()
+        _, doomed = self.slot_blocks() if self._runs else (set(), set())
         for allocation_id, run in self._runs.items():
             row = rows.get(allocation_id)
             if row is None or run.killed:
