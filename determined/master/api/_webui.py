@@ -1,9 +1,9 @@
 """The web UI: its pages and static files, and the read-only data it needs beyond the v1 API.
 
-Pages (``/``, ``/login``, ``/cluster``, ``/experiments/{id}``, ``/trials/{id}``) are static HTML shells from
-``determined/master/webui/static``; their JavaScript calls the master's REST API with the
-token it got from ``POST /api/v1/auth/login``. The ``/api/v1/webui/...`` endpoints below are
-private to the UI (their shapes may change).
+Pages (``/``, ``/login``, ``/cluster``, ``/experiments/{id}``, ``/trials/{id}``) are static
+HTML shells from ``determined/master/webui/static``; their JavaScript calls the master's REST
+API with the token it got from ``POST /api/v1/auth/login``. The ``/api/v1/webui/...``
+endpoints below are private to the UI (their shapes may change).
 """
 
 from __future__ import annotations
