@@ -183,5 +183,8 @@ def test_job_update_moves_a_job_ahead(tmp_path: pathlib.Path) -> None:
         body = {"updates": [{"jobId": "experiment-3", "behindOf": "experiment-2"}]}
         assert master.session().post(master.url + "/api/v1/job-queues", json=body).ok
         assert [j[0] for j in _jobs(det)] == ["experiment-2", "experiment-3"]
+        # det e set priority feeds the same order.
+        det.ok("e", "set", "priority", "3", "1")
+        assert [(j[0], j[3]) for j in _jobs(det)] == [("experiment-3", 1), ("experiment-2", 10)]
         det.ok("e", "kill", "2")
         det.ok("e", "kill", "3")
