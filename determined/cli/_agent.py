@@ -1,10 +1,11 @@
 """``det agent list`` and ``det slot list`` (0.37's columns, ``--json``/``--csv``) over
-``GET /api/v1/agents``; ``enable``/``disable`` reach the master, which says they are not
-supported yet."""
+``GET /api/v1/agents``; ``det agent|slot enable|disable`` (``--drain`` lets running work
+finish) over 0.37's routes."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from determined.cli import _render, _session
@@ -93,14 +94,44 @@ def cmd_slot_list(args: argparse.Namespace) -> None:
 
 
 def cmd_agent_toggle(args: argparse.Namespace) -> None:
-    what = "enable" if args.subcommand == "enable" else "disable"
-    _session.session(args).post(f"/api/v1/agents/{args.agent_id}/{what}", json={})
+    on = args.subcommand == "enable"
+    what = "enable" if on else "disable"
+    if bool(args.all) == bool(args.agent_id):
+        raise _render.CliError(
+            f"Please pass agent id or --all option. See `det agent {what} --help` for details."
+        )
+    sess = _session.session(args)
+    ids = [args.agent_id] if args.agent_id else [str(a["id"]) for a in _agents(args)]
+    drain = bool(getattr(args, "drain", False)) and not on
+    for agent_id in ids:
+        sess.post(f"/api/v1/agents/{agent_id}/{what}", json={"drain": True} if drain else None)
+        print(f"{'Enabled' if on else 'Disabled'} agent {agent_id}.", file=sys.stderr)
+    if drain:
+        tasks = sess.get("/api/v1/tasks").json().get("allocationIdToSummary") or {}
+        busy = [
+            t
+            for t in tasks.values()
+            if any(a in ids for r in t.get("resources") or [] for a in r.get("agentDevices") or {})
+        ]
+        if args.json:
+            _render.print_json(busy)
+            return
+        if busy:
+            print("Tasks still in progress on draining nodes.")
+            rows = [[t["taskId"], t["allocationId"], t["name"], t["slotsNeeded"]] for t in busy]
+            _render.table(
+                ["Task ID", "Allocation ID", "Name", "Slots Needed"], rows, as_csv=args.csv
+            )
+        else:
+            print("No tasks in progress on draining nodes.")
 
 
 def cmd_slot_toggle(args: argparse.Namespace) -> None:
-    what = "enable" if args.subcommand == "enable" else "disable"
+    on = args.subcommand == "enable"
+    what = "enable" if on else "disable"
     path = f"/api/v1/agents/{args.agent_id}/slots/{args.slot_id}/{what}"
-    _session.session(args).post(path, json={})
+    _session.session(args).post(path, json={} if on else {"drain": bool(args.drain)})
+    print(f"{'Enabled' if on else 'Disabled'} slot {args.slot_id} of agent {args.agent_id}")
 
 
 def _list_parser(cmds: argparse._SubParsersAction, func: Any, help: str) -> None:
@@ -116,16 +147,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cmds = agent.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     _list_parser(cmds, cmd_agent_list, "list agents")
     for what in ("enable", "disable"):
-        p = cmds.add_parser(what, help=f"{what} an agent (not supported yet)")
-        p.add_argument("agent_id", nargs="?", default=None)
-        p.add_argument("--all", action="store_true")
-        p.set_defaults(func=cmd_agent_toggle)
+        p = cmds.add_parser(what, help=f"{what} an agent")
+        p.add_argument("agent_id", nargs="?", default=None, help="agent ID")
+        p.add_argument("--all", action="store_true", help=f"{what} all agents")
+        if what == "disable":
+            p.add_argument(
+                "--drain",
+                action="store_true",
+                help="let the work running on the agents finish (and list it); without it, "
+                "that work is killed and runs again elsewhere",
+            )
+            fmt = p.add_mutually_exclusive_group()
+            fmt.add_argument("--json", action="store_true", help="print as JSON")
+            fmt.add_argument("--csv", action="store_true", help="print as CSV")
+        p.set_defaults(func=cmd_agent_toggle, json=False, csv=False)
 
     slot = sub.add_parser("slot", aliases=["s"], help="this master's slots")
     cmds = slot.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     _list_parser(cmds, cmd_slot_list, "list slots and what runs on them")
     for what in ("enable", "disable"):
-        p = cmds.add_parser(what, help=f"{what} a slot (not supported yet)")
-        p.add_argument("agent_id")
-        p.add_argument("slot_id")
-        p.set_defaults(func=cmd_slot_toggle)
+        p = cmds.add_parser(what, help=f"{what} a slot of an agent")
+        p.add_argument("agent_id", help="agent ID")
+        p.add_argument("slot_id", type=int, help="slot ID")
+        if what == "disable":
+            p.add_argument("--drain", action="store_true", help="let its running work finish")
+        p.set_defaults(func=cmd_slot_toggle, drain=False)

@@ -1,5 +1,6 @@
 """``det job list`` (0.37's columns over ``GET /api/v1/job-queues-v2``); ``det job update``
-and ``update-batch`` reach the master, which says they are not supported yet."""
+(priority, weight, and beyond 0.37's CLI ``--ahead-of``/``--behind-of``) and ``update-batch``
+over ``POST /api/v1/job-queues``."""
 
 from __future__ import annotations
 
@@ -71,6 +72,8 @@ def cmd_update(args: argparse.Namespace) -> None:
         ("priority", args.priority),
         ("weight", args.weight),
         ("resourcePool", args.resource_pool),
+        ("aheadOf", args.ahead_of),
+        ("behindOf", args.behind_of),
     ):
         if value is not None:
             update[key] = value
@@ -89,7 +92,12 @@ def cmd_update_batch(args: argparse.Namespace) -> None:
             raise _render.CliError(
                 f"{op!r}: write each update as <jobID>.<priority|weight|resource_pool>=<value>"
             )
-        _post_update(args, {"jobId": job_id, key.replace("-", "_"): value})
+        field = {"priority": "priority", "weight": "weight"}.get(key, "resourcePool")
+        try:
+            typed: Any = value if field == "resourcePool" else int(value)
+        except ValueError:
+            raise _render.CliError(f"{op!r}: {key} must be an integer") from None
+        _post_update(args, {"jobId": job_id, field: typed})
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -109,13 +117,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for name in ("json", "yaml", "table", "csv"):
         fmt.add_argument(f"--{name}", action="store_true", help=f"print as {name.upper()}")
     ls.set_defaults(func=cmd_list)
-    up = cmds.add_parser("update", aliases=["u"], help="update a job (not supported yet)")
-    up.add_argument("job_id", type=str)
+    up = cmds.add_parser("update", aliases=["u"], help="update a job")
+    up.add_argument("job_id", type=str, help="the job ID (det job list)")
     group = up.add_mutually_exclusive_group(required=True)
-    group.add_argument("-p", "--priority", type=int, default=None)
-    group.add_argument("-w", "--weight", type=int, default=None)
+    group.add_argument("-p", "--priority", type=int, default=None, help="1 (first) to 99")
+    group.add_argument("-w", "--weight", type=float, default=None)
     group.add_argument("--resource-pool", type=str, default=None)
+    group.add_argument("--ahead-of", type=str, default=None, help="move it before this job")
+    group.add_argument("--behind-of", type=str, default=None, help="move it after this job")
     up.set_defaults(func=cmd_update)
-    batch = cmds.add_parser("update-batch", help="update jobs (not supported yet)")
+    batch = cmds.add_parser("update-batch", help="update jobs: <jobID>.<operation>=<value>")
     batch.add_argument("operation", nargs="+")
     batch.set_defaults(func=cmd_update_batch)

@@ -38,7 +38,6 @@ PENDING = {
     "det task": 21,
     "det workspace": 13,
     "det resource-pool": 13,
-    "det agent": 20,
     "det experiment create --publish": 21,
     "det experiment create -p": 21,
     "det resources": 20,

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from determined.master.__main__ import parse_args
 from determined.master.resources import SlurmConfig, SlurmConfigError
+from determined.master.resources._slurm import _gres_gpus, expand_hostlist
 
 KNOWN = {
     "type",
@@ -71,3 +72,24 @@ def test_a_good_section_selects_slurm(tmp_path: pathlib.Path) -> None:
     args = parse_args(["--config-file", str(conf)])
     assert args.resource_manager == "slurm"
     assert args.slurm["slots_type"] == "cpu"
+
+
+def test_expand_hostlist_and_gres() -> None:
+    assert expand_hostlist("n[1-3,05],gpu1") == ["n1", "n2", "n3", "n05", "gpu1"]
+    assert expand_hostlist("a[1-2]b,c[3]") == ["a1b", "a2b", "c3"]
+    assert expand_hostlist("n1") == ["n1"] and expand_hostlist("") == []
+    assert (_gres_gpus("gpu:2"), _gres_gpus("gpu:a100:4(S:0-1)"), _gres_gpus("(null)")) == (2, 4, 0)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["n", "gpu", "node-"]), st.integers(0, 40), st.integers(0, 5)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_expand_hostlist_inverts_compression(groups: list[tuple[str, int, int]]) -> None:
+    """Compressing ranges the way Slurm prints them and expanding them gives the names back."""
+    text = ",".join(f"{p}[{lo}-{lo + n}]" for p, lo, n in groups)
+    want = [f"{p}{i}" for p, lo, n in groups for i in range(lo, lo + n + 1)]
+    assert expand_hostlist(text) == want

@@ -3,12 +3,14 @@ under tmp_path (tests/_kit/slurm_cluster.py): each trial allocation is one Slurm
 
 from __future__ import annotations
 
+import json
 import pathlib
 import time
 from collections.abc import Iterator
 
 import pytest
 import yaml
+from _kit.cli import Det
 from _kit.master import MasterProcess
 from _kit.slurm_cluster import SlurmCluster, missing
 from _kit.trial_cluster import Cluster, config, env_of, wait_file
@@ -208,3 +210,37 @@ def test_a_failed_job_is_restarted_per_max_restarts(
         assert "ExitCode=3:0" in slurm.run("scontrol", "-o", "show", "job", first)
         lines = [e["log"] for e in cluster.logs(trial["taskId"])]
         assert any("exited (exit code 3)" in x for x in lines), lines
+
+
+def test_nodes_are_agents_and_disabling_one_moves_the_job(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    """``det agent list`` shows Slurm's nodes; a disabled node gets no job, and a job on a
+    node disabled without draining is killed and submitted again to an enabled one."""
+    with _master(tmp_path, slurm) as m:
+        det = Det(tmp_path / "home", m.url)
+        det.ok("user", "login", "admin", input="\n")
+        agents = json.loads(det.ok("agent", "list", "--json"))
+        assert [(a["id"], a["num_slots"]) for a in agents] == [("n1", 2), ("n2", 2)]
+        det.ok("agent", "disable", "n1", "--drain")
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        exp_id = cluster.create(config(out, max_length=100000, sleep=0.05))
+        trial = cluster.wait_trial(exp_id, "STATE_RUNNING", "RUNNING", timeout=30)
+        cluster.wait_log(trial["taskId"], "is running on n2", timeout=30)
+        slots = json.loads(det.ok("slot", "list", "--json"))
+        assert [s["agent_id"] for s in slots if s["allocation_id"] != "FREE"] == ["n2"]
+
+        # n2 off without draining: the job goes; with no node left the trial waits.
+        det.ok("agent", "disable", "n2")
+        cluster.wait_log(trial["taskId"], "reason: its agent or slot was disabled", timeout=30)
+        deadline = time.monotonic() + 30
+        while cluster.trials(exp_id)[0]["state"] != "STATE_QUEUED":
+            assert time.monotonic() < deadline, cluster.trials(exp_id)
+            time.sleep(0.2)
+        det.ok("agent", "enable", "n1")
+        cluster.wait_log(trial["taskId"], "is running on n1", timeout=30)
+        [trial] = cluster.trials(exp_id)
+        assert trial["restarts"] == 0
+        assert cluster.post(f"/api/v1/experiments/{exp_id}/kill").status_code == 200
+        cluster.wait_experiment(exp_id, "STATE_CANCELED", timeout=40)

@@ -31,6 +31,7 @@ from determined.master.api import (
     _projects,
     _registry,
     _retain_logs,
+    _runs,
     _searcher_events,
     _templates,
     _trials,
@@ -71,6 +72,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _webui.router,
     _agents.router,
     _jobs.router,
+    _runs.router,
 )
 
 # ``/api/v1/dev/...``: allocate, preempt and exit a trial's run by hand (tests and external

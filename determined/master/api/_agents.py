@@ -3,31 +3,33 @@ the allocations now live, as ``v1AllocationSummary`` (what ``det slot list`` nam
 
 The local resource manager's slots (GPUs, else CPU slots) form one agent, or several simulated
 agents of ``slots_per_agent`` each; a slot in use shows the allocation running on it as its
-container. Enabling and disabling agents or slots is not supported yet (501).
+container. An admin enables and disables agents and slots (0.37's routes, ``drain`` in the
+disable body); the resource manager reads the states from the store (``_agent_states``).
 """
 
 from __future__ import annotations
 
 import datetime
-import socket
 from typing import Any
 
 from fastapi import APIRouter, Request
 
 from determined._version import REFERENCE_VERSION
-from determined.master._errors import NotFound, Unimplemented
+from determined.master._errors import NotFound
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
-from determined.master.store import _trials
+from determined.master.api._models import _Body
+from determined.master.store import _agent_states, _trials
 from determined.master.store._time import rfc3339
 
 router = APIRouter()
 
 
-def agent_ids(count: int) -> list[str]:
-    """The hostname for a single agent, ``<hostname>-<i>`` for simulated ones."""
-    host = socket.gethostname() or "localhost"
-    return [host] if count == 1 else [f"{host}-{i}" for i in range(count)]
+class DisableRequest(_Body):
+    """``v1DisableAgentRequest`` / ``v1DisableSlotRequest``: ``drain`` lets running work
+    finish."""
+
+    drain: bool = False
 
 
 def agents_json(rm: Any) -> list[dict[str, Any]]:
@@ -35,19 +37,22 @@ def agents_json(rm: Any) -> list[dict[str, Any]]:
     if rm is None:
         return []
     in_use = rm.occupancy()
+    agent_toggles, slot_toggles = rm.toggles()
     kind, brand = ("TYPE_CUDA", "NVIDIA GPU") if rm.gpu else ("TYPE_CPU", "CPU")
     registered = rfc3339(datetime.datetime.fromtimestamp(rm.started_at, datetime.timezone.utc))
     agents = []
-    for agent_id, slots in zip(agent_ids(len(rm.agents)), rm.agents, strict=True):
+    for agent_id, slots in zip(rm.agent_ids, rm.agents, strict=True):
         slot_json: dict[str, Any] = {}
         containers: dict[str, Any] = {}
+        agent_toggle = agent_toggles[agent_id]
         for slot in slots:
             device = {"id": slot, "brand": brand, "uuid": "", "type": kind}
+            toggle = slot_toggles[slot]
             entry: dict[str, Any] = {
                 "id": str(slot),
                 "device": device,
-                "enabled": True,
-                "draining": False,
+                "enabled": toggle.enabled,
+                "draining": toggle.draining,
             }
             allocation_id = in_use.get(slot)
             if allocation_id is not None:
@@ -65,7 +70,9 @@ def agents_json(rm: Any) -> list[dict[str, Any]]:
                 entry["container"] = container
             slot_json[str(slot)] = entry
         used = sum(1 for s in slots if s in in_use)
-        stats = {"total": len(slots), "disabled": 0, "draining": 0}
+        off = [s for s in slots if not (agent_toggle.enabled and slot_toggles[s].enabled)]
+        draining = [s for s in off if agent_toggle.draining or slot_toggles[s].draining]
+        stats = {"total": len(slots), "disabled": len(off), "draining": len(draining)}
         states = {"STATE_RUNNING": used} if used else {}
         agents.append(
             {
@@ -75,8 +82,8 @@ def agents_json(rm: Any) -> list[dict[str, Any]]:
                 "containers": containers,
                 "resourcePools": ["default"],
                 "addresses": ["127.0.0.1"],
-                "enabled": True,
-                "draining": False,
+                "enabled": agent_toggle.enabled,
+                "draining": agent_toggle.draining,
                 "version": REFERENCE_VERSION,
                 "slotStats": {
                     "typeStats": {kind: {**stats, "states": states}},
@@ -95,31 +102,92 @@ def get_agents(request: Request, caller: Caller) -> dict[str, Any]:
             "endIndex": len(agents), "total": len(agents)}}  # fmt: skip
 
 
-@router.get("/api/v1/agents/{agent_id}")
-def get_agent(agent_id: str, request: Request, caller: Caller) -> dict[str, Any]:
-    caller.require_user()
+def _one(request: Request, agent_id: str) -> dict[str, Any]:
     for agent in agents_json(request.app.state.rm):
         if agent["id"] == agent_id:
-            return {"agent": agent}
+            return agent
     raise NotFound(f"agent {agent_id!r} not found")
 
 
-def _not_yet(what: str) -> Unimplemented:
-    return Unimplemented(f"{what} is not supported yet: this master's slots are always enabled")
+@router.get("/api/v1/agents/{agent_id}")
+def get_agent(agent_id: str, request: Request, caller: Caller) -> dict[str, Any]:
+    caller.require_user()
+    return {"agent": _one(request, agent_id)}
+
+
+def _agent_slots(rm: Any, agent_id: str) -> list[int]:
+    """The agent's slots; 404 naming the agents there are for an unknown one."""
+    ids = list(rm.agent_ids) if rm is not None else []
+    if agent_id not in ids:
+        raise NotFound(f"agent {agent_id!r} not found; agents: {', '.join(ids) or 'none'}")
+    return list(rm.agents[ids.index(agent_id)])
+
+
+def _toggle(
+    request: Request, store: Any, agent_id: str, slot_id: str, on: bool, drain: bool
+) -> None:
+    rm = request.app.state.rm
+    slots = _agent_slots(rm, agent_id)
+    if slot_id != _agent_states.AGENT and slot_id not in {str(s) for s in slots}:
+        raise NotFound(
+            f"slot {slot_id!r} not found on agent {agent_id!r}; its slots: "
+            f"{', '.join(str(s) for s in slots)}"
+        )
+    with store.tx() as conn:
+        _agent_states.set_state(conn, agent_id, slot_id, _agent_states.Toggle(on, drain and not on))
+    rm.wake()  # kill or start work at once
 
 
 @router.post("/api/v1/agents/{agent_id}/enable")
+def enable_agent(
+    agent_id: str, request: Request, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """``EnableAgent``: the agent takes new work again (its slots' own states still apply)."""
+    caller.require_admin("enable agents")
+    _toggle(request, store, agent_id, _agent_states.AGENT, True, False)
+    return {"agent": _one(request, agent_id)}
+
+
 @router.post("/api/v1/agents/{agent_id}/disable")
-def toggle_agent(agent_id: str, caller: Caller) -> dict[str, Any]:
-    caller.require_user()
-    raise _not_yet("enabling or disabling agents")
+def disable_agent(
+    agent_id: str,
+    request: Request,
+    caller: Caller,
+    store: StoreDep,
+    body: DisableRequest | None = None,
+) -> dict[str, Any]:
+    """``DisableAgent``: no new work; without ``drain`` the work running there is killed (its
+    trials run again on enabled slots)."""
+    caller.require_admin("disable agents")
+    _toggle(request, store, agent_id, _agent_states.AGENT, False, bool(body and body.drain))
+    return {"agent": _one(request, agent_id)}
+
+
+def _slot(request: Request, agent_id: str, slot_id: str) -> dict[str, Any]:
+    return dict(_one(request, agent_id)["slots"][slot_id])
 
 
 @router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/enable")
+def enable_slot(
+    agent_id: str, slot_id: str, request: Request, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    caller.require_admin("enable slots")
+    _toggle(request, store, agent_id, slot_id, True, False)
+    return {"slot": _slot(request, agent_id, slot_id)}
+
+
 @router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/disable")
-def toggle_slot(agent_id: str, slot_id: str, caller: Caller) -> dict[str, Any]:
-    caller.require_user()
-    raise _not_yet("enabling or disabling slots")
+def disable_slot(
+    agent_id: str,
+    slot_id: str,
+    request: Request,
+    caller: Caller,
+    store: StoreDep,
+    body: DisableRequest | None = None,
+) -> dict[str, Any]:
+    caller.require_admin("disable slots")
+    _toggle(request, store, agent_id, slot_id, False, bool(body and body.drain))
+    return {"slot": _slot(request, agent_id, slot_id)}
 
 
 def task_name(trial_id: int, task_id: str) -> str:

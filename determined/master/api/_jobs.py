@@ -1,7 +1,11 @@
 """The job queue in 0.37's shapes: ``GET /api/v1/job-queues`` (``v1Job``),
 ``/api/v1/job-queues-v2`` (``v1RBACJob``) and ``GET /api/v1/resource-pools`` (the one pool,
 ``default``, that ``det job list`` asks for its scheduler type). Jobs are the experiments not
-yet ended, oldest first; changing a job's priority or weight is not supported yet (501).
+yet ended, in the queue order the resource manager starts them in (``resources._queue``:
+priority, then position). ``POST /api/v1/job-queues`` (``UpdateJobQueue``) changes a job's
+priority or weight (written to its config's ``resources``, as ``det e set priority`` does) or
+moves it ahead of or behind another job (which also gives it that job's priority, so the move
+holds).
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Request
 
-from determined.master._errors import Unimplemented
+from determined.master._errors import InvalidArgument, NotFound
 from determined.master.api._auth import Caller
-from determined.master.api._deps import StoreDep
-from determined.master.store import State, _experiments, _trials, _users
+from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._models import _Body
+from determined.master.resources import _queue
+from determined.master.store import State, _experiments, _job_positions, _trials, _users
 from determined.master.store._time import rfc3339
 
 router = APIRouter()
@@ -48,7 +54,7 @@ def _job(conn: sa.Connection, exp_id: int, ahead: int) -> dict[str, Any] | None:
         "userId": exp["owner_id"],
         "resourcePool": "default",
         "isPreemptible": True,
-        "priority": int(resources.get("priority") or 42),
+        "priority": _queue.priority_of(config),
         "weight": float(resources.get("weight") or 1),
         "entityId": str(exp_id),
         "jobId": f"experiment-{exp_id}",
@@ -60,11 +66,23 @@ def _job(conn: sa.Connection, exp_id: int, ahead: int) -> dict[str, Any] | None:
     }
 
 
+def _queued_ids(conn: sa.Connection) -> list[int]:
+    """The experiments not yet ended, in queue order."""
+    moved = _job_positions.positions(conn)
+    keys = {}
+    for exp_id in _experiments.list_experiment_ids(conn):
+        exp = _experiments.get_experiment(conn, exp_id)
+        if exp is not None and not State(exp["state"]).is_terminal:
+            keys[exp_id] = _queue.sort_key(exp["config"] or {}, moved, exp_id)
+    return sorted(keys, key=keys.__getitem__)
+
+
 def jobs(store: Any) -> list[dict[str, Any]]:
-    """``v1Job`` per experiment not yet ended, in submission order."""
+    """``v1Job`` per experiment not yet ended, in queue order (``jobsAhead`` counts the jobs
+    before it)."""
     out: list[dict[str, Any]] = []
     with store.read() as conn:
-        for exp_id in sorted(_experiments.list_experiment_ids(conn)):
+        for exp_id in _queued_ids(conn):
             job = _job(conn, exp_id, len(out))
             if job is not None:
                 out.append(job)
@@ -93,20 +111,107 @@ def get_jobs_v2(caller: Caller, store: StoreDep, orderBy: str = "ORDER_BY_ASC") 
     return {"jobs": [{"full": j} for j in found], "pagination": _pagination(len(found))}
 
 
+class QueueControl(_Body):
+    """``v1QueueControl``: what to change of one job."""
+
+    job_id: str
+    priority: int | None = None
+    weight: float | None = None
+    resource_pool: str | None = None
+    ahead_of: str | None = None
+    behind_of: str | None = None
+
+
+class UpdateJobQueueRequest(_Body):
+    updates: list[QueueControl]
+
+
+def _experiment_of(conn: sa.Connection, job_id: str) -> int:
+    """The experiment behind a job id (``experiment-<id>``, or the bare id); 404 if none."""
+    raw = job_id.removeprefix("experiment-")
+    if not raw.isdigit():
+        raise InvalidArgument(f"job id {job_id!r}: write it as experiment-<id> (det job list)")
+    exp = _experiments.get_experiment(conn, int(raw))
+    if exp is None or State(exp["state"]).is_terminal:
+        raise NotFound(f"job {job_id!r} not found among the jobs not yet ended (det job list)")
+    return int(raw)
+
+
+def _move(conn: sa.Connection, exp_id: int, target: int, ahead: bool) -> int:
+    """Place ``exp_id`` right before (``ahead``) or after ``target`` in the queue; returns the
+    priority it must take for the move to hold (the target's)."""
+    if exp_id == target:
+        raise InvalidArgument("a job cannot move ahead of or behind itself")
+    order = [e for e in _queued_ids(conn) if e != exp_id]
+    moved = _job_positions.positions(conn)
+    pos = [_job_positions.position_of(moved, e) for e in order]
+    i = order.index(target)
+    if ahead:
+        before = pos[i - 1] if i > 0 else pos[i] - 2.0
+        new = (before + pos[i]) / 2
+    else:
+        after = pos[i + 1] if i + 1 < len(order) else pos[i] + 2.0
+        new = (pos[i] + after) / 2
+    _job_positions.set_position(conn, exp_id, new)
+    target_exp = _experiments.require_experiment(conn, target)
+    return _queue.priority_of(target_exp["config"] or {})
+
+
 @router.post("/api/v1/job-queues")
-def update_jobs(caller: Caller) -> dict[str, Any]:
+def update_jobs(
+    body: UpdateJobQueueRequest,
+    request: Request,
+    caller: Caller,
+    store: StoreDep,
+    exps: ExperimentsDep,
+) -> dict[str, Any]:
+    """``UpdateJobQueue``: each update changes one job; all are checked before any applies."""
     caller.require_user()
-    raise Unimplemented(
-        "changing a job's priority, weight or resource pool (det job update) is not supported "
-        "yet; set resources.priority or resources.weight with det experiment set"
-    )
+    plans: list[tuple[int, QueueControl]] = []
+    with store.read() as conn:
+        for update in body.updates:
+            exp_id = _experiment_of(conn, update.job_id)
+            if update.priority is not None and not 1 <= update.priority <= 99:
+                raise InvalidArgument(f"priority {update.priority}: use 1 to 99 (1 runs first)")
+            if update.weight is not None and update.weight <= 0:
+                raise InvalidArgument(f"weight {update.weight}: use a number above 0")
+            if update.resource_pool not in (None, "", "default"):
+                raise InvalidArgument(
+                    f"resource pool {update.resource_pool!r} does not exist; the only pool is "
+                    "'default'"
+                )
+            if update.ahead_of and update.behind_of:
+                raise InvalidArgument("give aheadOf or behindOf, not both")
+            for other in (update.ahead_of, update.behind_of):
+                if other:
+                    _experiment_of(conn, other)
+            plans.append((exp_id, update))
+    for exp_id, _ in plans:
+        caller.check_owner(store, exp_id, "change the queue position of")
+    for exp_id, update in plans:
+        resources: dict[str, Any] = {}
+        if update.priority is not None:
+            resources["priority"] = update.priority
+        if update.weight is not None:
+            resources["weight"] = update.weight
+        if update.ahead_of or update.behind_of:
+            with store.tx() as conn:
+                target = _experiment_of(conn, str(update.ahead_of or update.behind_of))
+                resources.setdefault("priority", _move(conn, exp_id, target, bool(update.ahead_of)))
+        if resources:
+            exps.patch(exp_id, {"resources": resources})
+    rm = request.app.state.rm
+    if rm is not None:
+        rm.wake()
+    return {}
 
 
 @router.get("/api/v1/resource-pools")
 def get_resource_pools(request: Request, caller: Caller) -> dict[str, Any]:
     caller.require_user()
     rm = request.app.state.rm
-    slots = len(rm.slots) if rm is not None else 0
+    # Disabled slots take no work: they are not available (0.37 counts enabled agents' slots).
+    slots = len(rm.slots) - len(rm.slot_blocks()[0]) if rm is not None else 0
     used = len(rm.occupancy()) if rm is not None else 0
     agents = len(rm.agents) if rm is not None else 0
     pool = {

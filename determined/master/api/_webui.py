@@ -1,10 +1,9 @@
 """The web UI: its pages and static files, and the read-only data it needs beyond the v1 API.
 
-Pages (``/``, ``/login``, ``/experiments/{id}``, ``/trials/{id}``, ``/models``,
-``/models/{name}``) are static HTML shells from
-``determined/master/webui/static``; their JavaScript calls the master's REST API with the
-token it got from ``POST /api/v1/auth/login``. The ``/api/v1/webui/...`` endpoints below are
-private to the UI (their shapes may change).
+Pages (``/``, ``/login``, ``/cluster``, ``/experiments/{id}``, ``/trials/{id}``, ``/models``,
+``/models/{name}``) are static HTML shells from ``determined/master/webui/static``; their
+JavaScript calls the master's REST API with the token it got from ``POST /api/v1/auth/login``.
+The ``/api/v1/webui/...`` endpoints below are private to the UI (their shapes may change).
 """
 
 from __future__ import annotations
@@ -39,6 +38,12 @@ def _page(name: str) -> HTMLResponse:
 @router.get("/", include_in_schema=False)
 def experiments_page() -> HTMLResponse:
     return _page(_PAGES["list"])
+
+
+@router.get("/cluster", include_in_schema=False)
+def cluster_page() -> HTMLResponse:
+    """Agents and slots (enable, disable, drain) and the job queue."""
+    return _page("cluster.html")
 
 
 @router.get("/login", include_in_schema=False)

@@ -25,7 +25,7 @@ from determined.master.store import (
 )
 
 
-def _placement(conn: sa.Connection, project_id: int) -> dict[str, Any]:
+def placement(conn: sa.Connection, project_id: int) -> dict[str, Any]:
     """The experiment's project and workspace fields of ``v1Experiment``."""
     project = _projects.get_project(conn, project_id)
     if project is None:  # not possible through the API; say so instead of failing the read
@@ -138,7 +138,7 @@ def experiment_json(
         "unmanaged": _unmanaged.is_unmanaged(conn, int(exp["id"])),
         "externalExperimentId": _unmanaged.experiment_external_id(conn, int(exp["id"])),
         "externalTrialId": None,
-        **_placement(conn, int(exp.get("project_id") or 1)),
+        **placement(conn, int(exp.get("project_id") or 1)),
     }
 
 

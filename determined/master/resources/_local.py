@@ -3,7 +3,12 @@
 Slots are the GPUs (one ``CUDA_VISIBLE_DEVICES`` set per run) unless CPU slots are asked for
 or there is no GPU. One thread does everything, on a short tick or when an experiment event
 wakes it: reap exited runs (-> :meth:`Experiments.allocation_exited`), enforce kills and the
-preemption timeout, then start the runnable trials (oldest first) while slots are free.
+preemption timeout, then start the runnable trials (in the job queue's order, ``_queue``)
+while slots are free.
+
+Agents and slots an admin disabled (``store._agent_states``, read each tick) take no new work;
+work running on one disabled without draining is killed (the trial runs again elsewhere, no
+restart counted), as 0.37 kills the containers of an agent disabled without ``--drain``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -20,9 +26,9 @@ from pathlib import Path
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
-from determined.master.resources import _envs, _launcher, _recovery
+from determined.master.resources import _envs, _launcher, _queue, _recovery
 from determined.master.resources._log_capture import LogHook, LogSink, LogWriter
-from determined.master.store import Store, TrialRow, _experiments, _trials
+from determined.master.store import Store, TrialRow, _agent_states, _experiments, _trials
 
 logger = logging.getLogger("determined.master")
 TICK_S = 0.5
@@ -53,6 +59,12 @@ def detect_gpus() -> list[int]:
         return list(range(torch.cuda.device_count()))
     except Exception:  # no torch, or a torch without CUDA
         return []
+
+
+def agent_ids(count: int) -> list[str]:
+    """The hostname for a single agent, ``<hostname>-<i>`` for simulated ones."""
+    host = socket.gethostname() or "localhost"
+    return [host] if count == 1 else [f"{host}-{i}" for i in range(count)]
 
 
 def kill_leftovers(allocation_ids: list[str]) -> list[int]:
@@ -144,6 +156,7 @@ class LocalResourceManager:
         if per_agent < 1:
             raise ValueError(f"slots_per_agent must be at least 1, not {per_agent}")
         self.agents = [self.slots[i : i + per_agent] for i in range(0, len(self.slots), per_agent)]
+        self.agent_ids = agent_ids(len(self.agents))
         self._free = list(self.slots)
         self.started_at = time.time()
         self._runs: dict[str, _Run] = {}
@@ -252,12 +265,15 @@ class LocalResourceManager:
         with self._store.read() as conn:
             rows = {str(a["id"]): a for a in _trials.live_allocations(conn)}
         now = time.monotonic()
+        _, doomed = self.slot_blocks() if self._runs else (set(), set())
         for allocation_id, run in self._runs.items():
             row = rows.get(allocation_id)
             if row is None or run.killed:
                 continue
             if row["trial_state"] == State.STOPPING_KILLED.value:
                 self._kill(run, "killed")
+            elif doomed.intersection(run.slots):
+                self._kill(run, "its agent or slot was disabled")
             elif row["preempted"] and run.preempted_at is None:
                 run.preempted_at = now
                 reason = _STOP_REASONS.get(str(row["trial_state"]), "preempted")
@@ -273,9 +289,38 @@ class LocalResourceManager:
         run.signal(signal.SIGKILL)
         self._wake.set()
 
+    def toggles(self) -> tuple[dict[str, _agent_states.Toggle], dict[int, _agent_states.Toggle]]:
+        """``(agents, slots)``: each agent's and each slot's own state as an admin set it
+        (enabled unless disabled)."""
+        with self._store.read() as conn:
+            states = _agent_states.all_states(conn)
+        default = _agent_states.Toggle()
+        agents = {a: states.get((a, _agent_states.AGENT), default) for a in self.agent_ids}
+        slots = {
+            slot: states.get((agent_id, str(slot)), default)
+            for agent_id, agent_slots in zip(self.agent_ids, self.agents, strict=True)
+            for slot in agent_slots
+        }
+        return agents, slots
+
+    def slot_blocks(self) -> tuple[set[int], set[int]]:
+        """``(blocked, doomed)``: the slots that take no new work (their agent or they are
+        disabled), and those of them whose running work is killed (disabled, not draining)."""
+        agents, slots = self.toggles()
+        blocked, doomed = set(), set()
+        for agent_id, agent_slots in zip(self.agent_ids, self.agents, strict=True):
+            for slot in agent_slots:
+                for toggle in (agents[agent_id], slots[slot]):
+                    if not toggle.enabled:
+                        blocked.add(slot)
+                        if not toggle.draining:
+                            doomed.add(slot)
+        return blocked, doomed
+
     def _schedule(self) -> None:
         with self._store.read() as conn:
-            runnable = _trials.runnable_trials(conn)
+            runnable = _queue.runnable_in_order(conn)
+        blocked, _ = self.slot_blocks() if runnable else (set(), set())
         for trial in runnable:
             if self._stopping.is_set():
                 return
@@ -284,7 +329,7 @@ class LocalResourceManager:
             except Exception:  # its experiment's row, say: the other trials still start
                 logger.exception("cannot schedule trial %s", trial["id"])
                 continue
-            containers = None if need is None else self._place(need)
+            containers = None if need is None else self._place(need, blocked)
             if containers is None:
                 continue
             taken = {s for c in containers for s in c}
@@ -292,10 +337,11 @@ class LocalResourceManager:
             if not self._launch(int(trial["id"]), containers):
                 self._free.extend(sorted(taken))
 
-    def _place(self, need: int) -> list[list[int]] | None:
+    def _place(self, need: int, blocked: set[int] | None = None) -> list[list[int]] | None:
         """Free slots for a run: from one agent when one has enough, else whole free agents
-        (a multi-container run); None when it must wait."""
-        free_by_agent = [[s for s in agent if s in self._free] for agent in self.agents]
+        (a multi-container run); None when it must wait. ``blocked`` slots are never free."""
+        usable = [s for s in self._free if s not in (blocked or set())]
+        free_by_agent = [[s for s in agent if s in usable] for agent in self.agents]
         for free in free_by_agent:
             if len(free) >= need:
                 return [sorted(free)[:need]]
@@ -312,6 +358,10 @@ class LocalResourceManager:
 
     def capacity(self) -> int:
         return len(self.slots)
+
+    def wake(self) -> None:
+        """Run a scheduling tick now (an agent or slot changed state, the queue was reordered)."""
+        self._wake.set()
 
     def occupancy(self) -> dict[int, str]:
         """Slot -> the id of the allocation running on it, for the slots in use now."""

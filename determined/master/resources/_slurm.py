@@ -9,6 +9,11 @@ or the exit code the batch script wrote. The job's output file is copied into th
 task logs as it grows. Jobs are named ``det-<allocation id>``: a restarted master adopts the
 ones still queued or running (no trial lost or started twice). The work dirs must be on a
 filesystem every node sees (here: one host).
+
+Slurm's nodes are the agents (``sinfo``; their CPUs, or GPUs from the gres, are the slots): a
+node disabled (or with a disabled slot: Slurm places whole tasks) gets no new job (``sbatch
+--exclude``; a job waits while too few nodes are left), and without draining the jobs running
+on it are killed (the trial runs again elsewhere).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -26,7 +32,7 @@ from typing import Any
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments
-from determined.master.resources import _envs, _launcher, _local, _recovery
+from determined.master.resources import _envs, _launcher, _local, _queue, _recovery
 from determined.master.resources._log_capture import LogHook, LogSink
 from determined.master.store import Store, _experiments, _trials
 
@@ -96,6 +102,47 @@ def job_states(prefix: str = JOB_PREFIX) -> dict[str, tuple[str, str, str]]:
     return jobs
 
 
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed node list as names: ``n[1-3,05],gpu1`` -> n1 n2 n3 05 gpu1 (one
+    bracket group per name, zero padding kept)."""
+    names: list[str] = []
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,]*)?", text.strip()):
+        m = re.fullmatch(r"(?P<pre>[^\[]*)\[(?P<ranges>[^\]]*)\](?P<post>.*)", item)
+        if m is None:
+            names.append(item)
+            continue
+        for part in m["ranges"].split(","):
+            lo, _, hi = part.partition("-")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                names.append(f"{m['pre']}{i:0{width}d}{m['post']}")
+    return names
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs in a node's gres (``gpu:2``, ``gpu:a100:4(S:0-1)``); 0 without any."""
+    total = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+def slurm_nodes(gpu: bool) -> list[tuple[str, int]]:
+    """``(node, slots)`` per Slurm node, in ``sinfo``'s order (a node in several partitions
+    once); slots are its CPUs, or its GPUs when ``gpu``."""
+    out = _slurm(["sinfo", "-h", "-N", "-o", "%N|%c|%G"])
+    if out.returncode != 0:
+        raise RuntimeError(f"sinfo failed: {out.stderr.strip()}")
+    nodes: dict[str, int] = {}
+    for line in out.stdout.splitlines():
+        name, cpus, gres = (line.strip().split("|") + ["", "", ""])[:3]
+        if name and name not in nodes:
+            nodes[name] = _gres_gpus(gres) if gpu else int(cpus or 0)
+    return list(nodes.items())
+
+
 def finished_exit_code(job_id: str, exit_file: Path) -> int:
     """A finished job's exit code: the trial's own (the batch script wrote it), else
     ``scontrol``'s (a signal counts as 128 + its number), else -1."""
@@ -123,6 +170,7 @@ class SlurmJob:
         self.work_dir = work_dir
         self.state = "PENDING"
         self.nodes = ""
+        self.per_node = 1  # slots it has on each of its nodes
         self.code: int | None = None
         self._sink = sink
         self._offset = 0
@@ -221,6 +269,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
         )
         self.gpu = config.gpu
         self._jobs: dict[str, SlurmJob] = {}
+        self._blocked: set[str] = set()  # nodes disabled when this tick began
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -247,7 +296,53 @@ class SlurmResourceManager(_local.LocalResourceManager):
                 self._exits[allocation_id] = (code, code == -1)
         self._record_exits()
         _recovery.remove_staging(self._store)
+        self._load_nodes()
         self._thread.start()
+
+    def _load_nodes(self) -> None:
+        """Slurm's nodes as the agents (kept as they were when ``sinfo`` fails)."""
+        try:
+            nodes = slurm_nodes(self.gpu)
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as e:
+            logger.error("cannot list the Slurm nodes: %s", e)
+            return
+        if not nodes:
+            return
+        agents, first = [], 0
+        for _, count in nodes:
+            agents.append(list(range(first, first + count)))
+            first += count
+        self.agent_ids = [name for name, _ in nodes]
+        self.agents = agents
+        if not self.gpu:  # the cluster's CPUs; GPU capacity stays Slurm's to decide
+            self.slots = [s for a in agents for s in a]
+
+    def node_blocks(self) -> tuple[set[str], set[str]]:
+        """``(blocked, doomed)`` nodes: those that take no new job (the node or a slot of it
+        disabled), and those whose running jobs are killed (disabled without draining)."""
+        agents, slots = self.toggles()
+        blocked, doomed = set(), set()
+        for node, node_slots in zip(self.agent_ids, self.agents, strict=True):
+            for toggle in [agents[node], *(slots[s] for s in node_slots)]:
+                if not toggle.enabled:
+                    blocked.add(node)
+                    if not toggle.draining:
+                        doomed.add(node)
+        return blocked, doomed
+
+    def occupancy(self) -> dict[int, str]:
+        """Slot -> allocation: a running job holds its first ``per_node`` slots of each of its
+        nodes."""
+        taken: dict[int, str] = {}
+        where = dict(zip(self.agent_ids, self.agents, strict=True))
+        for allocation_id, job in list(self._jobs.items()):
+            if job.state != "RUNNING" or not job.nodes:
+                continue
+            for node in expand_hostlist(job.nodes):
+                free = [s for s in where.get(node, []) if s not in taken]
+                for slot in free[: job.per_node]:
+                    taken[slot] = allocation_id
+        return taken
 
     def _adopt(self, allocation_id: str, row: Any, job_id: str) -> None:
         sink = LogSink(self._logs, str(row["task_id"]), allocation_id)
@@ -323,9 +418,23 @@ class SlurmResourceManager(_local.LocalResourceManager):
             run.signal(signal.SIGKILL)
         self._wake.set()
 
+    def _enforce(self) -> None:
+        """As the local manager's, and kill the jobs on nodes disabled without draining."""
+        super()._enforce()
+        if not self._jobs:
+            return
+        _, doomed = self.node_blocks()
+        for allocation_id, job in list(self._jobs.items()):
+            run = self._runs.get(allocation_id)
+            if run is None or run.killed or not job.nodes:
+                continue
+            if doomed.intersection(expand_hostlist(job.nodes)):
+                self._kill(run, "its agent or slot was disabled")
+
     def _schedule(self) -> None:
         with self._store.read() as conn:
-            runnable = _trials.runnable_trials(conn)
+            runnable = _queue.runnable_in_order(conn)
+        self._blocked = self.node_blocks()[0] if runnable else set()
         for trial in runnable:
             if self._stopping.is_set():
                 return
@@ -345,6 +454,8 @@ class SlurmResourceManager(_local.LocalResourceManager):
         slurm = cfg.get("slurm") or {}
         per_node = int(slurm.get("slots_per_node") or need)
         nodes = max(1, math.ceil(need / per_node))
+        if self._blocked and len(self.agent_ids) - len(self._blocked) < nodes:
+            return  # too few enabled nodes: it waits until one is enabled again
         containers = [list(range(min(per_node, need - i * per_node))) for i in range(nodes)]
         resources = [
             {"resourcesId": str(i), "address": "127.0.0.1", "slots": len(c)}
@@ -376,6 +487,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
             self._record_exits()
             return
         job = SlurmJob(job_id, work, sink)
+        job.per_node = per_node
         self._jobs[allocation_id] = job
         timeout = float(cfg.get("preemption_timeout") or 3600)
         self._runs[allocation_id] = _local._Run(
@@ -445,6 +557,8 @@ class SlurmResourceManager(_local.LocalResourceManager):
             args.extend(str(a) for a in override.get("sbatch_args") or [])
         args.extend(str(a) for a in self._slurm_config.sbatch_args)
         args.extend(str(a) for a in slurm.get("sbatch_args") or [])
+        if self._blocked:
+            args.append(f"--exclude={','.join(sorted(self._blocked))}")
         args.append(str(work / "batch.sh"))
         out = _slurm(args)
         if out.returncode != 0:

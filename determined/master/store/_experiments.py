@@ -17,6 +17,7 @@ from determined.master.store._schema import (
     checkpoints,
     cluster_info,
     experiments,
+    job_positions,
     metrics,
     run_metadata,
     searcher_snapshots,
@@ -175,6 +176,7 @@ def delete_experiment(conn: sa.Connection, experiment_id: int) -> None:
     conn.execute(
         unmanaged_experiments.delete().where(unmanaged_experiments.c.experiment_id == experiment_id)
     )
+    conn.execute(job_positions.delete().where(job_positions.c.experiment_id == experiment_id))
     conn.execute(trials.delete().where(trials.c.experiment_id == experiment_id))
     conn.execute(
         searcher_snapshots.delete().where(searcher_snapshots.c.experiment_id == experiment_id)

@@ -49,6 +49,7 @@ class TrialRow(TypedDict):
     start_time: datetime.datetime
     end_time: datetime.datetime | None
     log_retention_days: int | None
+    archived: bool
 
 
 class AllocationRow(TypedDict):

@@ -112,6 +112,8 @@ trials = sa.Table(
     # Days its logs are kept after it ends (``det t set log-retention``); null: the master's
     # ``retention_policy.log_retention_days``; -1: forever.
     sa.Column("log_retention_days", sa.Integer, nullable=True),
+    # Hidden from run searches (0.37's ``/api/v1/runs/archive``); only ended trials.
+    sa.Column("archived", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.UniqueConstraint("experiment_id", "request_id", name="uq_trials_request"),
 )
 
@@ -390,4 +392,29 @@ unmanaged_trials = sa.Table(
     sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), nullable=False),
     sa.Column("external_id", sa.String(255), nullable=True),
     sa.UniqueConstraint("experiment_id", "external_id", name="uq_unmanaged_trials_external"),
+)
+
+# Agents and slots an admin disabled (0.37's ``det agent|slot disable``), kept across restarts:
+# one row per agent (``slot_id`` '') or slot that is not plainly enabled.
+agent_states = sa.Table(
+    "agent_states",
+    metadata,
+    sa.Column("agent_id", sa.String(255), primary_key=True),
+    sa.Column("slot_id", sa.String(64), primary_key=True),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("draining", sa.Boolean, nullable=False),
+)
+
+# Where a job stands in the queue (0.37's ``aheadOf``/``behindOf``): jobs without a row stand at
+# their experiment id; a smaller position goes first among jobs of one priority.
+job_positions = sa.Table(
+    "job_positions",
+    metadata,
+    sa.Column(
+        "experiment_id",
+        sa.Integer,
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("position", sa.Float, nullable=False),
 )
