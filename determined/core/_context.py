@@ -34,9 +34,12 @@ from determined.core._metrics import MetricsShipper
 from determined.core._preempt import (
     PreemptContext,
     PreemptMode,
+    _MasterAndSignal,
     _MasterWatcher,
     _NeverPreempted,
     _SignalWatcher,
+    _Watcher,
+    in_batch_job,
 )
 from determined.core._profiler import DummyProfilerContext, ProfilerContext
 from determined.core._searcher import (
@@ -385,8 +388,9 @@ def _cluster_init(
         after_report=tb_manager.sync if auto else None,
     )
 
-    def watcher() -> _MasterWatcher:
-        return _MasterWatcher(session, info.allocation_id)
+    def watcher() -> _Watcher:
+        master = _MasterWatcher(session, info.allocation_id)
+        return _MasterAndSignal(master) if in_batch_job() else master
 
     def report_profile(group: str, metrics: dict[str, Any], at: datetime.datetime) -> None:
         shipper.report(group, None, metrics, None, at)
@@ -394,7 +398,7 @@ def _cluster_init(
     return Context(
         checkpoint=CheckpointContext(dist, manager, reporter),
         distributed=dist,
-        preempt=PreemptContext(watcher, dist, preempt_mode),
+        preempt=PreemptContext(watcher, dist, preempt_mode, defer_sigterm=in_batch_job()),
         train=train,
         searcher=SearcherContext(
             _MasterOps(session, trial.trial_id, info.allocation_id),

@@ -128,7 +128,8 @@ class _SignalWatcher:
 
     _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self) -> None:
+    def __init__(self, signals: tuple[int, ...] = _SIGNALS) -> None:
+        self._signals = signals
         self._preempt = threading.Event()
         self._previous: dict[int, Any] = {}
 
@@ -136,7 +137,7 @@ class _SignalWatcher:
         if threading.current_thread() is not threading.main_thread():
             logger.info("not on the main thread: local preemption by signal is disabled")
             return
-        for sig in self._SIGNALS:
+        for sig in self._signals:
             self._previous[sig] = signal.signal(sig, self._on_signal)
 
     def close(self) -> None:
@@ -162,6 +163,59 @@ class _SignalWatcher:
         self._preempt.set()
 
 
+def in_batch_job() -> bool:
+    """Whether this process runs in a batch scheduler's job (Slurm sets ``SLURM_JOB_ID`` in
+    every task): its SIGTERM (a time limit, ``scancel``, Slurm's own preemption) is then a
+    request to checkpoint and exit, not a kill."""
+    return bool(os.environ.get("SLURM_JOB_ID"))
+
+
+class _MasterAndSignal:
+    """A cluster trial inside a batch job: the master's long poll, or the scheduler's
+    SIGTERM. The acknowledgement goes to the master, so the run is resumed later (a new job)
+    instead of being read as finished."""
+
+    def __init__(self, master: _Watcher) -> None:
+        self._master = master
+        self._signal = _SignalWatcher((signal.SIGTERM,))
+
+    def start(self) -> None:
+        self._signal.start()
+        self._master.start()
+
+    def close(self) -> None:
+        self._signal.close()
+        self._master.close()
+
+    def should_preempt(self) -> bool:
+        return self._signal.should_preempt() or self._master.should_preempt()
+
+    def acknowledge(self) -> None:
+        self._master.acknowledge()
+
+
+class _DeferSigterm:
+    """A non-chief rank inside a batch job: the scheduler's SIGTERM reaches every rank, but
+    only the chief decides (it broadcasts at ``should_preempt()``); dying at once would leave
+    the chief's checkpoint waiting for this rank."""
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+
+    def start(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+
+    def close(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+    @staticmethod
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        logger.warning(f"received SIGTERM (pid {os.getpid()}): the chief decides when to stop")
+
+
 class _Broadcaster(Protocol):
     def get_rank(self) -> int: ...
 
@@ -180,11 +234,15 @@ class PreemptContext:
         watcher_factory: Any,
         dist: _Broadcaster,
         preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+        *,
+        defer_sigterm: bool = False,
     ) -> None:
         self._dist = dist
         self._mode = PreemptMode(preempt_mode)
         watches = dist.get_rank() == 0 or self._mode == PreemptMode.WorkersAskMaster
         self._watcher: _Watcher | None = watcher_factory() if watches else None
+        # Inside a batch job: SIGTERM on the ranks that do not watch waits for the chief.
+        self._deferred = _DeferSigterm() if defer_sigterm and self._watcher is None else None
         self._started = False
         self._ack_sent = False
 
@@ -195,11 +253,15 @@ class PreemptContext:
         self._started = True
         if self._watcher is not None:
             self._watcher.start()
+        elif self._deferred is not None:
+            self._deferred.start()
         return self
 
     def close(self) -> None:
         if self._watcher is not None:
             self._watcher.close()
+        if self._deferred is not None:
+            self._deferred.close()
 
     def __enter__(self) -> PreemptContext:
         return self.start()

@@ -7,7 +7,7 @@ first, and its own rank), then runs the experiment's ``entrypoint``:
 
 * ``module:Class`` (the legacy form) -> ``python -m determined.launch.torch_distributed --
   --trial module:Class``;
-* any other string -> ``sh -c STRING``;
+* any other string -> ``sh -c STRING`` (``sh -c 'exec STRING'`` for one plain command);
 * a list -> run as given.
 
 Signals are forwarded, and the exit code is the entrypoint's.
@@ -33,6 +33,11 @@ from determined.launch import _signals
 logger = logging.getLogger("determined.exec.launch")
 
 LEGACY_ENTRYPOINT = re.compile(r"^[a-zA-Z0-9_.]+:[a-zA-Z0-9_]+$")
+# One plain command (words of these characters, no variable assignment first): the shell can
+# `exec` it, so signals reach the command itself instead of killing the shell in between (a
+# batch scheduler signals every process of the job: the shell would exit 143 while the trial
+# checkpoints and exits 0).
+_PLAIN_COMMAND = re.compile(r"[\w./:,@%+=\- ]+")
 
 
 def entrypoint_command(entrypoint: str | list[str]) -> list[str]:
@@ -46,7 +51,8 @@ def entrypoint_command(entrypoint: str | list[str]) -> list[str]:
     if LEGACY_ENTRYPOINT.match(entrypoint):
         launcher = [sys.executable, "-m", "determined.launch.torch_distributed"]
         return [*launcher, "--", "--trial", entrypoint]
-    return ["sh", "-c", entrypoint]
+    plain = _PLAIN_COMMAND.fullmatch(entrypoint.strip()) and "=" not in entrypoint.split()[0]
+    return ["sh", "-c", f"exec {entrypoint.strip()}" if plain else entrypoint]
 
 
 def validate_storage(config: dict[str, Any]) -> None:

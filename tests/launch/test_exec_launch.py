@@ -26,7 +26,15 @@ def test_legacy_entrypoints_go_through_torch_distributed(ep: str) -> None:
 
 
 @pytest.mark.parametrize("ep", ["train.py", "a:b.c", "python3 train.py", "a: b", ":B", "a:"])
-def test_other_strings_run_in_a_shell(ep: str) -> None:
+def test_one_plain_command_is_execed_by_the_shell(ep: str) -> None:
+    """exec: a signal reaches the command, not a shell in between (which would die of it)."""
+    assert launch.entrypoint_command(ep) == ["sh", "-c", f"exec {ep.strip()}"]
+
+
+@pytest.mark.parametrize(
+    "ep", ["a && b", "python3 x.py; echo done", "X=1 python3 t.py", "echo $HOME", "a | b"]
+)
+def test_other_strings_run_in_a_shell_as_written(ep: str) -> None:
     assert launch.entrypoint_command(ep) == ["sh", "-c", ep]
 
 

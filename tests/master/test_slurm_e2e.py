@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -244,3 +245,65 @@ def test_nodes_are_agents_and_disabling_one_moves_the_job(
         assert trial["restarts"] == 0
         assert cluster.post(f"/api/v1/experiments/{exp_id}/kill").status_code == 200
         cluster.wait_experiment(exp_id, "STATE_CANCELED", timeout=40)
+
+
+def test_a_job_slurm_queues_shows_queued_until_it_starts(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    """While Slurm keeps the job PENDING the trial and experiment are QUEUED (not RUNNING)
+    and the trial's log says why; once Slurm starts it, RUNNING, then it completes."""
+    blocker = slurm.run(
+        "sbatch", "--parsable", "-J", "blocker", "-N", "2", "--ntasks-per-node", "2",
+        "--wrap", "sleep 120",
+    ).strip()  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while "RUNNING" not in slurm.run("squeue", "-h", "-j", blocker, "-o", "%T"):
+            assert time.monotonic() < deadline, "the blocker job never started"
+            time.sleep(0.2)
+        with _master(tmp_path, slurm) as m:
+            cluster = Cluster(m)
+            exp_id = cluster.create(config(tmp_path / "out", max_length=1))
+            [trial] = cluster.trials(exp_id)
+            cluster.wait_log(trial["taskId"], "is queued (reason:")
+            deadline = time.monotonic() + 10
+            while cluster.experiment(exp_id)["state"] != "STATE_QUEUED":
+                assert time.monotonic() < deadline, cluster.experiment(exp_id)["state"]
+                time.sleep(0.2)
+            assert cluster.trials(exp_id)[0]["state"] == "STATE_QUEUED"
+            jobs = cluster.get("/api/v1/job-queues")["jobs"]
+            assert [j["summary"]["state"] for j in jobs] == ["STATE_QUEUED"]
+            slurm.run("scancel", blocker)
+            cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=60)
+            lines = [e["log"] for e in cluster.logs(trial["taskId"])]
+            assert any("is running on" in x for x in lines)
+    finally:
+        subprocess.run(["scancel", blocker], env=slurm.env, capture_output=True)
+
+
+def test_slurms_sigterm_checkpoints_and_the_trial_resumes_in_a_new_job(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    """Slurm's own SIGTERM (``scancel --signal=TERM``, as at a time limit or under Slurm's
+    preemption) reaches the trial's preemption path: it checkpoints, acknowledges and exits 0;
+    the master runs it again as a new job, which resumes from that checkpoint."""
+    with _master(tmp_path, slurm) as m:
+        cluster = Cluster(m)
+        out = tmp_path / "out"
+        exp_id = cluster.create(config(out, max_length=150, sleep=0.05))
+        trial = cluster.wait_trial(exp_id, "STATE_RUNNING", "RUNNING", timeout=30)
+        wait_file(out / f"{trial['id']}.1.pid")
+        first = _job_of(cluster, trial["taskId"])
+        time.sleep(1.0)  # some steps trained
+        slurm.run("scancel", "--signal=TERM", first)
+        cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=90)
+        jobs = _jobs_of(cluster, trial["taskId"])
+        assert len(jobs) == 2 and jobs[0] == first, jobs
+        resumed = int((out / f"{trial['id']}.2.resumed").read_text())
+        assert 0 < resumed < 150, resumed  # the second job started from the first's checkpoint
+        lines = "\n".join(e["log"] for e in cluster.logs(trial["taskId"]))
+        assert "received SIGTERM" in lines and "preemption requested" in lines
+        shown = slurm.run("scontrol", "-o", "show", "job", first)
+        assert "JobState=COMPLETED" in shown, [
+            f for f in shown.split() if "Exit" in f or "State" in f
+        ]

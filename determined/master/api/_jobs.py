@@ -20,7 +20,14 @@ from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import _Body
 from determined.master.resources import _queue
-from determined.master.store import State, _experiments, _job_positions, _trials, _users
+from determined.master.store import (
+    AllocationState,
+    State,
+    _experiments,
+    _job_positions,
+    _trials,
+    _users,
+)
 from determined.master.store._time import rfc3339
 
 router = APIRouter()
@@ -37,7 +44,8 @@ def _job(conn: sa.Connection, exp_id: int, ahead: int) -> dict[str, Any] | None:
     allocated = 0
     for trial in trials:
         alloc = _trials.live_allocation(conn, int(trial["id"]))
-        if alloc is not None:
+        # A PENDING allocation waits for its resources (a Slurm job in Slurm's queue).
+        if alloc is not None and alloc["state"] != AllocationState.PENDING.value:
             allocated += sum(int(r.get("slots") or 0) for r in alloc["resources"] or [])
     if exp["state"] != State.ACTIVE.value:
         state = "STATE_UNSPECIFIED"

@@ -11,6 +11,7 @@ from determined.master import experiment
 from determined.master.api import _redact
 from determined.master.experiment import State
 from determined.master.store import (
+    AllocationState,
     CheckpointRow,
     ExperimentRow,
     TrialRow,
@@ -176,7 +177,9 @@ def _runs(conn: sa.Connection, trial: TrialRow, unmanaged: bool) -> bool:
         return False
     if unmanaged:
         return int(trial["run_id"]) > 0
-    return _trials.live_allocation(conn, int(trial["id"])) is not None
+    live = _trials.live_allocation(conn, int(trial["id"]))
+    # PENDING: its resources are not there yet (a Slurm job in Slurm's queue).
+    return live is not None and live["state"] != AllocationState.PENDING.value
 
 
 def _display_state(conn: sa.Connection, trial: TrialRow) -> str:

@@ -90,8 +90,10 @@ def _slurm(args: list[str], timeout: float = 20.0) -> subprocess.CompletedProces
 
 
 def job_states(prefix: str = JOB_PREFIX) -> dict[str, tuple[str, str, str]]:
-    """``job name -> (job id, state, node list)`` of this user's jobs squeue knows."""
-    out = _slurm(["squeue", "-h", "-u", str(os.getuid()), "-o", "%j|%i|%T|%N"])
+    """``job name -> (job id, state, where)`` of this user's jobs squeue knows: ``where`` is
+    the node list of a job that has nodes, else why it waits in parentheses (``(Resources)``,
+    ``(Priority)``: squeue's ``%R``)."""
+    out = _slurm(["squeue", "-h", "-u", str(os.getuid()), "-o", "%j|%i|%T|%R"])
     if out.returncode != 0:
         raise RuntimeError(f"squeue failed: {out.stderr.strip()}")
     jobs = {}
@@ -172,6 +174,8 @@ class SlurmJob:
         self.nodes = ""
         self.per_node = 1  # slots it has on each of its nodes
         self.code: int | None = None
+        self.reason = ""  # why Slurm keeps it PENDING (squeue's reason), while it does
+        self.recorded = ""  # the allocation state last written for it (PENDING or RUNNING)
         self._sink = sink
         self._offset = 0
         self._announced = False
@@ -186,7 +190,13 @@ class SlurmJob:
         if self.code is not None:
             return
         if name in known and known[name][1] in _ACTIVE:
-            _, self.state, self.nodes = known[name]
+            _, self.state, where = known[name]
+            waiting = where.startswith("(")
+            self.nodes = "" if waiting else where
+            reason = where.strip("()") if waiting and self.state == "PENDING" else ""
+            if reason and reason != self.reason:
+                self._sink.master(f"Slurm job {self.job_id} is queued (reason: {reason})")
+            self.reason = reason
             if self.state == "RUNNING" and not self._announced:
                 self._announced = True
                 self._sink.master(f"Slurm job {self.job_id} is running on {self.nodes}")
@@ -393,7 +403,19 @@ class SlurmResourceManager(_local.LocalResourceManager):
                 job.update(known, JOB_PREFIX + allocation_id)
                 if job.code is not None:
                     del self._jobs[allocation_id]
+                else:
+                    self._record_queued(allocation_id, job)
         super()._reap()
+
+    def _record_queued(self, allocation_id: str, job: SlurmJob) -> None:
+        """A job Slurm still queues is a PENDING allocation (its trial shows QUEUED, as a
+        trial waiting for slots does); RUNNING once Slurm starts it."""
+        state = "RUNNING" if job.state != "PENDING" else "PENDING"
+        if state == job.recorded:
+            return
+        waiting = state == "PENDING"
+        self._store.write(lambda conn: _trials.set_allocation_waiting(conn, allocation_id, waiting))
+        job.recorded = state
 
     def _kill(self, run: _local._Run, reason: str) -> None:
         """A running trial is first asked to checkpoint and exit through its preemption path

@@ -159,6 +159,20 @@ def update_allocation(conn: sa.Connection, allocation_id: str, **values: Any) ->
     conn.execute(allocations.update().where(allocations.c.id == allocation_id).values(**values))
 
 
+def set_allocation_waiting(conn: sa.Connection, allocation_id: str, waiting: bool) -> None:
+    """A live allocation whose resources are not there yet (PENDING: a Slurm job still in
+    Slurm's queue) or are (RUNNING); a terminated one is left alone."""
+    state = AllocationState.PENDING if waiting else AllocationState.RUNNING
+    conn.execute(
+        allocations.update()
+        .where(
+            allocations.c.id == allocation_id,
+            allocations.c.state != AllocationState.TERMINATED.value,
+        )
+        .values(state=state.value)
+    )
+
+
 def runnable_trials(conn: sa.Connection) -> list[TrialRow]:
     """Trials that need a run now (docs/reference/master.md §4.2): ACTIVE in an ACTIVE
     experiment, with a pending operation and no live allocation; oldest first.
