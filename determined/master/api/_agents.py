@@ -10,6 +10,7 @@ disable body); the resource manager reads the states from the store (``_agent_st
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -243,3 +244,25 @@ def get_tasks(request: Request, caller: Caller, store: StoreDep) -> dict[str, An
             ],
         }
     return {"allocationIdToSummary": summaries}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+def _snake_keys(value: Any) -> Any:
+    """``allocationId`` -> ``allocation_id`` throughout (the Go structs' JSON names), agent
+    ids (the keys of ``agentDevices``) excepted."""
+    if isinstance(value, list):
+        return [_snake_keys(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {_snake(k): (v if k == "agentDevices" else _snake_keys(v)) for k, v in value.items()}
+
+
+@router.get("/tasks")
+def legacy_tasks(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """0.37's legacy ``GET /tasks``: ``{allocation id: AllocationSummary}`` with the Go
+    structs' snake_case names; the same allocations as ``GET /api/v1/tasks``."""
+    summaries = get_tasks(request, caller, store)["allocationIdToSummary"]
+    return {aid: _snake_keys(summary) for aid, summary in summaries.items()}
