@@ -252,3 +252,31 @@ def test_failures_are_retried_then_given_up_and_4xx_is_final(
     receiver.wait("/flaky", count=4)
     time.sleep(4)
     assert len(receiver.wait("/flaky")) == 4
+
+
+def test_metric_threshold_fires_once_per_trial(
+    cluster: Cluster, receiver: Receiver, tmp_path: pathlib.Path
+) -> None:
+    """METRIC_THRESHOLD_EXCEEDED (0.37 stores it and never fires it): a reported metric above
+    ``metricValue`` queues one event per trial and trigger; one never above, none."""
+    above = ("TRIGGER_TYPE_METRIC_THRESHOLD_EXCEEDED", {"metricName": "loss", "metricValue": 0.7})
+    never = ("TRIGGER_TYPE_METRIC_THRESHOLD_EXCEEDED", {"metricName": "loss", "metricValue": 5})
+    assert _create(cluster, _hook(receiver.url + "/above", "above", above)).ok
+    assert _create(cluster, _hook(receiver.url + "/never", "never", never)).ok
+    bad = _hook(receiver.url, "bad", ("TRIGGER_TYPE_METRIC_THRESHOLD_EXCEEDED", {"name": "x"}))
+    r = _create(cluster, bad)
+    assert r.status_code == 400 and "metricName" in r.text
+
+    exp_id = cluster.create(config(tmp_path / "out", max_length=3))  # loss 1, 1/2, 1/3
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=60)
+    [sent] = receiver.wait("/above")
+    assert _signed_ok(sent)
+    event = json.loads(sent["body"])
+    assert event["event_type"] == "METRIC_THRESHOLD_EXCEEDED"
+    assert event["condition"] == {"metricName": "loss", "metricValue": 0.7}
+    assert event["event_data"]["metric"] == {"group": "training", "name": "loss", "value": 1.0}
+    [trial] = cluster.trials(exp_id)
+    assert event["event_data"]["experiment"]["trial_id"] == trial["id"]
+    time.sleep(1.0)  # nothing more arrives: once per trial, and never for the other
+    assert len([p for p in receiver.posts if p["path"] == "/above"]) == 1
+    assert not [p for p in receiver.posts if p["path"] == "/never"]

@@ -14,7 +14,7 @@ from determined.common.api._session import json_safe
 from determined.master import experiment
 from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller, check_reporter
-from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._deps import ExperimentsDep, StoreDep, WebhooksDep
 from determined.master.api._models import (
     CompleteOperation,
     EarlyExit,
@@ -28,6 +28,7 @@ from determined.master.api._models import (
 from determined.master.api._wire import trial_json
 from determined.master.experiment import Experiments
 from determined.master.store import Store, _experiments, _metrics, _time, _trials
+from determined.master.webhooks import Webhooks
 
 router = APIRouter(prefix="/api/v1")
 
@@ -50,8 +51,11 @@ def runner_metadata(
     return {}
 
 
-def _report_write(trial_id: int, group: str, report: TrialMetrics) -> Callable[[Any], None]:
-    """The write storing one report, once the report is checked (InvalidArgument if not)."""
+def _report_write(
+    trial_id: int, group: str, report: TrialMetrics, hooks: Webhooks | None = None
+) -> Callable[[Any], None]:
+    """The write storing one report, once the report is checked (InvalidArgument if not);
+    ``hooks`` sees the metrics in the same transaction (metric threshold webhooks)."""
     if report.trial_id != trial_id:
         raise InvalidArgument(f"metrics for trial {report.trial_id} posted to trial {trial_id}")
     try:
@@ -80,16 +84,23 @@ def _report_write(trial_id: int, group: str, report: TrialMetrics) -> Callable[[
             searcher_metric=metric,
             smaller_is_better=smaller,
         )
+        if hooks is not None:
+            hooks.metrics_reported(conn, trial_id, group, avg)
 
     return write
 
 
 async def _report(
-    store: Store, trial_id: int, group: str, report: TrialMetrics, exps: Experiments | None = None
+    store: Store,
+    trial_id: int,
+    group: str,
+    report: TrialMetrics,
+    hooks: Webhooks,
+    exps: Experiments | None = None,
 ) -> None:
     # Group commit: one fsync for all reports arriving together. Awaited on the event loop,
     # no worker thread waits for it (see store/_group_commit).
-    await store.write_async(_report_write(trial_id, group, report))
+    await store.write_async(_report_write(trial_id, group, report, hooks))
     if exps is not None and group == "validation":
         avg = json_safe(report.metrics.avg_metrics)
         await run_in_threadpool(exps.validation_reported, trial_id, report.steps_completed, avg)
@@ -97,19 +108,28 @@ async def _report(
 
 @router.post("/trials/{trial_id}/metrics")
 async def report_metrics(
-    trial_id: int, body: ReportMetrics, caller: Caller, store: StoreDep, exps: ExperimentsDep
+    trial_id: int,
+    body: ReportMetrics,
+    caller: Caller,
+    store: StoreDep,
+    exps: ExperimentsDep,
+    hooks: WebhooksDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, body.group, body.metrics, exps)
+    await _report(store, trial_id, body.group, body.metrics, hooks, exps)
     return {}
 
 
 @router.post("/trials/{trial_id}/training_metrics")
 async def report_training_metrics(
-    trial_id: int, body: ReportTrainingMetrics, caller: Caller, store: StoreDep
+    trial_id: int,
+    body: ReportTrainingMetrics,
+    caller: Caller,
+    store: StoreDep,
+    hooks: WebhooksDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, "training", body.training_metrics)
+    await _report(store, trial_id, "training", body.training_metrics, hooks)
     return {}
 
 
@@ -120,9 +140,10 @@ async def report_validation_metrics(
     caller: Caller,
     store: StoreDep,
     exps: ExperimentsDep,
+    hooks: WebhooksDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, "validation", body.validation_metrics, exps)
+    await _report(store, trial_id, "validation", body.validation_metrics, hooks, exps)
     return {}
 
 

@@ -19,7 +19,7 @@ from determined.master.api._deps import StoreDep, WebhooksDep
 from determined.master.api._models import _Body
 from determined.master.store import _webhooks
 from determined.master.store._enums import State
-from determined.master.webhooks import post, test_body
+from determined.master.webhooks import metric_threshold, post, test_body
 
 router = APIRouter(prefix="/api/v1")
 
@@ -93,8 +93,11 @@ def _trigger(t: TriggerBody, mode: str) -> tuple[str, dict[str, Any]]:
         raise InvalidArgument(
             "custom trigger only works on webhook with mode 'SPECIFIC' (WEBHOOK_MODE_SPECIFIC)"
         )
-    elif kind == "METRIC_THRESHOLD_EXCEEDED":
-        raise InvalidArgument("METRIC_THRESHOLD_EXCEEDED triggers are not supported yet")
+    elif kind == "METRIC_THRESHOLD_EXCEEDED" and metric_threshold(condition) is None:
+        raise InvalidArgument(
+            "a metric threshold condition is {metricName: <metric>, metricValue: <number>}; "
+            f"got {t.condition}"
+        )
     return kind, condition
 
 
@@ -133,7 +136,9 @@ def list_webhooks(caller: Caller, store: StoreDep) -> dict[str, Any]:
 
 
 @router.post("/webhooks")
-def create_webhook(body: WebhookBody, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def create_webhook(
+    body: WebhookBody, caller: Caller, store: StoreDep, hooks: WebhooksDep
+) -> dict[str, Any]:
     _require_admin(caller)
     if not body.triggers:
         raise InvalidArgument("at least one trigger required")
@@ -165,6 +170,7 @@ def create_webhook(body: WebhookBody, caller: Caller, store: StoreDep) -> dict[s
         )
         created = _webhooks.get_webhook(conn, webhook_id)
     assert created is not None
+    hooks.triggers_changed()
     return {"webhook": webhook_json(created)}
 
 
@@ -176,11 +182,14 @@ def _require_webhook(conn: Any, webhook_id: int) -> dict[str, Any]:
 
 
 @router.delete("/webhooks/{webhook_id}")
-def delete_webhook(webhook_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def delete_webhook(
+    webhook_id: int, caller: Caller, store: StoreDep, hooks: WebhooksDep
+) -> dict[str, Any]:
     _require_admin(caller)
     with store.tx() as conn:
         _require_webhook(conn, webhook_id)
         _webhooks.delete_webhook(conn, webhook_id)
+    hooks.triggers_changed()
     return {}
 
 

@@ -316,6 +316,63 @@ def _slack_log_body(
     return {"blocks": [{"type": "section", "text": _field(msg)}]}
 
 
+def metric_threshold(condition: Any) -> tuple[str, float] | None:
+    """``(metricName, metricValue)`` of a METRIC_THRESHOLD_EXCEEDED condition, or None."""
+    if not isinstance(condition, dict):
+        return None
+    name, value = condition.get("metricName"), condition.get("metricValue")
+    if not isinstance(name, str) or not name:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return name, float(value)
+
+
+def metrics_reported(
+    conn: sa.Connection,
+    trial_id: int,
+    group: str,
+    metrics: dict[str, Any],
+    triggers: list[dict[str, Any]],
+    base_url: str,
+) -> None:
+    """Queue an event for each METRIC_THRESHOLD_EXCEEDED trigger whose metric the report
+    carries above its threshold, once per trial and trigger (0.37 stores these triggers but
+    never fires them; here a metric above ``metricValue`` does)."""
+    exp: ExperimentRow | None = None
+    for t in triggers:
+        parsed = metric_threshold(t["condition"])
+        if parsed is None:
+            continue
+        name, threshold = parsed
+        value = metrics.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= threshold:
+            continue
+        trial = _trials.require_trial(conn, trial_id)
+        if exp is None:
+            exp = _placed(conn, _experiments.require_experiment(conn, trial["experiment_id"]))
+        if not matches(t, exp["config"], _workspace_id(exp)):
+            continue
+        if not _webhooks.first_firing(conn, str(trial["task_id"]), int(t["id"])):
+            continue
+        if t["webhook_type"] == SLACK:
+            text = (
+                f"Experiment ID `{exp['id']}`, Trial ID `{trial_id}` reported {group} metric "
+                f"`{name}` = {value}, above the threshold {threshold}"
+            )
+            body: dict[str, Any] = {"blocks": [{"type": "section", "text": _field(text)}]}
+        else:
+            body = default_body(
+                METRIC_THRESHOLD,
+                {"metricName": name, "metricValue": threshold},
+                {
+                    "experiment": _experiment_payload(exp, trial_id),
+                    "metric": {"group": group, "name": name, "value": value},
+                },
+            )
+        _webhooks.enqueue(conn, t["url"], json.dumps(body))
+
+
 def test_body(webhook: dict[str, Any]) -> dict[str, Any]:
     """What ``POST /api/v1/webhooks/{id}/test`` sends."""
     if webhook["webhook_type"] == SLACK:

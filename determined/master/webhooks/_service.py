@@ -4,11 +4,12 @@ thread, configured by the master config's ``webhooks: {signing_key, base_url}``.
 from __future__ import annotations
 
 import secrets
+import time
 from typing import Any
 
 import sqlalchemy as sa
 
-from determined.master.store import ExperimentRow, Store
+from determined.master.store import ExperimentRow, Store, _webhooks
 from determined.master.webhooks import _events
 from determined.master.webhooks._shipper import Shipper
 
@@ -25,6 +26,9 @@ class Webhooks:
         self.signing_key = signing_key or secrets.token_hex(32)
         self.base_url = base_url
         self.shipper = Shipper(store, self.signing_key)
+        # Metric reports are the hot path: their triggers are read at most every few seconds.
+        self._metric_triggers: list[dict[str, Any]] | None = None
+        self._metric_triggers_at = 0.0
 
     def start(self) -> None:
         self.shipper.start()
@@ -46,3 +50,22 @@ class Webhooks:
         self, conn: sa.Connection, experiment_id: int, trial_id: int | None, data: dict[str, Any]
     ) -> None:
         _events.custom_alert(conn, experiment_id, trial_id, data, self.base_url)
+
+    def metrics_reported(
+        self, conn: sa.Connection, trial_id: int, group: str, metrics: dict[str, Any]
+    ) -> None:
+        now = time.monotonic()
+        if self._metric_triggers is None or now - self._metric_triggers_at > TRIGGER_CACHE_S:
+            self._metric_triggers = _webhooks.triggers_of_type(conn, _events.METRIC_THRESHOLD)
+            self._metric_triggers_at = now
+        if self._metric_triggers:
+            _events.metrics_reported(
+                conn, trial_id, group, metrics, self._metric_triggers, self.base_url
+            )
+
+    def triggers_changed(self) -> None:
+        """A webhook was created, changed or deleted: read the triggers again."""
+        self._metric_triggers = None
+
+
+TRIGGER_CACHE_S = 5.0
