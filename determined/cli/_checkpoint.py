@@ -82,15 +82,6 @@ def cmd_download(args: argparse.Namespace) -> None:
         render_checkpoint(ckpt, path)
 
 
-def yes_no(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("y", "yes", "t", "true", "on", "1"):
-        return True
-    if value in ("n", "no", "f", "false", "off", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not a truth value (true or false)")
-
-
 def cmd_download_experiment(args: argparse.Namespace) -> None:
     """``det e download ID``: the ``--top-n`` best COMPLETED checkpoints, each into
     ``<output-dir>/<uuid>``; by the searcher metric unless ``--sort-by`` names another."""
@@ -122,7 +113,7 @@ def add_experiment_download(cmds: argparse._SubParsersAction) -> None:
     p.add_argument("--top-n", type=int, default=1, help="how many of the best checkpoints")
     p.add_argument("--sort-by", default=None, help="validation metric to sort on")
     p.add_argument(
-        "--smaller-is-better", type=yes_no, default=None, help="sort order for --sort-by"
+        "--smaller-is-better", type=_render.truth, default=None, help="sort order for --sort-by"
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print only the paths")
     p.set_defaults(func=cmd_download_experiment)

@@ -7,6 +7,7 @@ JSON of hyperparameters) stacked line by line.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime
 import json
@@ -141,6 +142,17 @@ def format_resource_sizes(resources: dict[str, Any] | None) -> str:
 
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=4)
+
+
+def truth(text: str) -> bool:
+    """A true/false command-line value as 0.37 reads it (true, t, yes, y, on, 1, and the
+    opposites); an ``argparse.ArgumentTypeError`` otherwise."""
+    value = text.strip().lower()
+    if value in ("true", "t", "yes", "y", "on", "1"):
+        return True
+    if value in ("false", "f", "no", "n", "off", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
 def yes_or_no(prompt: str) -> bool:

@@ -211,7 +211,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dl.add_argument("--sort-by", default=None, help="with --best: the validation metric to use")
     dl.add_argument(
         "--smaller-is-better",
-        type=_checkpoint.yes_no,
+        type=_render.truth,
         default=None,
         help="with --sort-by: whether smaller values of it are better (true or false)",
     )

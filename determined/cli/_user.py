@@ -11,6 +11,7 @@ from typing import Any
 
 from determined import errors
 from determined.cli import _render, _session
+from determined.experimental._sdk import _user as _sdk_user
 
 
 def _read_password(user: str, prompt: str | None = None) -> str:
@@ -22,18 +23,12 @@ def _read_password(user: str, prompt: str | None = None) -> str:
 
 
 def check_complexity(password: str) -> None:
-    """0.37's rules for a new password, as a CliError naming what is missing."""
-    missing = []
-    if len(password) < 8:
-        missing.append("at least 8 characters")
-    if not any(c.isupper() for c in password):
-        missing.append("an upper-case letter")
-    if not any(c.islower() for c in password):
-        missing.append("a lower-case letter")
-    if not any(c.isdigit() for c in password):
-        missing.append("a number")
-    if missing:
-        raise _render.CliError("password is too weak: it needs " + ", ".join(missing))
+    """0.37's rules for a new password (the SDK's check), as a CliError naming what is
+    missing."""
+    try:
+        _sdk_user.check_password_complexity(password)
+    except ValueError as e:
+        raise _render.CliError(str(e)) from None
 
 
 def _new_password(user: str) -> str:
@@ -155,15 +150,6 @@ def cmd_logout(args: argparse.Namespace) -> None:
     print(f"Logged out user '{user}' from {url}")
 
 
-def _truth(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "t", "yes", "y", "1", "on"):
-        return True
-    if value in ("false", "f", "no", "n", "0", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-
-
 def cmd_edit(args: argparse.Namespace) -> None:
     """``det user edit USER [--display-name] [--username] [--active|--deactivate] [--admin]``."""
     body: dict[str, object] = {}
@@ -216,11 +202,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     edit.add_argument("target_user", help="name of user that should be edited")
     edit.add_argument("--display-name", default=None, help="new display name")
     edit.add_argument("--username", dest="new_username", default=None, help="new username")
-    edit.add_argument("--remote", type=_truth, default=None, metavar="(true|false)")
+    edit.add_argument("--remote", type=_render.truth, default=None, metavar="(true|false)")
     edit.add_argument(
-        "--active", dest="activate", type=_truth, default=None, metavar="(true|false)"
+        "--active", dest="activate", type=_render.truth, default=None, metavar="(true|false)"
     )
-    edit.add_argument("--admin", type=_truth, default=None, metavar="(true|false)")
+    edit.add_argument("--admin", type=_render.truth, default=None, metavar="(true|false)")
     edit.set_defaults(func=cmd_edit)
     rename = cmds.add_parser("rename", help="change username for user (det user edit --username)")
     rename.add_argument("target_user", help="name of user whose username should be changed")
