@@ -18,7 +18,7 @@ from determined._version import REFERENCE_VERSION
 from determined.master._errors import NotFound, Unimplemented
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
-from determined.master.store import _trials
+from determined.master.store import _tasks, _trials
 from determined.master.store._time import rfc3339
 
 router = APIRouter()
@@ -174,4 +174,33 @@ def get_tasks(request: Request, caller: Caller, store: StoreDep) -> dict[str, An
                 for i, r in enumerate(resources)
             ],
         }
+    with store.read() as conn:
+        running = [t for t in _tasks.live(conn) if t["state"] == "RUNNING"]
+    for task in running:
+        aid = str(task["allocation_id"])
+        placed = _agent_devices(agents, aid)
+        summary: dict[str, Any] = {
+            "taskId": task["id"],
+            "allocationId": aid,
+            "name": task["description"],
+            "registeredTime": rfc3339(task["start_time"]),
+            "resourcePool": "default",
+            "slotsNeeded": int(task["slots"]),
+            "schedulerType": "local",
+            "priority": None,
+            "proxyPorts": [
+                {"port": p, "proxyTcp": task["type"] == "SHELL", "unauthenticated": False}
+                for p in (task["ports"] or {}).values()
+            ],
+            "resources": [
+                {
+                    "resourcesId": "0",
+                    "resourcesType": "local",
+                    "allocationId": aid,
+                    "containerId": aid,
+                    "agentDevices": placed[0] if placed else {},
+                }
+            ],
+        }
+        summaries[aid] = summary
     return {"allocationIdToSummary": summaries}

@@ -6,6 +6,7 @@ yet ended, oldest first; changing a job's priority or weight is not supported ye
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,7 +15,7 @@ from fastapi import APIRouter, Request
 from determined.master._errors import Unimplemented
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
-from determined.master.store import State, _experiments, _trials, _users
+from determined.master.store import State, _experiments, _tasks, _trials, _users
 from determined.master.store._time import rfc3339
 
 router = APIRouter()
@@ -60,15 +61,60 @@ def _job(conn: sa.Connection, exp_id: int, ahead: int) -> dict[str, Any] | None:
     }
 
 
+_TASK_JOB_TYPES = {
+    "COMMAND": "TYPE_COMMAND",
+    "NOTEBOOK": "TYPE_NOTEBOOK",
+    "SHELL": "TYPE_SHELL",
+    "TENSORBOARD": "TYPE_TENSORBOARD",
+    "GENERIC": "TYPE_GENERIC",
+}
+
+
+def _task_job(conn: sa.Connection, task: dict[str, Any], ahead: int) -> dict[str, Any]:
+    """``v1Job`` of a live command, notebook, shell, TensorBoard or generic task."""
+    owner = _users.require_user(conn, int(task["owner_id"]))
+    running = task["state"] == "RUNNING"
+    resources = (task["config"] or {}).get("resources") or {}
+    return {
+        "summary": {"state": "STATE_SCHEDULED" if running else "STATE_QUEUED", "jobsAhead": ahead},
+        "type": _TASK_JOB_TYPES[str(task["type"])],
+        "submissionTime": rfc3339(task["start_time"]),
+        "username": owner["username"],
+        "userId": task["owner_id"],
+        "resourcePool": "default",
+        "isPreemptible": False,
+        "priority": int(resources.get("priority") or 42),
+        "weight": float(resources.get("weight") or 1),
+        "entityId": str(task["id"]),
+        "jobId": str(task["id"]),
+        "requestedSlots": int(task["slots"]),
+        "allocatedSlots": int(task["slots"]) if running else 0,
+        "name": str(task["description"]),
+        "progress": 0.0,
+        "workspaceId": 1,
+    }
+
+
 def jobs(store: Any) -> list[dict[str, Any]]:
-    """``v1Job`` per experiment not yet ended, in submission order."""
+    """``v1Job`` per experiment and non-trial task not yet ended, in submission order."""
     out: list[dict[str, Any]] = []
     with store.read() as conn:
-        for exp_id in sorted(_experiments.list_experiment_ids(conn)):
-            job = _job(conn, exp_id, len(out))
+        found: list[tuple[Any, int, Any]] = [
+            (exp["start_time"], 0, exp_id)
+            for exp_id in sorted(_experiments.list_experiment_ids(conn))
+            if (exp := _experiments.get_experiment(conn, exp_id)) is not None
+        ]
+        found += [(t["start_time"], 1, t) for t in _tasks.live(conn)]
+        found.sort(key=lambda f: (_as_utc(f[0]), f[1]))
+        for _, is_task, item in found:
+            job = _task_job(conn, item, len(out)) if is_task else _job(conn, item, len(out))
             if job is not None:
                 out.append(job)
     return out
+
+
+def _as_utc(when: Any) -> Any:
+    return when if when.tzinfo is not None else when.replace(tzinfo=datetime.timezone.utc)
 
 
 def _pagination(total: int) -> dict[str, int]:

@@ -15,7 +15,7 @@ from determined.master.api._auth import Caller
 from determined.master.api._deps import LogHookDep, StoreDep
 from determined.master.api._models import PostTaskLogs
 from determined.master.experiment import State
-from determined.master.store import Store, _logs, _time, _trials
+from determined.master.store import Store, _logs, _tasks, _time, _trials
 
 router = APIRouter(prefix="/api/v1")
 FOLLOW_POLL_S = 0.25
@@ -57,19 +57,75 @@ def post_task_logs(
     return {}
 
 
-@router.get("/tasks/{task_id}/logs")
+@router.get("/tasks/{task_id}/logs", response_model=None)
 def task_logs(
     task_id: str,
     caller: Caller,
     store: StoreDep,
     limit: int = Query(0, ge=0),
     search_after: int = Query(0, alias="searchAfter", ge=0),
-) -> dict[str, Any]:
-    """A page of the task's lines (``{logs: [...]}``); streaming readers come with the CLI."""
+    follow: bool | None = None,
+    order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
+) -> dict[str, Any] | StreamingResponse:
+    """A page of the task's lines (``{logs: [...]}``) for our CLI's paging; with ``follow``
+    given (0.37's ``TaskLogs``, as its CLI always sends it) NDJSON ``{"result":
+    v1TaskLogsResponse}`` lines instead, and with ``follow=true`` new lines until the task
+    ends and is quiet."""
     caller.check_task(task_id)
+    if follow is None:
+        with store.read() as conn:
+            rows = _logs.read(conn, task_id, after_id=search_after, limit=limit or None)
+        return {"logs": [_logs.log_json(r) for r in rows]}
+    desc = order_by in ("ORDER_BY_DESC", "desc")
+    return StreamingResponse(
+        _task_lines(store, task_id, limit, desc, follow), media_type="application/json"
+    )
+
+
+def task_log_response(row: dict[str, Any]) -> dict[str, Any]:
+    """``v1TaskLogsResponse``: the stored line plus 0.37's formatted ``message``."""
+    when = _time.rfc3339(_time.as_utc(row["timestamp"]))
+    container = (row["container_id"] or "")[:8].ljust(8)
+    rank = "" if row["rank_id"] is None else f"[rank={row['rank_id']}] "
+    level = str(row["level"] or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_")
+    return {
+        **_logs.log_json(row),
+        "id": str(row["id"]),
+        "message": f"[{when}] {container} {rank}|| {level}: {row['log']}",
+    }
+
+
+def _task_ended(conn: Any, task_id: str) -> bool:
+    row = _tasks.get(conn, task_id)
+    if row is not None:
+        return row["state"] not in _tasks.LIVE
+    return not any(a["task_id"] == task_id for a in _trials.live_allocations(conn))
+
+
+def _task_lines(
+    store: Store, task_id: str, limit: int, desc: bool, follow: bool
+) -> Iterator[bytes]:
     with store.read() as conn:
-        rows = _logs.read(conn, task_id, after_id=search_after, limit=limit or None)
-    return {"logs": [_logs.log_json(r) for r in rows]}
+        rows = _logs.read(conn, task_id)
+    after = rows[-1]["id"] if rows else 0
+    rows = _select(rows, 0, 0, limit, desc)
+    for row in rows:
+        yield (json.dumps({"result": task_log_response(row)}) + "\n").encode()
+    quiet_since: float | None = None
+    while follow:
+        time.sleep(FOLLOW_POLL_S)
+        with store.read() as conn:
+            rows = _logs.read(conn, task_id, after_id=after)
+            ended = _task_ended(conn, task_id)
+        for row in rows:
+            yield (json.dumps({"result": task_log_response(row)}) + "\n").encode()
+            after = row["id"]
+        if rows or not ended:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= FOLLOW_GRACE_S:
+            return
 
 
 def trial_log_json(row: dict[str, Any], trial_id: int) -> dict[str, Any]:
