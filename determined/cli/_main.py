@@ -19,6 +19,7 @@ from determined.cli import (
     _experiment,
     _job,
     _master,
+    _ntsc,
     _preview,
     _render,
     _session,
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     _task.add_parser(sub)
     _job.add_parser(sub)
     _template.add_parser(sub)
+    _ntsc.add_parsers(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     return parser

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import pathlib
 import time
 from typing import Any
 
@@ -88,6 +89,30 @@ def cmd_logs(args: argparse.Namespace) -> None:
         emit(entry)
 
 
+def cmd_create(args: argparse.Namespace) -> None:
+    """``det task create CONFIG_FILE [-c DIR]``: a generic task, as 0.37's."""
+    import yaml
+
+    from determined.cli import _context, _ntsc
+
+    sess = _session.session(args)
+    config = _ntsc.build_config(args)
+    files = (
+        _context.read_context(args.context, args.include) if args.context or args.include else []
+    )
+    body = {"config": yaml.safe_dump(config), "contextDirectory": files}
+    task_id = sess.post("/api/v1/generic-tasks", json=body).json()["taskId"]
+    print(f"Created task {task_id}")
+    if args.follow:
+        _ntsc.follow_logs(args, task_id)
+
+
+def cmd_kill(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    sess.post(f"/api/v1/tasks/{args.task_id}/kill")
+    print(f"Killed task {args.task_id}")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("task", help="this master's tasks (trials' allocations)")
     p.set_defaults(func=cmd_list, json=False, csv=False)
@@ -101,3 +126,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     logs.add_argument("task_id", help="task ID")
     _logs.add_log_args(logs)
     logs.set_defaults(func=cmd_logs)
+    create = cmds.add_parser("create", help="create a generic task from a config file")
+    create.add_argument("config_file", help="the task config (YAML, with an entrypoint)")
+    create.add_argument("-c", "--context", type=pathlib.Path, default=None, help="context dir")
+    create.add_argument("-i", "--include", type=pathlib.Path, action="append", default=[])
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    create.add_argument("-f", "--follow", action="store_true", help="follow its logs")
+    create.set_defaults(func=cmd_create)
+    kill = cmds.add_parser("kill", help="kill a generic task (or any non-trial task)")
+    kill.add_argument("task_id", help="task ID")
+    kill.set_defaults(func=cmd_kill)

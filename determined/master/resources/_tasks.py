@@ -71,6 +71,8 @@ def _user_env(config: dict[str, Any], gpu: bool) -> dict[str, str]:
 
 def entrypoint_argv(entrypoint: Any) -> list[str]:
     """A command's entrypoint: a list is the argv, a string runs in ``sh -c`` (0.37 too)."""
+    if isinstance(entrypoint, list) and len(entrypoint) == 1:
+        entrypoint = entrypoint[0]  # `det cmd run "echo a; echo b"`: one shell command line
     if isinstance(entrypoint, list) and entrypoint:
         return [str(a) for a in entrypoint]
     if isinstance(entrypoint, str) and entrypoint.strip():
