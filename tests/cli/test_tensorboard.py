@@ -1,6 +1,6 @@
-"""``det tensorboard start --local`` over an experiment kept in S3 (moto's server on 127.0.0.1): a real
-master runs a real trial that reports metrics in TensorBoard AUTO mode and syncs its event files
-to the bucket; ``det`` downloads them and serves them with a real TensorBoard.
+"""``det tensorboard start --local`` over an experiment kept in S3 (moto's server on
+127.0.0.1): a real master runs a real trial that reports metrics in TensorBoard AUTO mode and
+syncs its event files to the bucket; ``det`` downloads them and serves them with a real TensorBoard.
 
 (The directory-storage case is tests/webui/test_tensorboard_cli.py.)
 """
