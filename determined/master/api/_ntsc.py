@@ -7,6 +7,7 @@ TensorBoards are reached through ``/proxy/<id>/`` and shells through its websock
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import pathlib
@@ -99,7 +100,8 @@ def task_json(conn: sa.Connection, row: dict[str, Any]) -> dict[str, Any]:
         out["addresses"] = [
             {"host_ip": "127.0.0.1", "host_port": port} for port in (row["ports"] or {}).values()
         ]
-        out["agentUserGroup"] = {}
+        # sshd runs as the master's user: the only one it can log in.
+        out["agentUserGroup"] = {"user": data.get("user")}
     return out
 
 
@@ -233,7 +235,7 @@ def _launch(
             "logdirs": _logdirs(store, exp_ids, trial_ids),
         }
     if kind == "SHELL":
-        data = _keypair()
+        data = {**_keypair(), "user": getpass.getuser()}
     hint = ""
     if kind == "TENSORBOARD":
         ids = data["experimentIds"] or data["trialIds"]

@@ -94,6 +94,9 @@ def _shell(task: dict[str, Any], work_dir: Path, port: int, env: dict[str, str])
     """sshd on 127.0.0.1:``port`` with a host key of its own, accepting only the task's key;
     every session (a login shell or the command ssh passed) starts in the work dir with the
     task's environment (sshd gives sessions a fresh one: a forced command restores it)."""
+    if os.geteuid() == 0:
+        # sshd started by root insists on its privilege separation directory.
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     ssh_dir = work_dir / ".det-ssh"
     ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     host_key = ssh_dir / "host_key"
