@@ -201,3 +201,27 @@ def test_the_reference_det_cmd_run(cluster: Cluster, tmp_path: pathlib.Path) -> 
     [command] = cluster.get("/api/v1/commands")["commands"]
     assert command["username"] == "determined"
     assert command["description"] in out
+
+
+def test_generic_task_create_and_kill(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "job.sh").write_text("echo generic-says-hi; sleep 300\n")
+    cfg = tmp_path / "task.yaml"
+    cfg.write_text("entrypoint: sh job.sh\nresources:\n  slots: 0\n")
+    out = _det(cluster, tmp_path / "home", "task", "create", str(cfg), "-c", str(ctx))
+    task_id = out.split()[-1]
+    deadline = time.monotonic() + 30
+    while "generic-says-hi" not in _log_text(cluster, task_id):
+        assert time.monotonic() < deadline, _log_text(cluster, task_id)
+        time.sleep(0.2)
+    summaries = cluster.get("/api/v1/tasks")["allocationIdToSummary"].values()
+    assert [t["slotsNeeded"] for t in summaries if t["taskId"] == task_id] == [0]
+    _det(cluster, tmp_path / "home", "task", "kill", task_id)
+    while any(
+        t["taskId"] == task_id
+        for t in cluster.get("/api/v1/tasks")["allocationIdToSummary"].values()
+    ):
+        assert time.monotonic() < deadline + 30
+        time.sleep(0.2)
+    assert "killed" in _log_text(cluster, task_id)
