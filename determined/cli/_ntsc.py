@@ -12,12 +12,13 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import webbrowser
 from typing import Any
 
 import yaml
 
-from determined.cli import _context, _render, _session
+from determined.cli import _context, _logs, _render, _session
 
 # command name -> (route noun, JSON key of one, of the list, what it is called)
 KINDS = {
@@ -111,11 +112,6 @@ def cmd_start_notebook(args: argparse.Namespace) -> None:
 
 
 def cmd_start_tensorboard(args: argparse.Namespace) -> None:
-    if args.local:
-        from determined.cli import _tensorboard
-
-        _tensorboard.cmd_start(args)
-        return
     extra = {"experimentIds": args.experiment_ids or [], "trialIds": args.trial_ids or []}
     task = _launch(args, "tensorboard", extra)
     print(task["id"] if args.detach else f"Launched TensorBoard (id: {task['id']}).")
@@ -175,9 +171,37 @@ def cmd_kill(args: argparse.Namespace) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> None:
-    from determined.cli import _task
+    """``det task logs`` (and ``det cmd|notebook|shell logs``): pages of the task's lines,
+    then new ones while the task runs (``-f``)."""
+    sess = _session.session(args)
+    after = 0
+    seen = 0
+    buffer: list[dict[str, Any]] = []
 
-    _task.cmd_logs(args)
+    def emit(entry: dict[str, Any]) -> None:
+        _logs.print_logs(iter([entry]), as_json=args.json)
+
+    while True:
+        summaries = sess.get("/api/v1/tasks").json().get("allocationIdToSummary") or {}
+        live = any(t.get("taskId") == args.task_id for t in summaries.values())
+        page = sess.get(f"/api/v1/tasks/{args.task_id}/logs", params={"searchAfter": after}).json()
+        entries = page.get("logs") or []
+        for entry in entries:
+            after = max(after, int(entry.get("id") or 0))
+            if args.head is not None and seen >= args.head:
+                break
+            seen += 1
+            if args.tail is None:
+                emit(entry)
+            else:
+                buffer = (buffer + [entry])[-args.tail :] if args.tail else []
+        if entries and (args.head is None or seen < args.head):
+            continue
+        if not args.follow or not live:
+            break
+        time.sleep(0.5)
+    for entry in buffer:
+        emit(entry)
 
 
 def cmd_start_shell(args: argparse.Namespace) -> None:
@@ -191,8 +215,6 @@ def cmd_start_shell(args: argparse.Namespace) -> None:
 
 
 def _wait_running(args: argparse.Namespace, kind: str, task_id: str, timeout: float = 120) -> None:
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = _get(args, kind, task_id)["state"]
@@ -279,8 +301,6 @@ def common_manage(cmds: argparse._SubParsersAction, kind: str, what: str) -> Non
     kill.add_argument("task_ids", nargs="+", metavar="ID")
     kill.set_defaults(func=cmd_kill, kind=kind)
     if kind != "tensorboard":
-        from determined.cli import _logs
-
         logs = cmds.add_parser("logs", help=f"a {what}'s logs")
         logs.add_argument("task_id", metavar="ID")
         _logs.add_log_args(logs)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import time
 from typing import Any
 
-from determined.cli import _logs, _render, _session
+from determined.cli import _logs, _ntsc, _render, _session
 
 _HEADERS = [
     "Task ID",
@@ -58,42 +57,11 @@ def cmd_list(args: argparse.Namespace) -> None:
     _render.table(_HEADERS, rows, as_csv=args.csv)
 
 
-def cmd_logs(args: argparse.Namespace) -> None:
-    sess = _session.session(args)
-    after = 0
-    seen = 0
-    buffer: list[dict[str, Any]] = []
-
-    def emit(entry: dict[str, Any]) -> None:
-        _logs.print_logs(iter([entry]), as_json=args.json)
-
-    while True:
-        live = any(t.get("taskId") == args.task_id for t in _tasks(args).values())
-        page = sess.get(f"/api/v1/tasks/{args.task_id}/logs", params={"searchAfter": after}).json()
-        entries = page.get("logs") or []
-        for entry in entries:
-            after = max(after, int(entry.get("id") or 0))
-            if args.head is not None and seen >= args.head:
-                break
-            seen += 1
-            if args.tail is None:
-                emit(entry)
-            else:
-                buffer = (buffer + [entry])[-args.tail :] if args.tail else []
-        if entries and (args.head is None or seen < args.head):
-            continue
-        if not args.follow or not live:
-            break
-        time.sleep(0.5)
-    for entry in buffer:
-        emit(entry)
-
-
 def cmd_create(args: argparse.Namespace) -> None:
     """``det task create CONFIG_FILE [-c DIR]``: a generic task, as 0.37's."""
     import yaml
 
-    from determined.cli import _context, _ntsc
+    from determined.cli import _context
 
     sess = _session.session(args)
     config = _ntsc.build_config(args)
@@ -125,7 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     logs = cmds.add_parser("logs", help="fetch a task's logs")
     logs.add_argument("task_id", help="task ID")
     _logs.add_log_args(logs)
-    logs.set_defaults(func=cmd_logs)
+    logs.set_defaults(func=_ntsc.cmd_logs)
     create = cmds.add_parser("create", help="create a generic task from a config file")
     create.add_argument("config_file", help="the task config (YAML, with an entrypoint)")
     create.add_argument("-c", "--context", type=pathlib.Path, default=None, help="context dir")

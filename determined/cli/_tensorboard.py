@@ -23,7 +23,7 @@ import tempfile
 import threading
 from typing import Any
 
-from determined.cli import _render, _session
+from determined.cli import _ntsc, _render, _session
 from determined.common import storage
 from determined.tensorboard import get_sync_path
 
@@ -152,9 +152,14 @@ def cmd_start(args: argparse.Namespace) -> None:
     sys.exit(code)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    from determined.cli import _ntsc
+def _start(args: argparse.Namespace) -> None:
+    if args.local:
+        cmd_start(args)
+    else:
+        _ntsc.cmd_start_tensorboard(args)
 
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tensorboard", help="view experiments' trials in TensorBoard")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     s = cmds.add_parser(
@@ -181,7 +186,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=10.0,
         help="s3/gcs storage: seconds between downloads of new event files (default 10)",
     )
-    s.set_defaults(func=_ntsc.cmd_start_tensorboard)
+    s.set_defaults(func=_start)
     op = cmds.add_parser("open", help="open a TensorBoard in the browser")
     op.add_argument("task_id", metavar="ID")
     op.set_defaults(func=_ntsc.cmd_open, kind="tensorboard")
