@@ -16,7 +16,7 @@ import tempfile
 from typing import Any
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 
 from determined.common import storage
 from determined.master import experiment
@@ -297,9 +297,12 @@ def _register(kind: str) -> None:
         return {one: task, "config": config or {}, "warnings": []}
 
     @router.get(f"/{noun}", name=f"list_{many}")
-    def list_(caller: Caller, store: StoreDep, users: str | None = None) -> dict[str, Any]:
+    def list_(
+        caller: Caller, store: StoreDep, users: list[str] = Query(default=[])
+    ) -> dict[str, Any]:
+        """Every task of the kind, oldest first; ``users`` keeps those usernames' (0.37)."""
         caller.require_user()
-        wanted = set((users or "").split(",")) - {""}
+        wanted = {u for item in users for u in item.split(",") if u}
         with store.read() as conn:
             rows = _task_rows.list_tasks(conn, kind)
             items = [task_json(conn, r) for r in rows]

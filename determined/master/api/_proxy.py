@@ -47,6 +47,7 @@ _HOP = {
 }
 _CREDENTIALS = {"authorization", "grpc-metadata-x-allocation-token", "x-allocation-token"}
 CHUNK = 64 * 1024
+CONNECT_WAIT_S = 10.0
 
 
 class BadGateway(ApiError):
@@ -166,11 +167,11 @@ async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None
     except ApiError as e:
         await websocket.close(code=1008, reason=str(e)[:120])
         return
-    try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
+    opened = await _open(port)
+    if opened is None:
         await websocket.close(code=1011, reason=f"the task's port {port} does not answer")
         return
+    reader, writer = opened
     try:
         if kind == "SHELL" or websocket.url.path.endswith("tcp"):
             await websocket.accept()
@@ -181,6 +182,22 @@ async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None
         writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
+
+
+async def _open(
+    port: int, wait_s: float = CONNECT_WAIT_S
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A connection to the task's port, retried for ``wait_s`` (a shell's sshd or a server
+    may still be starting when the task is already RUNNING); None if it never answers."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        try:
+            return await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if loop.time() >= deadline:
+                return None
+            await asyncio.sleep(0.2)
 
 
 async def _pump_tcp(

@@ -204,7 +204,10 @@ class LocalResourceManager:
         for run in runs:
             run.finish(timeout=1.0)
         for task_id in list(self._task_runs):
-            self._task_ended(task_id, self._task_runs.pop(task_id), "the master stopped")
+            try:
+                self._task_ended(task_id, self._task_runs.pop(task_id), "the master stopped")
+            except Exception:  # the store is going too: the next master ends it
+                logger.exception("cannot record the end of task %s", task_id)
         self._logs.close()
 
     # ------------------------------------------------------------------- the loop
