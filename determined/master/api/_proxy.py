@@ -130,6 +130,8 @@ async def proxy_http(service: str, path: str, request: Request, caller: Caller) 
     if request.url.query:
         url += "?" + request.url.query
     headers = _request_headers(request.headers)
+    # The caller's Host: services compare it with Origin (JupyterLab) and build URLs from it.
+    headers.append(("host", request.headers.get("host") or f"127.0.0.1:{port}"))
     headers.append(("x-forwarded-proto", request.url.scheme))
     if request.client is not None:
         headers.append(("x-real-ip", request.client.host))
@@ -243,7 +245,10 @@ async def _pump_websocket(
     writer.write(
         conn.send(
             ws_events.Request(
-                host=f"127.0.0.1:{port}", target=path, subprotocols=protocols, extra_headers=extra
+                host=websocket.headers.get("host") or f"127.0.0.1:{port}",
+                target=path,
+                subprotocols=protocols,
+                extra_headers=extra,
             )
         )
     )

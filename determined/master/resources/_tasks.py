@@ -209,7 +209,6 @@ def prepare(
             # a second login.
             "--IdentityProvider.token=",
             "--ServerApp.password=",
-            "--ServerApp.disable_check_xsrf=True",
             "--ServerApp.allow_remote_access=True",
         ]
         idle = _idle_seconds(config.get("idle_timeout"))
