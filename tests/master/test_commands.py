@@ -18,7 +18,7 @@ import requests
 import websocket
 from _kit.master import free_port, login
 from _kit.reference import Ref
-from _kit.trial_cluster import Cluster
+from _kit.trial_cluster import Cluster, config
 
 pytestmark = pytest.mark.e2e
 CLUSTER_CPU_SLOTS = 2
@@ -225,3 +225,44 @@ def test_generic_task_create_and_kill(cluster: Cluster, tmp_path: pathlib.Path) 
         assert time.monotonic() < deadline + 30
         time.sleep(0.2)
     assert "killed" in _log_text(cluster, task_id)
+
+
+def test_an_experiments_proxy_ports(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    """A running trial's ``environment.proxy_ports`` are reached the same way, by its task id."""
+    port = free_port()
+    server = (
+        "import http.server\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        body = ('trial says ' + self.path).encode()\n"
+        "        self.send_response(200)\n"
+        "        self.send_header('Content-Length', str(len(body)))\n"
+        "        self.end_headers()\n"
+        "        self.wfile.write(body)\n"
+        f"http.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n"
+    )
+    cfg = config(tmp_path / "out")
+    cfg["entrypoint"] = "python3 server.py"
+    cfg["environment"] = {"proxy_ports": [{"proxy_port": port}]}
+    exp_id = cluster.create(cfg, {"server.py": server})
+    deadline = time.monotonic() + 30
+    task_id = None
+    while task_id is None:
+        assert time.monotonic() < deadline, "the trial did not start"
+        for t in cluster.get("/api/v1/tasks")["allocationIdToSummary"].values():
+            if str(t["taskId"]).startswith(f"{exp_id}."):
+                task_id = t["taskId"]
+        time.sleep(0.2)
+    deadline = time.monotonic() + 30
+    while True:
+        r = cluster.s.get(f"{cluster.url}/proxy/{task_id}:{port}/x")
+        if r.status_code == 200:
+            break
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.3)
+    assert r.text == f"trial says /proxy/{task_id}:{port}/x"
+    assert (
+        cluster.s.get(f"{cluster.url}/proxy/{task_id}/y").text == f"trial says /proxy/{task_id}/y"
+    )
+    assert requests.get(f"{cluster.url}/proxy/{task_id}/").status_code == 401
+    cluster.post(f"/api/v1/experiments/{exp_id}/kill")

@@ -3,11 +3,11 @@ traffic to a port a task serves on 127.0.0.1, for callers with a login (bearer t
 ``auth`` cookie) who own the task or are admins.
 
 ``<service>`` is a task id (its notebook's or TensorBoard's web port, a shell's sshd, or a
-command's first ``environment.proxy_ports`` entry) or ``<task id>:<port>`` for another proxy
-port. The whole path is forwarded unchanged (JupyterLab and TensorBoard serve under it). A
-websocket to a path ending in ``tcp``, and every websocket to a shell, carries raw TCP in its
-binary messages (``det shell open``'s tunnel, as 0.37). The caller's master credentials are
-never passed on: the service runs whatever its owner chose.
+command's or a running trial's first ``environment.proxy_ports`` entry) or ``<task id>:<port>``
+for another proxy port. The whole path is forwarded unchanged (JupyterLab and TensorBoard
+serve under it). A websocket to a path ending in ``tcp``, and every websocket to a shell,
+carries raw TCP in its binary messages (``det shell open``'s tunnel, as 0.37). The caller's
+master credentials are never passed on: the service runs whatever its owner chose.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import contextlib
 from typing import Any
 
 import httpx
+import sqlalchemy as sa
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
@@ -27,7 +28,7 @@ from wsproto import events as ws_events
 
 from determined.master._errors import ApiError, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal, authenticate_connection
-from determined.master.store import Store
+from determined.master.store import Store, _experiments, _trials
 from determined.master.store import _tasks as _task_rows
 
 router = APIRouter()
@@ -67,6 +68,22 @@ def _proxy_ports(config: dict[str, Any]) -> list[int]:
     return out
 
 
+def _trial_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
+    """A trial's task as the proxy sees one (its experiment's ``proxy_ports``), or None."""
+    live = [a for a in _trials.live_allocations(conn) if a["task_id"] == task_id]
+    if not live:
+        return None
+    trial = _trials.require_trial(conn, int(live[0]["trial_id"]))
+    exp = _experiments.require_experiment(conn, int(trial["experiment_id"]))
+    return {
+        "owner_id": exp["owner_id"],
+        "state": "RUNNING",
+        "ports": {},
+        "config": exp["config"],
+        "type": "TRIAL",
+    }
+
+
 def target(store: Store, caller: Principal, service: str) -> tuple[int, str]:
     """``(port, task type)`` of a running task's service the caller may reach.
 
@@ -78,6 +95,8 @@ def target(store: Store, caller: Principal, service: str) -> tuple[int, str]:
     task_id, _, port_text = service.partition(":")
     with store.read() as conn:
         row = _task_rows.get(conn, task_id)
+        if row is None:
+            row = _trial_task(conn, task_id)
     if row is None:
         raise NotFound(f"service not found: {service}")
     if not caller.info.admin and int(row["owner_id"]) != caller.info.user_id:
