@@ -1,9 +1,9 @@
 """The web UI: its pages and static files, and the read-only data it needs beyond the v1 API.
 
-Pages (``/``, ``/login``, ``/experiments/{id}``, ``/trials/{id}``) are static HTML shells from
-``determined/master/webui/static``; their JavaScript calls the master's REST API with the
-token it got from ``POST /api/v1/auth/login``. The ``/api/v1/webui/...`` endpoints below are
-private to the UI (their shapes may change).
+Pages (``/``, ``/login``, ``/tasks``, ``/experiments/{id}``, ``/trials/{id}``) are static HTML
+shells from ``determined/master/webui/static``; their JavaScript calls the master's REST API
+with the token it got from ``POST /api/v1/auth/login``. The ``/api/v1/webui/...`` endpoints
+below are private to the UI (their shapes may change).
 """
 
 from __future__ import annotations
@@ -47,6 +47,11 @@ def login_page() -> HTMLResponse:
 
 # Any id, numeric or not, gets the page: the page itself says when there is no such experiment
 # or trial (one message, in the UI's frame) rather than a bare JSON 404 or 422.
+@router.get("/tasks", include_in_schema=False)
+def tasks_page() -> HTMLResponse:
+    return _page("tasks.html")
+
+
 @router.get("/experiments/{experiment_id}", include_in_schema=False)
 def experiment_page(experiment_id: str) -> HTMLResponse:
     return _page(_PAGES["experiment"])
