@@ -20,6 +20,8 @@ pytestmark = pytest.mark.e2e
 
 def test_jupyterlab_through_the_proxy(cluster: Cluster) -> None:
     pytest.importorskip("jupyterlab")
+    bad = cluster.s.post(cluster.url + "/api/v1/notebooks", json={"config": {"idle_timeout": "x"}})
+    assert bad.status_code == 400 and "like 30m" in bad.text
     r = cluster.s.post(cluster.url + "/api/v1/notebooks", json={"config": {"idle_timeout": "30m"}})
     assert r.status_code == 200, r.text
     nb = r.json()["notebook"]

@@ -24,6 +24,8 @@ from determined.master._errors import InvalidArgument, NotFound, PermissionDenie
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import StoreDep
 from determined.master.api._model_definition import tar_model_definition
+from determined.master.resources import _tasks
+from determined.master.resources._launcher import LaunchError
 from determined.master.store import Store, _experiments, _templates, _trials, _users
 from determined.master.store import _tasks as _task_rows
 from determined.master.store._time import rfc3339
@@ -133,6 +135,10 @@ def _config(store: Store, body: dict[str, Any], kind: str) -> dict[str, Any]:
     config["resources"] = resources
     if kind == "NOTEBOOK":
         config.setdefault("idle_timeout", None)
+        try:
+            _tasks.idle_seconds(config["idle_timeout"])
+        except LaunchError as e:
+            raise InvalidArgument(str(e)) from e
     return config
 
 

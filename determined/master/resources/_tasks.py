@@ -211,7 +211,7 @@ def prepare(
             "--ServerApp.password=",
             "--ServerApp.allow_remote_access=True",
         ]
-        idle = _idle_seconds(config.get("idle_timeout"))
+        idle = idle_seconds(config.get("idle_timeout"))
         if idle:
             argv += [
                 f"--ServerApp.shutdown_no_activity_timeout={idle}",
@@ -226,7 +226,7 @@ def prepare(
     return TaskLaunch(argv, env, ports)
 
 
-def _idle_seconds(value: Any) -> int:
+def idle_seconds(value: Any) -> int:
     """0.37's ``idle_timeout`` ("30m", "1h", seconds); 0 for none."""
     if value in (None, "", 0):
         return 0
