@@ -21,14 +21,22 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 def test_a_shell_runs_a_command_over_real_ssh(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     if not shutil.which("ssh") or not any(os.access(p, os.X_OK) for p in ("/usr/sbin/sshd",)):
         pytest.skip("needs OpenSSH (scripts/setup.sh --tests installs it)")
-    r = cluster.s.post(cluster.url + "/api/v1/shells", json={"config": {}})
-    assert r.status_code == 200, r.text
-    shell = r.json()["shell"]
-    assert shell["privateKey"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
-    wait_state(cluster, "shell", shell["id"], "STATE_RUNNING")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env.update(PYTHONPATH=str(REPO), DET_HOME=str(tmp_path / "home"), DET_MASTER=cluster.url)
     env.update(DET_USER="admin", DET_PASS="")
+    det = [sys.executable, "-m", "determined.cli"]
+    started = subprocess.run(
+        [*det, "shell", "start", "-d"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 0, started.stderr
+    shell_id = started.stdout.strip().splitlines()[-1]
+    shell = cluster.get(f"/api/v1/shells/{shell_id}")["shell"]
+    assert shell["privateKey"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    wait_state(cluster, "shell", shell["id"], "STATE_RUNNING")
+    listed = subprocess.run(
+        [*det, "shell", "list", "-q"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert listed.stdout.split() == [shell_id]
     cmd = [sys.executable, "-m", "determined.cli", "shell", "open", shell["id"], "--"]
     cmd += ["echo", "hello-over-ssh", "$DET_TASK_ID"]
     deadline = time.monotonic() + 30
