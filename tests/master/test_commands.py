@@ -266,3 +266,30 @@ def test_an_experiments_proxy_ports(cluster: Cluster, tmp_path: pathlib.Path) ->
     )
     assert requests.get(f"{cluster.url}/proxy/{task_id}/").status_code == 401
     cluster.post(f"/api/v1/experiments/{exp_id}/kill")
+
+
+def test_det_cmd_run_follows_the_log_to_the_end(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    out = _det(cluster, tmp_path / "home", "cmd", "run", "echo one && echo two")
+    assert "one\ntwo\n" in out
+    assert "Task log stream ended" in out
+    [command] = cluster.get("/api/v1/commands")["commands"]
+    assert command["state"] == "STATE_TERMINATED"
+    assert command["exitStatus"] == "exited with code 0"
+
+
+def test_a_restarted_master_ends_the_tasks_it_lost(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    marker = tmp_path / "still-running"
+    entry = f"while true; do date > {marker}; sleep 0.2; done"
+    r = cluster.s.post(cluster.url + "/api/v1/commands", json={"config": {"entrypoint": entry}})
+    task_id = r.json()["command"]["id"]
+    _wait(cluster, "command", task_id, "STATE_RUNNING")
+    cluster.master.kill()  # SIGKILL: the command's process group is left behind
+    cluster.master.start()
+    cluster.s = cluster.master.session()
+    ended = _wait(cluster, "command", task_id, "STATE_TERMINATED")
+    assert ended["exitStatus"] == "the master restarted"
+    before = marker.read_text()
+    time.sleep(1.0)
+    assert marker.read_text() == before, "the old master's command still runs"
