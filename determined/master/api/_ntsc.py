@@ -60,7 +60,7 @@ def _wake(request: Request) -> None:
 
 def _require_rm(request: Request) -> None:
     rm = request.app.state.rm
-    if rm is None or not hasattr(rm, "wake"):
+    if rm is None or not getattr(rm, "runs_tasks", False):
         raise InvalidArgument(
             "this master's resource manager does not run commands, notebooks, shells or "
             "TensorBoards (the local resource manager does)"

@@ -109,7 +109,8 @@ class _Run:
 
 
 class LocalResourceManager:
-    """Runs the trials of ``experiments`` (call :meth:`start` once the app serves).
+    """Runs the trials of ``experiments`` (call :meth:`start` once the app serves), and the
+    non-trial tasks of ``store._tasks`` (commands, notebooks, ...: docs/tasks.md).
 
     Args:
         master_url: what trials use as ``DET_MASTER``.
@@ -180,6 +181,9 @@ class LocalResourceManager:
         for exp_id in _envs.remove_all_but(self._env_root, known):
             logger.info("removed the environment of deleted experiment %d", exp_id)
         self._thread.start()
+
+    # Whether it runs non-trial tasks (the API refuses to queue them where it does not).
+    runs_tasks = True
 
     def wake(self) -> None:
         """Schedule now (a task was created or asked to stop), not on the next tick."""
