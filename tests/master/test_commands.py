@@ -54,6 +54,7 @@ def _det(cluster: Cluster, home: pathlib.Path, *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.both_stores
 def test_a_command_logs_is_listed_and_killed(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     ctx = tmp_path / "ctx"
     ctx.mkdir()

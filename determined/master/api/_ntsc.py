@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
+from starlette.concurrency import run_in_threadpool
 
 from determined.common import storage
 from determined.master import experiment
@@ -259,11 +260,7 @@ def _launch(
             data=data,
         )
         description = _description(config, kind, hint or str(row["id"])[:8])
-        conn.execute(
-            sa.update(_task_rows.tasks)
-            .where(_task_rows.tasks.c.id == row["id"])
-            .values(description=description)
-        )
+        _task_rows.set_description(conn, str(row["id"]), description)
         row["description"] = description
         out = task_json(conn, row)
     _wake(request)
@@ -295,8 +292,6 @@ def _register(kind: str) -> None:
 
     @router.post(f"/{noun}", name=f"launch_{one}")
     async def launch(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
-        from starlette.concurrency import run_in_threadpool
-
         body = _body(await request.body())
         task = await run_in_threadpool(_launch, request, caller, store, body, kind)
         config = body.get("config") if isinstance(body, dict) else None
@@ -353,8 +348,6 @@ for _kind in KINDS:
 async def create_generic_task(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
     """``CreateGenericTask`` (``det task create``): ``config`` is YAML text, the context a
     ``contextDirectory`` of ``v1File``."""
-    from starlette.concurrency import run_in_threadpool
-
     raw = _body(await request.body())
     if not isinstance(raw, dict):
         raise InvalidArgument("the request body must be a JSON object")

@@ -96,8 +96,8 @@ def set_running(
     )
 
 
-def set_data(conn: sa.Connection, task_id: str, data: dict[str, Any]) -> None:
-    conn.execute(tasks.update().where(tasks.c.id == task_id).values(data=data))
+def set_description(conn: sa.Connection, task_id: str, description: str) -> None:
+    conn.execute(tasks.update().where(tasks.c.id == task_id).values(description=description))
 
 
 def terminate(conn: sa.Connection, task_id: str, exit_status: str) -> None:
