@@ -105,6 +105,21 @@ if [ "$tests" = 1 ]; then
       say "no apt-get as root here: install chromium and chromium-driver for tests/webui" >&2
     fi
   fi
+  # JupyterLab (the [notebook] extra) for the notebook tests; without it they skip.
+  if ! .venv/bin/python -c "import jupyterlab" 2>/dev/null; then
+    step "JupyterLab (the [notebook] extra, for the notebook tests)" \
+      pip_install .venv/bin/python -e '.[notebook]'
+  fi
+  # OpenSSH's server and client for det shell's tests (a per-task sshd); without them they skip.
+  if [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+      step "OpenSSH server and client (for the shell tests)" bash -c "{ apt-get update -qq && \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client \
+        >/dev/null; } || echo 'setup: could not install openssh-server; shell tests will skip' >&2"
+    else
+      say "no apt-get as root here: install openssh-server and openssh-client for det shell" >&2
+    fi
+  fi
   # Slurm and munge for the Slurm resource manager's tests (a private two-node cluster under
   # tmp_path); without them those tests skip and say why.
   if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then

@@ -21,6 +21,7 @@ from determined.cli import (
     _job,
     _master,
     _model,
+    _ntsc,
     _preview,
     _project,
     _render,
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     _workspace.add_parser(sub)
     _project.add_parser(sub)
     _model.add_parser(sub)
+    _ntsc.add_parsers(sub)
     version = sub.add_parser("version", help="show the CLI and master versions")
     version.set_defaults(func=_cmd_version)
     _add_help_commands(parser)

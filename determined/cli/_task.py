@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import time
+import pathlib
 from typing import Any
 
-from determined.cli import _logs, _render, _session
+from determined.cli import _logs, _ntsc, _render, _session
 
 _HEADERS = [
     "Task ID",
@@ -57,38 +57,28 @@ def cmd_list(args: argparse.Namespace) -> None:
     _render.table(_HEADERS, rows, as_csv=args.csv)
 
 
-def cmd_logs(args: argparse.Namespace) -> None:
+def cmd_create(args: argparse.Namespace) -> None:
+    """``det task create CONFIG_FILE [-c DIR]``: a generic task, as 0.37's."""
+    import yaml
+
+    from determined.cli import _context
+
     sess = _session.session(args)
-    after = 0
-    seen = 0
-    buffer: list[dict[str, Any]] = []
+    config = _ntsc.build_config(args)
+    files = (
+        _context.read_context(args.context, args.include) if args.context or args.include else []
+    )
+    body = {"config": yaml.safe_dump(config), "contextDirectory": files}
+    task_id = sess.post("/api/v1/generic-tasks", json=body).json()["taskId"]
+    print(f"Created task {task_id}")
+    if args.follow:
+        _ntsc.follow_logs(args, task_id)
 
-    def emit(entry: dict[str, Any]) -> None:
-        _logs.print_logs(iter([entry]), as_json=args.json)
 
-    while True:
-        live = any(t.get("taskId") == args.task_id for t in _tasks(args).values())
-        page = sess.get(
-            f"/api/v1/tasks/{args.task_id}/logs",
-            params={"searchAfter": after, **_logs.filters_of(args)},
-        ).json()
-        entries = page.get("logs") or []
-        for entry in entries:
-            after = max(after, int(entry.get("id") or 0))
-            if args.head is not None and seen >= args.head:
-                break
-            seen += 1
-            if args.tail is None:
-                emit(entry)
-            else:
-                buffer = (buffer + [entry])[-args.tail :] if args.tail else []
-        if entries and (args.head is None or seen < args.head):
-            continue
-        if not args.follow or not live:
-            break
-        time.sleep(0.5)
-    for entry in buffer:
-        emit(entry)
+def cmd_kill(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    sess.post(f"/api/v1/tasks/{args.task_id}/kill")
+    print(f"Killed task {args.task_id}")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -103,4 +93,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     logs = cmds.add_parser("logs", help="fetch a task's logs")
     logs.add_argument("task_id", help="task ID")
     _logs.add_log_args(logs, allocations=True)
-    logs.set_defaults(func=cmd_logs)
+    logs.set_defaults(func=_ntsc.cmd_logs)
+    create = cmds.add_parser("create", help="create a generic task from a config file")
+    create.add_argument("config_file", help="the task config (YAML, with an entrypoint)")
+    create.add_argument("-c", "--context", type=pathlib.Path, default=None, help="context dir")
+    create.add_argument("-i", "--include", type=pathlib.Path, action="append", default=[])
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    create.add_argument("-f", "--follow", action="store_true", help="follow its logs")
+    create.set_defaults(func=cmd_create)
+    kill = cmds.add_parser("kill", help="kill a generic task (or any non-trial task)")
+    kill.add_argument("task_id", help="task ID")
+    kill.set_defaults(func=cmd_kill)

@@ -1,14 +1,15 @@
-"""``det tensorboard start EXP_ID...``: TensorBoard over experiments' trials' event files.
+"""``det tensorboard``: TensorBoard over experiments' trials' event files.
 
 Trials in TensorBoard AUTO mode copy their event files to
 ``<checkpoint storage>/<cluster id>/tensorboard/experiment/<e>/trial/<t>/`` while they run
-(``determined.tensorboard``). This command asks the master where that is for each trial and runs
+(``determined.tensorboard``). By default ``start`` asks the master to run TensorBoard as a task
+behind its proxy (``determined.cli._ntsc``, as 0.37). With ``--local`` (the fallback,
+docs/tasks.md) this command asks the master where the files are for each trial and runs
 ``tensorboard`` on this machine over those directories, one run per trial (``trial_<t>``, or
-``exp_<e>_trial_<t>`` for several experiments). It differs from the reference, which starts
-TensorBoard as a task on the cluster behind the master's proxy: here it is a local process in
-the foreground (Ctrl-C stops it). A directory storage (``shared_fs``, ``directory``) is read in
-place; from ``s3`` or ``gcs`` the trials' files are downloaded into a temporary directory first
-and again every ``--refresh`` seconds while TensorBoard runs (new and grown files only).
+``exp_<e>_trial_<t>`` for several experiments), in the foreground (Ctrl-C stops it). A
+directory storage (``shared_fs``, ``directory``) is read in place; from ``s3`` or ``gcs`` the
+trials' files are downloaded into a temporary directory first and again every ``--refresh``
+seconds while TensorBoard runs (new and grown files only).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import tempfile
 import threading
 from typing import Any
 
-from determined.cli import _render, _session
+from determined.cli import _ntsc, _render, _session
 from determined.common import storage
 from determined.tensorboard import get_sync_path
 
@@ -118,6 +119,9 @@ def _interrupt(_signum: int, _frame: Any) -> None:
 
 
 def cmd_start(args: argparse.Namespace) -> None:
+    """``det tensorboard start --local``: TensorBoard on this machine, in the foreground."""
+    if not args.experiment_ids:
+        raise _render.CliError("give the experiment IDs whose trials TensorBoard shows")
     sess = _session.session(args)
     with tempfile.TemporaryDirectory(prefix="det-tensorboard-") as tmp:
         mirror = CloudMirror(pathlib.Path(tmp))
@@ -148,14 +152,31 @@ def cmd_start(args: argparse.Namespace) -> None:
     sys.exit(code)
 
 
+def _start(args: argparse.Namespace) -> None:
+    if args.local:
+        cmd_start(args)
+    else:
+        _ntsc.cmd_start_tensorboard(args)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tensorboard", help="view experiments' trials in TensorBoard")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     s = cmds.add_parser(
         "start",
-        help="run TensorBoard here over the experiments' trials (foreground; Ctrl-C stops it)",
+        help="start TensorBoard over the experiments' trials as a task on the master, served "
+        "through its proxy (--local: run it here in the foreground instead)",
     )
-    s.add_argument("experiment_ids", type=int, nargs="+", metavar="EXP_ID", help="experiment IDs")
+    s.add_argument("experiment_ids", type=int, nargs="*", metavar="EXP_ID", help="experiment IDs")
+    s.add_argument(
+        "--local",
+        action="store_true",
+        help="run TensorBoard on this machine (the fallback: reads s3/gcs storage too)",
+    )
+    s.add_argument("-d", "--detach", action="store_true", help="print the ID and return")
+    s.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    s.add_argument("--config-file", default=None, help="a YAML task config")
+    s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     s.add_argument("-t", "--trial-ids", type=int, nargs="+", default=None, help="only these trials")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=6006, help="port (default 6006)")
@@ -165,4 +186,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=10.0,
         help="s3/gcs storage: seconds between downloads of new event files (default 10)",
     )
-    s.set_defaults(func=cmd_start)
+    s.set_defaults(func=_start)
+    op = cmds.add_parser("open", help="open a TensorBoard in the browser")
+    op.add_argument("task_id", metavar="ID")
+    op.set_defaults(func=_ntsc.cmd_open, kind="tensorboard")
+    _ntsc.common_manage(cmds, "tensorboard", "TensorBoard")

@@ -1,6 +1,6 @@
-"""``det tensorboard start`` over an experiment kept in S3 (moto's server on 127.0.0.1): a real
-master runs a real trial that reports metrics in TensorBoard AUTO mode and syncs its event files
-to the bucket; ``det`` downloads them and serves them with a real TensorBoard.
+"""``det tensorboard start --local`` over an experiment kept in S3 (moto's server on
+127.0.0.1): a real master runs a real trial that reports metrics in TensorBoard AUTO mode and
+syncs its event files to the bucket; ``det`` downloads them and serves them with a real TensorBoard.
 
 (The directory-storage case is tests/webui/test_tensorboard_cli.py.)
 """
@@ -95,7 +95,7 @@ def test_tensorboard_start_downloads_s3_event_files_and_serves_them(
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env.update(PYTHONPATH=str(REPO), DET_HOME=str(tmp_path / "home"), DET_MASTER=master.url)
     env["AWS_DEFAULT_REGION"] = "us-east-1"
-    cmd = [sys.executable, "-m", "determined.cli", "tensorboard", "start", str(exp_id)]
+    cmd = [sys.executable, "-m", "determined.cli", "tensorboard", "start", "--local", str(exp_id)]
     cmd += ["--port", str(port)]
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True

@@ -1,4 +1,5 @@
-"""``det tensorboard start``: a real TensorBoard over a real experiment's synced event files."""
+"""``det tensorboard start --local``: a real TensorBoard over a real experiment's synced event
+files."""
 
 from __future__ import annotations
 
@@ -60,7 +61,15 @@ def test_det_tensorboard_start_serves_each_trials_scalars(
 ) -> None:
     pytest.importorskip("tensorboard")
     port = free_port()
-    cmd = [sys.executable, "-m", "determined.cli", "tensorboard", "start", str(cluster.done)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "determined.cli",
+        "tensorboard",
+        "start",
+        "--local",
+        str(cluster.done),
+    ]
     cmd += ["--port", str(port)]
     proc = subprocess.Popen(
         cmd,

@@ -20,7 +20,7 @@ from determined.master._errors import NotFound
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import _Body
-from determined.master.store import _agent_states, _trials
+from determined.master.store import _agent_states, _tasks, _trials
 from determined.master.store._time import rfc3339
 
 router = APIRouter()
@@ -243,6 +243,35 @@ def get_tasks(request: Request, caller: Caller, store: StoreDep) -> dict[str, An
                 for i, r in enumerate(resources)
             ],
         }
+    with store.read() as conn:
+        running = [t for t in _tasks.live(conn) if t["state"] == "RUNNING"]
+    for task in running:
+        aid = str(task["allocation_id"])
+        placed = _agent_devices(agents, aid)
+        summary: dict[str, Any] = {
+            "taskId": task["id"],
+            "allocationId": aid,
+            "name": task["description"],
+            "registeredTime": rfc3339(task["start_time"]),
+            "resourcePool": "default",
+            "slotsNeeded": int(task["slots"]),
+            "schedulerType": "local",
+            "priority": None,
+            "proxyPorts": [
+                {"port": p, "proxyTcp": task["type"] == "SHELL", "unauthenticated": False}
+                for p in (task["ports"] or {}).values()
+            ],
+            "resources": [
+                {
+                    "resourcesId": "0",
+                    "resourcesType": "local",
+                    "allocationId": aid,
+                    "containerId": aid,
+                    "agentDevices": placed[0] if placed else {},
+                }
+            ],
+        }
+        summaries[aid] = summary
     return {"allocationIdToSummary": summaries}
 
 
@@ -260,9 +289,9 @@ def _snake_keys(value: Any) -> Any:
     return {_snake(k): (v if k == "agentDevices" else _snake_keys(v)) for k, v in value.items()}
 
 
-@router.get("/tasks")
 def legacy_tasks(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """0.37's legacy ``GET /tasks``: ``{allocation id: AllocationSummary}`` with the Go
-    structs' snake_case names; the same allocations as ``GET /api/v1/tasks``."""
+    """0.37's legacy ``GET /tasks`` (served by ``_webui``, whose Tasks page shares the path):
+    ``{allocation id: AllocationSummary}`` with the Go structs' snake_case names; the same
+    allocations as ``GET /api/v1/tasks``."""
     summaries = get_tasks(request, caller, store)["allocationIdToSummary"]
     return {aid: _snake_keys(summary) for aid, summary in summaries.items()}

@@ -10,6 +10,7 @@ holds).
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,6 +26,7 @@ from determined.master.store import (
     State,
     _experiments,
     _job_positions,
+    _tasks,
     _trials,
     _users,
 )
@@ -85,16 +87,57 @@ def _queued_ids(conn: sa.Connection) -> list[int]:
     return sorted(keys, key=keys.__getitem__)
 
 
+_TASK_JOB_TYPES = {
+    "COMMAND": "TYPE_COMMAND",
+    "NOTEBOOK": "TYPE_NOTEBOOK",
+    "SHELL": "TYPE_SHELL",
+    "TENSORBOARD": "TYPE_TENSORBOARD",
+    "GENERIC": "TYPE_GENERIC",
+}
+
+
+def _task_job(conn: sa.Connection, task: dict[str, Any], ahead: int) -> dict[str, Any]:
+    """``v1Job`` of a live command, notebook, shell, TensorBoard or generic task."""
+    owner = _users.require_user(conn, int(task["owner_id"]))
+    running = task["state"] == "RUNNING"
+    resources = (task["config"] or {}).get("resources") or {}
+    return {
+        "summary": {"state": "STATE_SCHEDULED" if running else "STATE_QUEUED", "jobsAhead": ahead},
+        "type": _TASK_JOB_TYPES[str(task["type"])],
+        "submissionTime": rfc3339(task["start_time"]),
+        "username": owner["username"],
+        "userId": task["owner_id"],
+        "resourcePool": "default",
+        "isPreemptible": False,
+        "priority": int(resources.get("priority") or 42),
+        "weight": float(resources.get("weight") or 1),
+        "entityId": str(task["id"]),
+        "jobId": str(task["id"]),
+        "requestedSlots": int(task["slots"]),
+        "allocatedSlots": int(task["slots"]) if running else 0,
+        "name": str(task["description"]),
+        "progress": 0.0,
+        "workspaceId": 1,
+    }
+
+
 def jobs(store: Any) -> list[dict[str, Any]]:
-    """``v1Job`` per experiment not yet ended, in queue order (``jobsAhead`` counts the jobs
-    before it)."""
+    """``v1Job`` per experiment not yet ended, in queue order, then per live command,
+    notebook, shell, TensorBoard or generic task in submission order (``jobsAhead`` counts
+    the jobs before it)."""
     out: list[dict[str, Any]] = []
     with store.read() as conn:
         for exp_id in _queued_ids(conn):
             job = _job(conn, exp_id, len(out))
             if job is not None:
                 out.append(job)
+        for task in sorted(_tasks.live(conn), key=lambda t: _as_utc(t["start_time"])):
+            out.append(_task_job(conn, task, len(out)))
     return out
+
+
+def _as_utc(when: Any) -> Any:
+    return when if when.tzinfo is not None else when.replace(tzinfo=datetime.timezone.utc)
 
 
 def _pagination(total: int) -> dict[str, int]:

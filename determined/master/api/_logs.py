@@ -17,7 +17,7 @@ from determined.master.api._auth import Caller
 from determined.master.api._deps import LogHookDep, StoreDep
 from determined.master.api._models import PostTaskLogs
 from determined.master.experiment import State
-from determined.master.store import Store, _logs, _time, _trials
+from determined.master.store import Store, _logs, _tasks, _time, _trials
 
 router = APIRouter(prefix="/api/v1")
 FOLLOW_POLL_S = 0.25
@@ -107,7 +107,7 @@ class LogFilter:
         return keep
 
 
-@router.get("/tasks/{task_id}/logs")
+@router.get("/tasks/{task_id}/logs", response_model=None)
 def task_logs(
     task_id: str,
     caller: Caller,
@@ -115,21 +115,82 @@ def task_logs(
     limit: int = Query(0, ge=0),
     search_after: int = Query(0, alias="searchAfter", ge=0),
     filters: LogFilter = Depends(),
-) -> dict[str, Any]:
-    """A page of the task's lines (``{logs: [...]}``); streaming readers come with the CLI.
-    With filters, the page holds up to ``limit`` matching lines after ``searchAfter``."""
+    follow: bool | None = None,
+    order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
+) -> dict[str, Any] | StreamingResponse:
+    """A page of the task's lines (``{logs: [...]}``) for our CLI's paging (with filters: up
+    to ``limit`` matching lines after ``searchAfter``); with ``follow`` given (0.37's
+    ``TaskLogs``, as its CLI always sends it) NDJSON ``{"result": v1TaskLogsResponse}`` lines
+    instead, and with ``follow=true`` new lines until the task ends and is quiet."""
     caller.check_task(task_id)
     keep = filters.keep()
-    found: list[dict[str, Any]] = []
-    after = search_after
+    if follow is None:
+        found: list[dict[str, Any]] = []
+        after = search_after
+        with store.read() as conn:
+            while True:
+                rows = _logs.read(conn, task_id, after_id=after, limit=limit or None)
+                found += [r for r in rows if keep(r)]
+                if not rows or not limit or len(found) >= limit:
+                    break
+                after = rows[-1]["id"]
+        return {"logs": [_logs.log_json(r) for r in (found[:limit] if limit else found)]}
+    desc = order_by in ("ORDER_BY_DESC", "desc")
+    return StreamingResponse(
+        _task_lines(store, task_id, limit, desc, follow, keep), media_type="application/json"
+    )
+
+
+def task_log_response(row: dict[str, Any]) -> dict[str, Any]:
+    """``v1TaskLogsResponse``: the stored line plus 0.37's formatted ``message``."""
+    when = _time.rfc3339(_time.as_utc(row["timestamp"]))
+    container = (row["container_id"] or "")[:8].ljust(8)
+    rank = "" if row["rank_id"] is None else f"[rank={row['rank_id']}] "
+    level = str(row["level"] or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_")
+    return {
+        **_logs.log_json(row),
+        "id": str(row["id"]),
+        "message": f"[{when}] {container} {rank}|| {level}: {row['log']}",
+    }
+
+
+def _task_ended(conn: Any, task_id: str) -> bool:
+    row = _tasks.get(conn, task_id)
+    if row is not None:
+        return row["state"] not in _tasks.LIVE
+    return not any(a["task_id"] == task_id for a in _trials.live_allocations(conn))
+
+
+def _task_lines(
+    store: Store,
+    task_id: str,
+    limit: int,
+    desc: bool,
+    follow: bool,
+    keep: Callable[[dict[str, Any]], bool],
+) -> Iterator[bytes]:
     with store.read() as conn:
-        while True:
-            rows = _logs.read(conn, task_id, after_id=after, limit=limit or None)
-            found += [r for r in rows if keep(r)]
-            if not rows or not limit or len(found) >= limit:
-                break
-            after = rows[-1]["id"]
-    return {"logs": [_logs.log_json(r) for r in (found[:limit] if limit else found)]}
+        rows = _logs.read(conn, task_id)
+    after = rows[-1]["id"] if rows else 0
+    rows = _select([r for r in rows if keep(r)], 0, 0, limit, desc)
+    for row in rows:
+        yield (json.dumps({"result": task_log_response(row)}) + "\n").encode()
+    quiet_since: float | None = None
+    while follow:
+        time.sleep(FOLLOW_POLL_S)
+        with store.read() as conn:
+            rows = _logs.read(conn, task_id, after_id=after)
+            ended = _task_ended(conn, task_id)
+        for row in rows:
+            if keep(row):
+                yield (json.dumps({"result": task_log_response(row)}) + "\n").encode()
+            after = row["id"]
+        if rows or not ended:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= FOLLOW_GRACE_S:
+            return
 
 
 def trial_log_json(row: dict[str, Any], trial_id: int) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """The web UI: its pages and static files, and the read-only data it needs beyond the v1 API.
 
-Pages (``/``, ``/login``, ``/cluster``, ``/experiments/{id}``, ``/trials/{id}``, ``/models``,
-``/models/{name}``) are static HTML shells from ``determined/master/webui/static``; their
-JavaScript calls the master's REST API with the token it got from ``POST /api/v1/auth/login``.
-The ``/api/v1/webui/...`` endpoints below are private to the UI (their shapes may change).
+Pages (``/``, ``/login``, ``/cluster``, ``/tasks``, ``/experiments/{id}``, ``/trials/{id}``,
+``/models``, ``/models/{name}``) are static HTML shells from ``determined/master/webui/static``;
+their JavaScript calls the master's REST API with the token it got from ``POST
+/api/v1/auth/login``. The ``/api/v1/webui/...`` endpoints below are private to the UI (their
+shapes may change).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-from fastapi import APIRouter, BackgroundTasks, Query
+from fastapi import APIRouter, BackgroundTasks, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse
 
 from determined.master import experiment, searcher
 from determined.master._errors import NotFound
-from determined.master.api import _checkpoint_files, _redact
-from determined.master.api._auth import Caller
+from determined.master.api import _agents, _checkpoint_files, _redact
+from determined.master.api._auth import Caller, authenticate_connection
 from determined.master.api._deps import StoreDep
 from determined.master.store import _experiments, _metrics, _time, _trials
 
@@ -53,6 +55,16 @@ def login_page() -> HTMLResponse:
 
 # Any id, numeric or not, gets the page: the page itself says when there is no such experiment
 # or trial (one message, in the UI's frame) rather than a bare JSON 404 or 422.
+@router.get("/tasks", include_in_schema=False, response_model=None)
+async def tasks_page(request: Request, store: StoreDep) -> HTMLResponse | dict[str, Any]:
+    """The Tasks page for a browser; for an API client (no ``text/html`` in ``Accept``), 0.37's
+    legacy ``GET /tasks`` JSON (``_agents.legacy_tasks``), which shares the path."""
+    if "text/html" in request.headers.get("accept", ""):
+        return _page("tasks.html")
+    caller = await authenticate_connection(request)
+    return await run_in_threadpool(_agents.legacy_tasks, request, caller, store)
+
+
 @router.get("/experiments/{experiment_id}", include_in_schema=False)
 def experiment_page(experiment_id: str) -> HTMLResponse:
     return _page(_PAGES["experiment"])

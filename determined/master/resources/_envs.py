@@ -46,17 +46,34 @@ def env_dir(root: Path, experiment_id: int) -> Path:
     return root / f"exp-{experiment_id}"
 
 
+def task_env_dir(root: Path, task_id: str) -> Path:
+    """A non-trial task's own environment (commands, notebooks, ...), removed when it ends."""
+    return root / f"task-{task_id}"
+
+
 def python_of(env: Path) -> Path:
     return env / "bin" / "python"
 
 
 def ensure(root: Path, experiment_id: int) -> Path:
     """The experiment's environment, created on first use."""
-    target = env_dir(root, experiment_id)
+    return _ensure(root, env_dir(root, experiment_id))
+
+
+def ensure_task(root: Path, task_id: str) -> Path:
+    """A non-trial task's environment, created on first use."""
+    return _ensure(root, task_env_dir(root, task_id))
+
+
+def remove_task(root: Path, task_id: str) -> None:
+    shutil.rmtree(task_env_dir(root, task_id), ignore_errors=True)
+
+
+def _ensure(root: Path, target: Path) -> Path:
     if python_of(target).exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".exp-{experiment_id}-", dir=root))
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=root))
     try:
         venv.EnvBuilder(symlinks=True, with_pip=False, clear=True).create(staging)
         # Paths inside the venv name its final place, not the staging directory.
@@ -98,7 +115,8 @@ def remove_all_but(root: Path, experiment_ids: set[int]) -> list[int]:
     if not root.is_dir():
         return removed
     for entry in root.iterdir():
-        if entry.name.startswith(".exp-"):
+        if entry.name.startswith((".exp-", ".task-", "task-")):
+            # Half-made ones, and those of tasks: no task outlives the master that ran it.
             shutil.rmtree(entry, ignore_errors=True)
             continue
         if not entry.name.startswith("exp-"):

@@ -23,12 +23,14 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
-from determined.master.resources import _envs, _launcher, _queue, _recovery
+from determined.master.resources import _envs, _launcher, _queue, _recovery, _tasks
 from determined.master.resources._log_capture import LogHook, LogSink, LogWriter
-from determined.master.store import Store, TrialRow, _agent_states, _experiments, _trials
+from determined.master.store import Store, TrialRow, _agent_states, _experiments, _trials, _users
+from determined.master.store import _tasks as _task_rows
 
 logger = logging.getLogger("determined.master")
 TICK_S = 0.5
@@ -119,7 +121,8 @@ class _Run:
 
 
 class LocalResourceManager:
-    """Runs the trials of ``experiments`` (call :meth:`start` once the app serves).
+    """Runs the trials of ``experiments`` (call :meth:`start` once the app serves), and the
+    non-trial tasks of ``store._tasks`` (commands, notebooks, ...: docs/tasks.md).
 
     Args:
         master_url: what trials use as ``DET_MASTER``.
@@ -160,6 +163,8 @@ class LocalResourceManager:
         self._free = list(self.slots)
         self.started_at = time.time()
         self._runs: dict[str, _Run] = {}
+        # Non-trial tasks (commands, notebooks, ...): task id -> its run.
+        self._task_runs: dict[str, _Run] = {}
         # Exits not yet recorded (the store failed, e.g. a full disk): ``allocation id ->
         # (exit code, killed)``, retried every tick until written.
         self._exits: dict[str, tuple[int, bool]] = {}
@@ -180,6 +185,7 @@ class LocalResourceManager:
         for allocation_id in stale:
             self._exits[allocation_id] = (-1, True)
         self._record_exits()
+        self._end_stale_tasks()
         # No run of ours is going: whatever runs left half done is garbage now.
         _recovery.remove_work_dirs(self._work_root)
         _recovery.remove_staging(self._store)
@@ -189,10 +195,13 @@ class LocalResourceManager:
             logger.info("removed the environment of deleted experiment %d", exp_id)
         self._thread.start()
 
+    # Whether it runs non-trial tasks (the API refuses to queue them where it does not).
+    runs_tasks = True
+
     def terminate_all(self) -> None:
         """SIGTERM every run's process group (the master is stopping); :meth:`stop` follows."""
         self._stopping.set()
-        for run in list(self._runs.values()):
+        for run in [*self._runs.values(), *self._task_runs.values()]:
             run.signal(signal.SIGTERM)
 
     def stop(self) -> None:
@@ -202,12 +211,16 @@ class LocalResourceManager:
         if self._thread.is_alive():
             self._thread.join(10)
         deadline = time.monotonic() + STOP_GRACE_S
-        while time.monotonic() < deadline and any(
-            r.exit_code() is None for r in self._runs.values()
-        ):
+        runs = [*self._runs.values(), *self._task_runs.values()]
+        while time.monotonic() < deadline and any(r.exit_code() is None for r in runs):
             time.sleep(0.05)
-        for run in self._runs.values():
+        for run in runs:
             run.finish(timeout=1.0)
+        for task_id in list(self._task_runs):
+            try:
+                self._task_ended(task_id, self._task_runs.pop(task_id), "the master stopped")
+            except Exception:  # the store is going too: the next master ends it
+                logger.exception("cannot record the end of task %s", task_id)
         self._logs.close()
 
     # ------------------------------------------------------------------- the loop
@@ -219,7 +232,16 @@ class LocalResourceManager:
             if self._stopping.is_set():
                 return
             # Each step guards its own items too: one bad trial never stalls the others.
-            for step in (self._reap, self._record_exits, self._enforce, self._schedule):
+            steps = (
+                self._reap,
+                self._record_exits,
+                self._enforce,
+                self._reap_tasks,
+                self._enforce_tasks,
+                self._schedule_tasks,
+                self._schedule,
+            )
+            for step in steps:
                 try:
                     step()
                 except Exception:  # keep scheduling whatever one event did
@@ -360,12 +382,16 @@ class LocalResourceManager:
         return len(self.slots)
 
     def wake(self) -> None:
-        """Run a scheduling tick now (an agent or slot changed state, the queue was reordered)."""
+        """Run a scheduling tick now, not on the next one (a task was created or asked to stop,
+        an agent or slot changed state, the queue was reordered)."""
         self._wake.set()
 
     def occupancy(self) -> dict[int, str]:
         """Slot -> the id of the allocation running on it, for the slots in use now."""
-        return {slot: aid for aid, run in list(self._runs.items()) for slot in run.slots}
+        used = {slot: aid for aid, run in list(self._runs.items()) for slot in run.slots}
+        for task_id, run in list(self._task_runs.items()):
+            used.update({slot: f"{task_id}.1" for slot in run.slots})
+        return used
 
     def _slots_needed(self, trial: TrialRow) -> int | None:
         with self._store.read() as conn:
@@ -446,3 +472,116 @@ class LocalResourceManager:
     def drop_environment(self, experiment_id: int) -> None:
         """Delete an experiment's environment (the experiment is deleted)."""
         _envs.remove(self._env_root, experiment_id)
+
+    # ------------------------------------------------------------ non-trial tasks
+
+    def _end_stale_tasks(self) -> None:
+        """Tasks a previous master ran are over: their processes are killed, rows ended."""
+        with self._store.read() as conn:
+            stale = [t for t in _task_rows.live(conn) if t["state"] == "RUNNING"]
+        for pid in kill_leftovers([str(t["allocation_id"]) for t in stale]):
+            logger.warning("killed task process %d left running by a previous master", pid)
+        with self._store.tx() as conn:
+            for task in stale:
+                _task_rows.terminate(conn, str(task["id"]), "the master restarted")
+                _users.revoke_allocation_tokens(conn, str(task["allocation_id"]))
+
+    def _schedule_tasks(self) -> None:
+        """Start queued tasks, oldest first, while their slots are free (0 slots: always)."""
+        with self._store.read() as conn:
+            queued = _task_rows.queued(conn)
+        for task in queued:
+            if self._stopping.is_set():
+                return
+            need = int(task["slots"])
+            slots: list[int] = []
+            if need > len(self.slots):
+                continue  # refused at creation; a smaller master since: it waits
+            if need:
+                containers = self._place(need)
+                if containers is None or len(containers) != 1:
+                    continue
+                slots = containers[0]
+                self._free = [s for s in self._free if s not in slots]
+            if not self._launch_task(task, slots):
+                self._free.extend(slots)
+
+    def _launch_task(self, task: dict[str, Any], slots: list[int]) -> bool:
+        task_id = str(task["id"])
+        allocation_id = f"{task_id}.1"
+        sink = LogSink(self._logs, task_id, allocation_id)
+        work_dir = self._work_root / allocation_id
+        try:
+            with self._store.tx() as conn:
+                token = _users.issue_token(
+                    conn, int(task["owner_id"]), kind="user", allocation_id=allocation_id
+                )
+            environment = _envs.ensure_task(self._env_root, task_id)
+            launch = _tasks.prepare(
+                task,
+                work_dir,
+                environment=environment,
+                master_url=self._master_url,
+                cluster_id=self._store.cluster_id,
+                allocation_id=allocation_id,
+                token=token,
+                slot_ids=slots,
+                gpu=self.gpu,
+            )
+            proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink)
+        except Exception as e:
+            if not isinstance(e, _launcher.LaunchError):
+                logger.exception("launching task %s failed", task_id)
+            sink.master(f"crashed: {_launcher.describe(e)}")
+            self._logs.flush()
+            shutil.rmtree(work_dir, ignore_errors=True)
+            _envs.remove_task(self._env_root, task_id)
+            with self._store.tx() as conn:
+                _task_rows.terminate(conn, task_id, f"failed to start: {_launcher.describe(e)}")
+                _users.revoke_allocation_tokens(conn, allocation_id)
+            return False
+        with self._store.tx() as conn:
+            _task_rows.set_running(conn, task_id, allocation_id, launch.ports)
+        self._task_runs[task_id] = _Run([proc], sink, slots, STOP_GRACE_S)
+        sink.master(
+            f"Resources for {task['description']} have started "
+            f"(slots {slots}, pid {proc.pid}, ports {launch.ports})"
+        )
+        return True
+
+    def _reap_tasks(self) -> None:
+        for task_id, run in list(self._task_runs.items()):
+            code = run.exit_code()
+            if code is None:
+                continue
+            del self._task_runs[task_id]
+            run.finish()
+            status = "killed" if run.killed else f"exited with code {code}"
+            self._task_ended(task_id, run, status)
+
+    def _task_ended(self, task_id: str, run: _Run, status: str) -> None:
+        self._free.extend(s for s in run.slots if s not in self._free)
+        allocation_id = f"{task_id}.1"
+        run.sink.master(f"task {task_id} {status}")
+        self._logs.flush()
+        with self._store.tx() as conn:
+            _task_rows.terminate(conn, task_id, status)
+            _users.revoke_allocation_tokens(conn, allocation_id)
+        for proc in run.procs:
+            shutil.rmtree(proc.work_dir, ignore_errors=True)
+        _envs.remove_task(self._env_root, task_id)
+
+    def _enforce_tasks(self) -> None:
+        """Kill the tasks whose kill was asked for: SIGTERM, then SIGKILL after a grace."""
+        with self._store.read() as conn:
+            doomed = {str(t["id"]) for t in _task_rows.live(conn) if t["kill_requested"]}
+        now = time.monotonic()
+        for task_id in doomed & set(self._task_runs):
+            run = self._task_runs[task_id]
+            if run.preempted_at is None:
+                run.preempted_at = now
+                run.killed = True
+                run.sink.master("killing the task (requested by a user)")
+                run.signal(signal.SIGTERM)
+            elif now - run.preempted_at > run.timeout_s:
+                run.signal(signal.SIGKILL)

@@ -263,6 +263,9 @@ class SlurmResourceManager(_local.LocalResourceManager):
     """Runs the trials of ``experiments`` as Slurm jobs (``SLURM_CONF`` etc. come from the
     master's environment)."""
 
+    # Commands, notebooks, shells and TensorBoards are not Slurm jobs yet (docs/tasks.md).
+    runs_tasks = False
+
     def __init__(
         self,
         store: Store,

@@ -418,3 +418,26 @@ job_positions = sa.Table(
     ),
     sa.Column("position", sa.Float, nullable=False),
 )
+
+# Tasks that are not trials (0.37's commands, notebooks, shells, TensorBoards and generic
+# tasks): one row each, scheduled on the same slots as trials. ``id`` is a uuid like 0.37's
+# task ids; its one allocation is ``<id>.1``.
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.String(255), primary_key=True),
+    sa.Column("type", sa.String(32), nullable=False),  # COMMAND | NOTEBOOK | SHELL | ...
+    sa.Column("owner_id", sa.Integer, sa.ForeignKey("users.id"), nullable=False),
+    sa.Column("state", sa.String(32), nullable=False),  # taskv1State without its prefix
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("config", sa.JSON, nullable=False),
+    sa.Column("context", sa.LargeBinary, nullable=True),  # tar.gz of the context directory
+    sa.Column("data", sa.JSON, nullable=True),  # type-specific: experiment ids, ssh keys
+    sa.Column("slots", sa.Integer, nullable=False),
+    sa.Column("allocation_id", sa.String(255), nullable=True),
+    sa.Column("ports", sa.JSON, nullable=True),  # {"name": port} once running
+    sa.Column("kill_requested", sa.Boolean, nullable=False, default=False),
+    sa.Column("exit_status", sa.Text, nullable=True),
+    sa.Column("start_time", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
+)

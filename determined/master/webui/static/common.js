@@ -79,6 +79,8 @@ async function logout() {
   localStorage.removeItem(TOKEN_KEY);
   localStorage.removeItem(CSRF_KEY);
   localStorage.setItem(NO_AUTO_KEY, "1");
+  document.cookie = "auth=; path=/proxy/; max-age=0"; // the Tasks page's proxy login
+
   location.href = "/login";
 }
 

@@ -1,0 +1,369 @@
+"""0.37's non-trial tasks over REST: ``/api/v1/commands``, ``/api/v1/notebooks``,
+``/api/v1/shells``, ``/api/v1/tensorboards`` (launch, list, get, kill) and
+``POST /api/v1/generic-tasks``. Each is a row of ``store._tasks`` that the resource manager
+starts on the same slots as trials (``resources._tasks`` decides its process); notebooks and
+TensorBoards are reached through ``/proxy/<id>/`` and shells through its websocket (docs/tasks.md).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+from typing import Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from determined.common import storage
+from determined.master import experiment
+from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
+from determined.master.api._auth import Caller, Principal
+from determined.master.api._deps import StoreDep
+from determined.master.api._model_definition import tar_model_definition
+from determined.master.resources import _tasks
+from determined.master.resources._launcher import LaunchError
+from determined.master.store import Store, _experiments, _templates, _trials, _users
+from determined.master.store import _tasks as _task_rows
+from determined.master.store._time import rfc3339
+from determined.tensorboard import get_sync_path
+
+router = APIRouter(prefix="/api/v1")
+
+# type -> (route noun, JSON key of one, of the list, job type, default slots, description)
+KINDS: dict[str, tuple[str, str, str, str, int, str]] = {
+    "COMMAND": ("commands", "command", "commands", "TYPE_COMMAND", 1, "Command"),
+    "NOTEBOOK": ("notebooks", "notebook", "notebooks", "TYPE_NOTEBOOK", 1, "JupyterLab"),
+    "SHELL": ("shells", "shell", "shells", "TYPE_SHELL", 1, "Shell"),
+    "TENSORBOARD": (
+        "tensorboards",
+        "tensorboard",
+        "tensorboards",
+        "TYPE_TENSORBOARD",
+        0,
+        "TensorBoard",
+    ),
+    "GENERIC": ("tasks", "task", "tasks", "TYPE_GENERIC", 1, "Generic task"),
+}
+MAX_CONTEXT_BYTES = 96 * 1024 * 1024
+
+
+def _wake(request: Request) -> None:
+    rm = request.app.state.rm
+    wake = getattr(rm, "wake", None)
+    if wake is not None:
+        wake()
+
+
+def _require_rm(request: Request) -> None:
+    rm = request.app.state.rm
+    if rm is None or not getattr(rm, "runs_tasks", False):
+        raise InvalidArgument(
+            "this master's resource manager does not run commands, notebooks, shells or "
+            "TensorBoards (the local resource manager does)"
+        )
+
+
+def task_json(conn: sa.Connection, row: dict[str, Any]) -> dict[str, Any]:
+    """``v1Command`` / ``v1Notebook`` / ``v1Shell`` / ``v1Tensorboard`` of a task row."""
+    kind = str(row["type"])
+    owner = _users.get_user(conn, int(row["owner_id"])) or {"username": ""}
+    out: dict[str, Any] = {
+        "id": row["id"],
+        "description": row["description"],
+        "state": f"STATE_{row['state']}",
+        "startTime": rfc3339(row["start_time"]),
+        "username": owner["username"],
+        "userId": row["owner_id"],
+        "displayName": owner.get("display_name") or owner["username"],
+        "resourcePool": "default",
+        "workspaceId": 1,
+        "jobId": row["id"],
+        "exitStatus": row["exit_status"],
+    }
+    if row["allocation_id"]:
+        out["container"] = {
+            "id": row["allocation_id"],
+            "state": "STATE_RUNNING" if row["state"] == "RUNNING" else "STATE_TERMINATED",
+            "devices": [],
+        }
+    data = row["data"] or {}
+    if kind in ("NOTEBOOK", "TENSORBOARD"):
+        out["serviceAddress"] = f"/proxy/{row['id']}/"
+    if kind == "TENSORBOARD":
+        out["experimentIds"] = list(data.get("experimentIds") or [])
+        out["trialIds"] = list(data.get("trialIds") or [])
+    if kind == "SHELL":
+        out["privateKey"] = data.get("privateKey")
+        out["publicKey"] = data.get("publicKey")
+        out["addresses"] = [
+            {"host_ip": "127.0.0.1", "host_port": port} for port in (row["ports"] or {}).values()
+        ]
+        # sshd runs as the master's user: the only one it can log in.
+        out["agentUserGroup"] = {"user": data.get("user")}
+    return out
+
+
+def _context(files: Any) -> bytes | None:
+    """A legacy context (``v1File`` list) as the tar.gz the task unpacks; None for none."""
+    if not files:
+        return None
+    if not isinstance(files, list):
+        raise InvalidArgument("files must be a list of v1File entries (det cmd run --context)")
+    return tar_model_definition(files)
+
+
+def _config(store: Store, body: dict[str, Any], kind: str) -> dict[str, Any]:
+    config = body.get("config") or {}
+    if isinstance(config, str):
+        config = experiment.load_yaml(config, "config") or {}
+    if not isinstance(config, dict):
+        raise InvalidArgument("config must be a mapping of task config fields")
+    template = body.get("templateName") or body.get("template_name")
+    if template:
+        with store.read() as conn:
+            row = _templates.get(conn, str(template))
+        if row is None:
+            raise InvalidArgument(f"template {template!r} not found; det template list shows them")
+        config = experiment.merge_configs(dict(row["config"] or {}), config)
+    config = dict(config)
+    resources = dict(config.get("resources") or {})
+    resources.setdefault("slots", KINDS[kind][4])
+    config["resources"] = resources
+    if kind == "NOTEBOOK":
+        config.setdefault("idle_timeout", None)
+        try:
+            _tasks.idle_seconds(config["idle_timeout"])
+        except LaunchError as e:
+            raise InvalidArgument(str(e)) from e
+    return config
+
+
+def _slots(request: Request, config: dict[str, Any]) -> int:
+    try:
+        slots = int(config["resources"]["slots"])
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument("resources.slots must be an integer") from e
+    have = len(getattr(request.app.state.rm, "slots", []) or [])
+    if slots < 0 or slots > have:
+        raise InvalidArgument(f"resources.slots is {slots}; this master has {have} slot(s)")
+    return slots
+
+
+def _description(config: dict[str, Any], kind: str, task_hint: str) -> str:
+    given = config.get("description")
+    if given:
+        return str(given)
+    return f"{KINDS[kind][5]} ({task_hint})"
+
+
+def _keypair() -> dict[str, str]:
+    """A fresh ssh key pair for one shell (OpenSSH's own format)."""
+    with tempfile.TemporaryDirectory(prefix="det-shell-key-") as tmp:
+        path = os.path.join(tmp, "key")
+        try:
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "det-shell", "-f", path],
+                check=True,
+                capture_output=True,
+            )
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise InvalidArgument(f"cannot make a key pair for the shell (ssh-keygen): {e}") from e
+        return {
+            "privateKey": pathlib.Path(path).read_text(),
+            "publicKey": pathlib.Path(path + ".pub").read_text().strip(),
+        }
+
+
+def _logdirs(store: Store, exp_ids: list[int], trial_ids: list[int]) -> dict[str, str]:
+    """Run name -> the directory of one trial's synced TensorBoard files."""
+    with store.read() as conn:
+        pairs: list[tuple[int, int]] = []
+        for exp_id in exp_ids:
+            _experiments.require_experiment(conn, exp_id)
+            pairs += [(exp_id, int(t["id"])) for t in _trials.trials_of(conn, exp_id)]
+        for trial_id in trial_ids:
+            trial = _trials.require_trial(conn, trial_id)
+            pairs.append((int(trial["experiment_id"]), trial_id))
+        configs = {
+            e: dict(_experiments.require_experiment(conn, e)["config"] or {})
+            for e in {p[0] for p in pairs}
+        }
+    several = len(configs) > 1
+    found: dict[str, str] = {}
+    for exp_id, trial_id in dict.fromkeys(pairs):
+        raw = configs[exp_id].get("checkpoint_storage") or {}
+        try:
+            manager = storage.build(raw)
+        except Exception as e:
+            raise InvalidArgument(f"experiment {exp_id}: bad checkpoint_storage: {e}") from e
+        if not isinstance(manager, storage.DirectoryStorageManager):
+            raise InvalidArgument(
+                f"experiment {exp_id} keeps its files in {raw.get('type')!r} storage; a "
+                "TensorBoard task reads shared_fs and directory storage (for s3/gcs run "
+                "det tensorboard start --local, which downloads them)"
+            )
+        name = f"exp_{exp_id}_trial_{trial_id}" if several else f"trial_{trial_id}"
+        found[name] = str(
+            pathlib.Path(manager.base_path) / get_sync_path(store.cluster_id, exp_id, trial_id)
+        )
+    if not found:
+        raise InvalidArgument(f"no trials found in experiment(s) {exp_ids} / trials {trial_ids}")
+    return found
+
+
+def _launch(
+    request: Request, caller: Principal, store: Store, body: Any, kind: str
+) -> dict[str, Any]:
+    caller.require_user()
+    _require_rm(request)
+    if not isinstance(body, dict):
+        raise InvalidArgument("the request body must be a JSON object")
+    config = _config(store, body, kind)
+    slots = _slots(request, config)
+    context = _context(body.get("files"))
+    data: dict[str, Any] = {}
+    if kind in ("COMMAND", "GENERIC"):
+        entry = config.get("entrypoint")
+        if not entry:
+            raise InvalidArgument("config.entrypoint is missing: give the command to run")
+    if kind == "TENSORBOARD":
+        exp_ids = [int(x) for x in body.get("experimentIds") or []]
+        trial_ids = [int(x) for x in body.get("trialIds") or []]
+        if not exp_ids and not trial_ids:
+            raise InvalidArgument("give experimentIds or trialIds for a TensorBoard")
+        data = {
+            "experimentIds": exp_ids,
+            "trialIds": trial_ids,
+            "logdirs": _logdirs(store, exp_ids, trial_ids),
+        }
+    if kind == "SHELL":
+        data = {**_keypair(), "user": getpass.getuser()}
+    hint = ""
+    if kind == "TENSORBOARD":
+        ids = data["experimentIds"] or data["trialIds"]
+        what = "Experiment" if data["experimentIds"] else "Trial"
+        hint = f"{what} ({', '.join(str(i) for i in ids)})"
+    with store.tx() as conn:
+        row = _task_rows.create(
+            conn,
+            type=kind,
+            owner_id=caller.info.user_id,
+            description="",
+            config=config,
+            slots=slots,
+            context=context,
+            data=data,
+        )
+        description = _description(config, kind, hint or str(row["id"])[:8])
+        _task_rows.set_description(conn, str(row["id"]), description)
+        row["description"] = description
+        out = task_json(conn, row)
+    _wake(request)
+    return out
+
+
+def _check_owner(caller: Principal, row: dict[str, Any], action: str) -> None:
+    caller.require_user()
+    if not caller.info.admin and int(row["owner_id"]) != caller.info.user_id:
+        raise PermissionDenied(
+            f"{str(row['type']).lower()} {row['id']} is not yours: only its owner or an admin "
+            f"may {action} it"
+        )
+
+
+def _body(raw: bytes) -> Any:
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise InvalidArgument(f"the request body is not JSON: {e}") from e
+
+
+def _register(kind: str) -> None:
+    noun, one, many, _job, _slots_default, _desc = KINDS[kind]
+    if kind == "GENERIC":
+        return
+
+    @router.post(f"/{noun}", name=f"launch_{one}")
+    async def launch(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
+        body = _body(await request.body())
+        task = await run_in_threadpool(_launch, request, caller, store, body, kind)
+        config = body.get("config") if isinstance(body, dict) else None
+        return {one: task, "config": config or {}, "warnings": []}
+
+    @router.get(f"/{noun}", name=f"list_{many}")
+    def list_(
+        caller: Caller, store: StoreDep, users: list[str] = Query(default=[])
+    ) -> dict[str, Any]:
+        """Every task of the kind, oldest first; ``users`` keeps those usernames' (0.37)."""
+        caller.require_user()
+        wanted = {u for item in users for u in item.split(",") if u}
+        with store.read() as conn:
+            rows = _task_rows.list_tasks(conn, kind)
+            items = [task_json(conn, r) for r in rows]
+        if wanted:
+            items = [t for t in items if t["username"] in wanted]
+        total = len(items)
+        return {
+            many: items,
+            "pagination": {
+                "offset": 0,
+                "limit": 0,
+                "startIndex": 0,
+                "endIndex": total,
+                "total": total,
+            },
+        }
+
+    @router.get(f"/{noun}/{{task_id}}", name=f"get_{one}")
+    def get(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
+        caller.require_user()
+        with store.read() as conn:
+            row = _task_rows.require(conn, task_id, kind)
+            return {one: task_json(conn, row), "config": row["config"]}
+
+    @router.post(f"/{noun}/{{task_id}}/kill", name=f"kill_{one}")
+    def kill(task_id: str, request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
+        with store.tx() as conn:
+            row = _task_rows.require(conn, task_id, kind)
+            _check_owner(caller, row, "kill")
+            _task_rows.request_kill(conn, task_id)
+            row = _task_rows.require(conn, task_id)
+            out = task_json(conn, row)
+        _wake(request)
+        return {one: out}
+
+
+for _kind in KINDS:
+    _register(_kind)
+
+
+@router.post("/generic-tasks")
+async def create_generic_task(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``CreateGenericTask`` (``det task create``): ``config`` is YAML text, the context a
+    ``contextDirectory`` of ``v1File``."""
+    raw = _body(await request.body())
+    if not isinstance(raw, dict):
+        raise InvalidArgument("the request body must be a JSON object")
+    body = {"config": raw.get("config") or {}, "files": raw.get("contextDirectory") or []}
+    task = await run_in_threadpool(_launch, request, caller, store, body, "GENERIC")
+    return {"taskId": task["id"], "warnings": []}
+
+
+@router.post("/tasks/{task_id}/kill")
+def kill_task(task_id: str, request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """0.37's ``KillGenericTask`` (any non-trial task here)."""
+    with store.tx() as conn:
+        row = _task_rows.get(conn, task_id)
+        if row is None:
+            raise NotFound(f"task {task_id!r} not found (trials are killed with det trial kill)")
+        _check_owner(caller, row, "kill")
+        _task_rows.request_kill(conn, task_id)
+    _wake(request)
+    return {}

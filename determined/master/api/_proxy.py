@@ -1,0 +1,351 @@
+"""The master's proxy to tasks' services (0.37's ``/proxy/<service>/...``): HTTP and websocket
+traffic to a port a task serves on 127.0.0.1, for callers with a login (bearer token or the
+``auth`` cookie) who own the task or are admins.
+
+``<service>`` is a task id (its notebook's or TensorBoard's web port, a shell's sshd, or a
+command's or a running trial's first ``environment.proxy_ports`` entry) or ``<task id>:<port>``
+for another proxy port. The whole path is forwarded unchanged (JupyterLab and TensorBoard
+serve under it). A websocket to a path ending in ``tcp``, and every websocket to a shell,
+carries raw TCP in its binary messages (``det shell open``'s tunnel, as 0.37). The caller's
+master credentials are never passed on: the service runs whatever its owner chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+from fastapi import APIRouter, Request, WebSocket
+from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.websockets import WebSocketDisconnect
+from wsproto import ConnectionType, WSConnection
+from wsproto import events as ws_events
+
+from determined.master._errors import ApiError, NotFound, PermissionDenied
+from determined.master.api._auth import Caller, Principal, authenticate_connection
+from determined.master.store import Store, _experiments, _trials
+from determined.master.store import _tasks as _task_rows
+
+router = APIRouter()
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+# Hop-by-hop headers (RFC 9110, section 7.6.1) are not passed on in either direction, nor what
+# names the master.
+_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+}
+_CREDENTIALS = {"authorization", "grpc-metadata-x-allocation-token", "x-allocation-token"}
+CHUNK = 64 * 1024
+CONNECT_WAIT_S = 10.0
+
+
+class BadGateway(ApiError):
+    """The task's service did not answer."""
+
+    status = 502
+    code = 14  # UNAVAILABLE
+
+
+def _proxy_ports(config: dict[str, Any]) -> list[int]:
+    ports = (config.get("environment") or {}).get("proxy_ports") or []
+    out = []
+    for p in ports:
+        value = p.get("proxy_port") if isinstance(p, dict) else p
+        with contextlib.suppress(TypeError, ValueError):
+            out.append(int(str(value)))
+    return out
+
+
+def _trial_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
+    """A trial's task as the proxy sees one (its experiment's ``proxy_ports``), or None."""
+    live = [a for a in _trials.live_allocations(conn) if a["task_id"] == task_id]
+    if not live:
+        return None
+    trial = _trials.require_trial(conn, int(live[0]["trial_id"]))
+    exp = _experiments.require_experiment(conn, int(trial["experiment_id"]))
+    return {
+        "owner_id": exp["owner_id"],
+        "state": "RUNNING",
+        "ports": {},
+        "config": exp["config"],
+        "type": "TRIAL",
+    }
+
+
+def target(store: Store, caller: Principal, service: str) -> tuple[int, str]:
+    """``(port, task type)`` of a running task's service the caller may reach.
+
+    Raises:
+        NotFound: no such task, it does not run, or it serves no such port.
+        PermissionDenied: another user's task (not an admin).
+    """
+    caller.require_user()
+    task_id, _, port_text = service.partition(":")
+    with store.read() as conn:
+        row = _task_rows.get(conn, task_id)
+        if row is None:
+            row = _trial_task(conn, task_id)
+    if row is None:
+        raise NotFound(f"service not found: {service}")
+    if not caller.info.admin and int(row["owner_id"]) != caller.info.user_id:
+        raise PermissionDenied(
+            f"task {task_id} is not yours: only its owner or an admin may open it"
+        )
+    if row["state"] != "RUNNING":
+        raise NotFound(f"service not found: {service} (the task is {str(row['state']).lower()})")
+    served = dict(row["ports"] or {})
+    extra = _proxy_ports(dict(row["config"] or {}))
+    if port_text:
+        try:
+            port = int(port_text)
+        except ValueError as e:
+            raise NotFound(f"service not found: {service} (the port is not a number)") from e
+        if port not in extra and port not in served.values():
+            raise NotFound(f"service not found: {service} (not one of the task's proxy_ports)")
+        return port, str(row["type"])
+    if served:
+        return next(iter(served.values())), str(row["type"])
+    if extra:
+        return extra[0], str(row["type"])
+    raise NotFound(f"service not found: {service} (the task serves no port)")
+
+
+def _cookie_without_auth(value: str) -> str:
+    parts = [p.strip() for p in value.split(";")]
+    return "; ".join(p for p in parts if p and not p.startswith("auth="))
+
+
+def _request_headers(headers: Any) -> list[tuple[str, str]]:
+    out = []
+    for key, value in headers.items():
+        low = key.lower()
+        if low in _HOP or low in _CREDENTIALS or low.startswith("sec-websocket"):
+            continue
+        if low == "cookie":
+            value = _cookie_without_auth(value)
+            if not value:
+                continue
+        out.append((key, value))
+    return out
+
+
+@router.api_route("/proxy/{service}/{path:path}", methods=METHODS, include_in_schema=False)
+async def proxy_http(service: str, path: str, request: Request, caller: Caller) -> Any:
+    store: Store = request.app.state.store
+    port, _kind = await run_in_threadpool(target, store, caller, service)
+    url = f"http://127.0.0.1:{port}{request.url.path}"
+    if request.url.query:
+        url += "?" + request.url.query
+    headers = _request_headers(request.headers)
+    # The caller's Host: services compare it with Origin (JupyterLab) and build URLs from it.
+    headers.append(("host", request.headers.get("host") or f"127.0.0.1:{port}"))
+    headers.append(("x-forwarded-proto", request.url.scheme))
+    if request.client is not None:
+        headers.append(("x-real-ip", request.client.host))
+    client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
+    body = await request.body()
+    try:
+        upstream = await client.send(
+            client.build_request(request.method, url, headers=headers, content=body),
+            stream=True,
+        )
+    except httpx.HTTPError as e:
+        await client.aclose()
+        raise BadGateway(f"the task's service at port {port} did not answer: {e}") from e
+    out_headers = [(k, v) for k, v in upstream.headers.multi_items() if k.lower() not in _HOP]
+
+    async def close() -> None:
+        await upstream.aclose()
+        await client.aclose()
+
+    response = StreamingResponse(
+        upstream.aiter_raw(CHUNK),
+        status_code=upstream.status_code,
+        background=BackgroundTask(close),
+    )
+    response.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out_headers]
+    return response
+
+
+@router.websocket("/proxy/{service}/{path:path}")
+async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None:
+    try:
+        caller = await authenticate_connection(websocket)
+        store: Store = websocket.app.state.store
+        port, kind = await run_in_threadpool(target, store, caller, service)
+    except ApiError as e:
+        await websocket.close(code=1008, reason=str(e)[:120])
+        return
+    opened = await _open(port)
+    if opened is None:
+        await websocket.close(code=1011, reason=f"the task's port {port} does not answer")
+        return
+    reader, writer = opened
+    try:
+        if kind == "SHELL" or websocket.url.path.endswith("tcp"):
+            await websocket.accept()
+            await _pump_tcp(websocket, reader, writer)
+        else:
+            await _pump_websocket(websocket, reader, writer, port)
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+
+async def _open(
+    port: int, wait_s: float = CONNECT_WAIT_S
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A connection to the task's port, retried for ``wait_s`` (a shell's sshd or a server
+    may still be starting when the task is already RUNNING); None if it never answers."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        try:
+            return await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if loop.time() >= deadline:
+                return None
+            await asyncio.sleep(0.2)
+
+
+async def _pump_tcp(
+    websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Binary websocket messages <-> the raw TCP stream, until either side closes."""
+
+    async def upstream_to_client() -> None:
+        while data := await reader.read(CHUNK):
+            await websocket.send_bytes(data)
+
+    async def client_to_upstream() -> None:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            data = message.get("bytes") or (message.get("text") or "").encode()
+            writer.write(data)
+            await writer.drain()
+
+    await _race(upstream_to_client(), client_to_upstream())
+    with contextlib.suppress(Exception):
+        await websocket.close()
+
+
+async def _pump_websocket(
+    websocket: WebSocket, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int
+) -> None:
+    """A websocket to the task's own websocket server (wsproto as the client), message by
+    message both ways."""
+    path = websocket.url.path + (f"?{websocket.url.query}" if websocket.url.query else "")
+    protocols = [
+        p.strip()
+        for p in websocket.headers.get("sec-websocket-protocol", "").split(",")
+        if p.strip()
+    ]
+    extra = [
+        (k.encode("latin-1"), v.encode("latin-1"))
+        for k, v in _request_headers(websocket.headers)
+        if k.lower() not in ("cookie",) or v
+    ]
+    conn = WSConnection(ConnectionType.CLIENT)
+    writer.write(
+        conn.send(
+            ws_events.Request(
+                host=websocket.headers.get("host") or f"127.0.0.1:{port}",
+                target=path,
+                subprotocols=protocols,
+                extra_headers=extra,
+            )
+        )
+    )
+    await writer.drain()
+    accepted: ws_events.AcceptConnection | None = None
+    while accepted is None:
+        data = await reader.read(CHUNK)
+        if not data:
+            await websocket.close(code=1011, reason="the task's service closed the connection")
+            return
+        conn.receive_data(data)
+        for event in conn.events():
+            if isinstance(event, ws_events.AcceptConnection):
+                accepted = event
+            elif isinstance(event, ws_events.RejectConnection):
+                await websocket.close(
+                    code=1008, reason=f"the task's service refused ({event.status_code})"
+                )
+                return
+    await websocket.accept(subprotocol=accepted.subprotocol)
+
+    async def upstream_to_client() -> None:
+        text: list[str] = []
+        binary: list[bytes] = []
+        while True:
+            data = await reader.read(CHUNK)
+            conn.receive_data(data or None)
+            for event in conn.events():
+                if isinstance(event, ws_events.TextMessage):
+                    text.append(event.data)
+                    if event.message_finished:
+                        await websocket.send_text("".join(text))
+                        text.clear()
+                elif isinstance(event, ws_events.BytesMessage):
+                    binary.append(bytes(event.data))
+                    if event.message_finished:
+                        await websocket.send_bytes(b"".join(binary))
+                        binary.clear()
+                elif isinstance(event, ws_events.Ping):
+                    writer.write(conn.send(event.response()))
+                elif isinstance(event, ws_events.CloseConnection):
+                    with contextlib.suppress(Exception):
+                        writer.write(conn.send(event.response()))
+                    return
+            if not data:
+                return
+
+    async def client_to_upstream() -> None:
+        while True:
+            try:
+                message = await websocket.receive()
+            except WebSocketDisconnect:
+                message = {"type": "websocket.disconnect"}
+            if message["type"] == "websocket.disconnect":
+                with contextlib.suppress(Exception):
+                    writer.write(conn.send(ws_events.CloseConnection(code=1000)))
+                    await writer.drain()
+                return
+            if message.get("bytes") is not None:
+                writer.write(conn.send(ws_events.BytesMessage(data=message["bytes"])))
+            else:
+                writer.write(conn.send(ws_events.TextMessage(data=message.get("text") or "")))
+            await writer.drain()
+
+    await _race(upstream_to_client(), client_to_upstream())
+    with contextlib.suppress(Exception):
+        await websocket.close()
+
+
+async def _race(*coros: Any) -> None:
+    """Run both directions; when one ends (a side closed), stop the other."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t

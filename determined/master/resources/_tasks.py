@@ -1,0 +1,242 @@
+"""What process each kind of non-trial task runs (the one place that decides it), and its
+environment: 0.37's commands, generic tasks, TensorBoards, notebooks (JupyterLab) and shells
+(a per-task OpenSSH server), as local process groups (docs/tasks.md).
+
+:func:`prepare` unpacks the task's context directory into its work dir and returns the argv,
+the process environment and the ports it serves (``{"web": port}`` for a notebook or
+TensorBoard, ``{"ssh": port}`` for a shell). Services listen on 127.0.0.1 only; users reach them
+through the master's proxy (``/proxy/<task id>/``), which checks their login first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from determined.master.resources import _envs
+from determined.master.resources._launcher import LaunchError
+
+SSHD_PATHS = ("/usr/sbin/sshd", "/usr/bin/sshd")
+
+
+@dataclasses.dataclass
+class TaskLaunch:
+    argv: list[str]
+    env: dict[str, str]
+    ports: dict[str, int]
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def proxy_path(task_id: str) -> str:
+    """The path prefix under which the master proxies the task's web port (0.37's scheme)."""
+    return f"/proxy/{task_id}/"
+
+
+def _unpack(context: bytes | None, work_dir: Path) -> None:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if not context:
+        return
+    try:
+        with tarfile.open(fileobj=io.BytesIO(context), mode="r:gz") as tar:
+            tar.extractall(work_dir, filter="data")
+    except (tarfile.TarError, OSError) as e:
+        raise LaunchError(f"cannot unpack the context directory: {e}") from e
+
+
+def _user_env(config: dict[str, Any], gpu: bool) -> dict[str, str]:
+    raw = (config.get("environment") or {}).get("environment_variables") or []
+    if isinstance(raw, dict):
+        raw = raw.get("cuda" if gpu else "cpu") or []
+    out = {}
+    for item in raw:
+        key, _, value = str(item).partition("=")
+        out[key] = value
+    return out
+
+
+def entrypoint_argv(entrypoint: Any) -> list[str]:
+    """A command's entrypoint: a list is the argv, a string runs in ``sh -c`` (0.37 too)."""
+    if isinstance(entrypoint, list) and len(entrypoint) == 1:
+        entrypoint = entrypoint[0]  # `det cmd run "echo a; echo b"`: one shell command line
+    if isinstance(entrypoint, list) and entrypoint:
+        return [str(a) for a in entrypoint]
+    if isinstance(entrypoint, str) and entrypoint.strip():
+        return ["sh", "-c", entrypoint]
+    raise LaunchError(f"the task's entrypoint is empty or not a string or list: {entrypoint!r}")
+
+
+def _sshd() -> str:
+    for path in SSHD_PATHS:
+        if os.access(path, os.X_OK):
+            return path
+    found = shutil.which("sshd")
+    if found:
+        return found
+    raise LaunchError("no sshd here: install Debian's openssh-server for det shell")
+
+
+def _shell(task: dict[str, Any], work_dir: Path, port: int, env: dict[str, str]) -> list[str]:
+    """sshd on 127.0.0.1:``port`` with a host key of its own, accepting only the task's key;
+    every session (a login shell or the command ssh passed) starts in the work dir with the
+    task's environment (sshd gives sessions a fresh one: a forced command restores it)."""
+    if os.geteuid() == 0:
+        # sshd started by root insists on its privilege separation directory.
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    ssh_dir = work_dir / ".det-ssh"
+    ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    host_key = ssh_dir / "host_key"
+    if not host_key.exists():
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)],
+            check=True,
+            capture_output=True,
+        )
+    keys = ssh_dir / "authorized_keys"
+    keys.write_text(str((task.get("data") or {}).get("publicKey") or "") + "\n")
+    keys.chmod(0o600)
+    env_file = ssh_dir / "env.sh"
+    env_file.write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+    session = ssh_dir / "session.sh"
+    session.write_text(
+        "#!/bin/sh\n"
+        f". {shlex.quote(str(env_file))}\n"
+        f"cd {shlex.quote(str(work_dir))}\n"
+        'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"; fi\n'
+        'exec "${SHELL:-/bin/sh}" -l\n'
+    )
+    session.chmod(0o700)
+    config = ssh_dir / "sshd_config"
+    config.write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {host_key}",
+                f"AuthorizedKeysFile {keys}",
+                "PidFile none",
+                "UsePAM no",
+                "StrictModes no",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PermitRootLogin prohibit-password",
+                "AllowTcpForwarding yes",
+                "PrintMotd no",
+                f"ForceCommand {session}",
+                "",
+            ]
+        )
+    )
+    return [_sshd(), "-D", "-e", "-f", str(config)]
+
+
+def prepare(
+    task: dict[str, Any],
+    work_dir: Path,
+    *,
+    environment: Path,
+    master_url: str,
+    cluster_id: str,
+    allocation_id: str,
+    token: str,
+    slot_ids: list[int],
+    gpu: bool,
+) -> TaskLaunch:
+    """The process of ``task`` (a row of ``store._tasks``, with its context), its work dir made;
+    it runs in ``environment`` (a venv of ``_envs``).
+
+    Raises:
+        LaunchError: a bad context archive, an empty entrypoint, a missing program.
+    """
+    _unpack(task.get("context"), work_dir)
+    config = dict(task["config"] or {})
+    kind = str(task["type"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_") or k == "DET_HOME"}
+    env.update(_user_env(config, gpu))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(work_dir), env.get("PYTHONPATH")] if p)
+    if gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in slot_ids)
+    env.update(
+        DET_MASTER=master_url,
+        DET_CLUSTER_ID=cluster_id,
+        DET_AGENT_ID="local",
+        DET_SLOT_IDS=json.dumps(slot_ids),
+        DET_TASK_ID=str(task["id"]),
+        DET_ALLOCATION_ID=allocation_id,
+        DET_CONTAINER_ID=allocation_id,
+        DET_RESOURCES_TYPE="local-process",
+        DET_SESSION_TOKEN=token,
+        DET_USER_TOKEN=token,
+        DET_TASK_TYPE=kind,
+    )
+    _envs.activate(env, environment)
+    python = str(_envs.python_of(environment))
+    ports: dict[str, int] = {}
+    data = dict(task.get("data") or {})
+    if kind in ("COMMAND", "GENERIC"):
+        argv = entrypoint_argv(config.get("entrypoint"))
+    elif kind == "TENSORBOARD":
+        ports["web"] = free_port()
+        spec = ",".join(f"{name}:{path}" for name, path in sorted(data.get("logdirs", {}).items()))
+        argv = [python, "-m", "tensorboard.main", "--logdir_spec", spec]
+        argv += ["--host", "127.0.0.1", "--port", str(ports["web"])]
+        argv += ["--path_prefix", proxy_path(str(task["id"])).rstrip("/")]
+        argv += ["--reload_interval", "1"]
+    elif kind == "NOTEBOOK":
+        ports["web"] = free_port()
+        argv = [python, "-m", "jupyterlab", "--no-browser", "--allow-root"]
+        argv += [
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={ports['web']}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.base_url={proxy_path(str(task['id']))}",
+            f"--ServerApp.root_dir={work_dir}",
+            # The master's proxy authenticates every request; JupyterLab's own token would be
+            # a second login.
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            "--ServerApp.allow_remote_access=True",
+        ]
+        idle = idle_seconds(config.get("idle_timeout"))
+        if idle:
+            argv += [
+                f"--ServerApp.shutdown_no_activity_timeout={idle}",
+                f"--MappingKernelManager.cull_idle_timeout={idle}",
+                "--MappingKernelManager.cull_interval=10",
+            ]
+    elif kind == "SHELL":
+        ports["ssh"] = free_port()
+        argv = _shell(task, work_dir, ports["ssh"], env)
+    else:
+        raise LaunchError(f"unknown task type {kind!r}")
+    return TaskLaunch(argv, env, ports)
+
+
+def idle_seconds(value: Any) -> int:
+    """0.37's ``idle_timeout`` ("30m", "1h", seconds); 0 for none."""
+    if value in (None, "", 0):
+        return 0
+    if isinstance(value, int | float):
+        return int(value)
+    text = str(value).strip()
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text[-1] in units:
+            return int(float(text[:-1]) * units[text[-1]])
+        return int(float(text))
+    except (ValueError, IndexError) as e:
+        raise LaunchError(f"idle_timeout {value!r} is not a duration like 30m") from e

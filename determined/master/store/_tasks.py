@@ -1,0 +1,118 @@
+"""Tasks that are not trials (commands, notebooks, shells, TensorBoards, generic tasks): their
+rows move QUEUED -> RUNNING -> TERMINATED (TERMINATED straight from QUEUED when killed first)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master._errors import NotFound
+from determined.master.store import _time
+from determined.master.store._schema import tasks
+
+TYPES = ("COMMAND", "NOTEBOOK", "SHELL", "TENSORBOARD", "GENERIC")
+LIVE = ("QUEUED", "RUNNING")
+
+
+def create(
+    conn: sa.Connection,
+    *,
+    type: str,  # noqa: A002 - the column's name
+    owner_id: int,
+    description: str,
+    config: dict[str, Any],
+    slots: int,
+    context: bytes | None = None,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A new QUEUED task; its row."""
+    if type not in TYPES:
+        raise ValueError(f"unknown task type {type!r}")
+    task_id = str(uuid.uuid4())
+    conn.execute(
+        tasks.insert().values(
+            id=task_id,
+            type=type,
+            owner_id=owner_id,
+            state="QUEUED",
+            description=description,
+            config=config,
+            context=context,
+            data=data,
+            slots=slots,
+            kill_requested=False,
+            start_time=_time.now(),
+        )
+    )
+    return require(conn, task_id)
+
+
+def get(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
+    row = conn.execute(sa.select(tasks).where(tasks.c.id == task_id)).mappings().first()
+    return None if row is None else dict(row)
+
+
+def require(conn: sa.Connection, task_id: str, type: str | None = None) -> dict[str, Any]:  # noqa: A002
+    """The task's row; NotFound when there is none (of that type)."""
+    row = get(conn, task_id)
+    if row is None or (type is not None and row["type"] != type):
+        what = (type or "task").lower()
+        raise NotFound(f"{what} {task_id!r} not found")
+    return row
+
+
+def list_tasks(conn: sa.Connection, type: str | None = None) -> list[dict[str, Any]]:  # noqa: A002
+    """Tasks (of a type), oldest first, without their context archives."""
+    cols = [c for c in tasks.c if c.name != "context"]
+    query = sa.select(*cols).order_by(tasks.c.start_time, tasks.c.id)
+    if type is not None:
+        query = query.where(tasks.c.type == type)
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def queued(conn: sa.Connection) -> list[dict[str, Any]]:
+    """QUEUED tasks not asked to stop, oldest first (the order they are started in)."""
+    query = (
+        sa.select(tasks).where(tasks.c.state == "QUEUED").order_by(tasks.c.start_time, tasks.c.id)
+    )
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def live(conn: sa.Connection) -> list[dict[str, Any]]:
+    cols = [c for c in tasks.c if c.name != "context"]
+    query = sa.select(*cols).where(tasks.c.state.in_(LIVE)).order_by(tasks.c.start_time)
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def set_running(
+    conn: sa.Connection, task_id: str, allocation_id: str, ports: dict[str, int]
+) -> None:
+    conn.execute(
+        tasks.update()
+        .where(tasks.c.id == task_id)
+        .values(state="RUNNING", allocation_id=allocation_id, ports=ports)
+    )
+
+
+def set_description(conn: sa.Connection, task_id: str, description: str) -> None:
+    conn.execute(tasks.update().where(tasks.c.id == task_id).values(description=description))
+
+
+def terminate(conn: sa.Connection, task_id: str, exit_status: str) -> None:
+    """The task ended (or never started): TERMINATED with what became of it."""
+    conn.execute(
+        tasks.update()
+        .where(tasks.c.id == task_id, tasks.c.state.in_(LIVE))
+        .values(state="TERMINATED", exit_status=exit_status, end_time=_time.now())
+    )
+
+
+def request_kill(conn: sa.Connection, task_id: str) -> None:
+    """A queued task ends at once; a running one is killed by the resource manager."""
+    row = require(conn, task_id)
+    if row["state"] == "QUEUED":
+        terminate(conn, task_id, "killed before it started")
+    elif row["state"] == "RUNNING":
+        conn.execute(tasks.update().where(tasks.c.id == task_id).values(kill_requested=True))

@@ -1,0 +1,296 @@
+"""Commands (issue #21 item 2) and the proxy (item 3) on a real master with the local resource
+manager: a command's output reaches its task log, it is listed, killed and ended; a command
+serving HTTP and a websocket echo is reached through ``/proxy/<task>:<port>/`` with the
+caller's login only; 0.37's own ``det cmd run`` runs a command on this master."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+import requests
+import websocket
+from _kit.master import free_port, login
+from _kit.reference import Ref
+from _kit.trial_cluster import Cluster, config
+
+pytestmark = pytest.mark.e2e
+CLUSTER_CPU_SLOTS = 2
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _wait(cluster: Cluster, kind: str, task_id: str, state: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        task = cluster.get(f"/api/v1/{kind}s/{task_id}")[kind]
+        if task["state"] == state:
+            return task
+        assert time.monotonic() < deadline, f"{kind} {task_id} is {task['state']}, not {state}"
+        time.sleep(0.2)
+
+
+def _log_text(cluster: Cluster, task_id: str) -> str:
+    return "".join(line["log"] for line in cluster.get(f"/api/v1/tasks/{task_id}/logs")["logs"])
+
+
+def _det(cluster: Cluster, home: pathlib.Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    env.update(PYTHONPATH=str(REPO), DET_HOME=str(home), DET_MASTER=cluster.url, DET_USER="admin")
+    env["DET_PASS"] = ""
+    proc = subprocess.run(
+        [sys.executable, "-m", "determined.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.both_stores
+def test_a_command_logs_is_listed_and_killed(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "hello.py").write_text(
+        "import os, sys, time\n"
+        "print('hello from', os.environ['DET_TASK_TYPE'], sys.prefix, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    out = _det(cluster, tmp_path / "home", "cmd", "run", "-d", "-c", str(ctx), "python3 hello.py")
+    task_id = out.strip().splitlines()[-1]
+    _wait(cluster, "command", task_id, "STATE_RUNNING")
+    deadline = time.monotonic() + 20
+    while "hello from COMMAND" not in _log_text(cluster, task_id):
+        assert time.monotonic() < deadline, _log_text(cluster, task_id)
+        time.sleep(0.2)
+    # It runs in an environment of its own, not the master's.
+    assert f"envs/task-{task_id}" in _log_text(cluster, task_id)
+    listed = _det(cluster, tmp_path / "home", "cmd", "list", "--json")
+    assert [c["id"] for c in json.loads(listed)] == [task_id]
+    assert any(j["jobId"] == task_id for j in cluster.get("/api/v1/job-queues")["jobs"])
+    tasks = cluster.get("/api/v1/tasks")["allocationIdToSummary"]
+    assert tasks[f"{task_id}.1"]["taskId"] == task_id
+    # Another user may not kill it.
+    cluster.s.post(cluster.url + "/api/v1/users", json={"user": {"username": "eve"}})
+    eve = requests.Session()
+    eve.headers["Authorization"] = f"Bearer {login(cluster.url, 'eve')}"
+    assert eve.post(f"{cluster.url}/api/v1/commands/{task_id}/kill").status_code == 403
+    _det(cluster, tmp_path / "home", "cmd", "kill", task_id)
+    ended = _wait(cluster, "command", task_id, "STATE_TERMINATED")
+    assert ended["exitStatus"] == "killed"
+    assert "killing the task" in _log_text(cluster, task_id)
+    assert cluster.get("/api/v1/job-queues")["jobs"] == []
+    # A bad config is a 400 that says what to fix.
+    r = cluster.s.post(cluster.url + "/api/v1/commands", json={"config": {}})
+    assert r.status_code == 400 and "entrypoint" in r.text
+
+
+SERVER = r"""
+import asyncio, http.server, sys, threading
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (AcceptConnection, CloseConnection, Request, TextMessage)
+
+http_port, ws_port = int(sys.argv[1]), int(sys.argv[2])
+
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("path=%s auth=%s cookie=%s" % (self.path, self.headers.get("Authorization"),
+                self.headers.get("Cookie"))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", http_port), Hello)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+
+async def echo(reader, writer):
+    ws = WSConnection(ConnectionType.SERVER)
+    parts = []
+    while True:
+        data = await reader.read(65536)
+        if not data:
+            return
+        ws.receive_data(data)
+        for event in ws.events():
+            if isinstance(event, Request):
+                writer.write(ws.send(AcceptConnection()))
+            elif isinstance(event, TextMessage):
+                parts.append(event.data)
+                if event.message_finished:
+                    writer.write(ws.send(TextMessage(data="echo:" + "".join(parts))))
+                    parts.clear()
+            elif isinstance(event, CloseConnection):
+                writer.write(ws.send(event.response()))
+                writer.close()
+                return
+        await writer.drain()
+
+async def main():
+    srv = await asyncio.start_server(echo, "127.0.0.1", ws_port)
+    print("serving", flush=True)
+    await srv.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+def test_the_proxy_reaches_a_commands_http_and_websocket_ports(cluster: Cluster) -> None:
+    http_port, ws_port = free_port(), free_port()
+    config = {
+        "entrypoint": ["python3", "-c", SERVER, str(http_port), str(ws_port)],
+        "environment": {"proxy_ports": [{"proxy_port": http_port}, {"proxy_port": ws_port}]},
+        "resources": {"slots": 0},
+    }
+    r = cluster.s.post(cluster.url + "/api/v1/commands", json={"config": config})
+    assert r.status_code == 200, r.text
+    task_id = r.json()["command"]["id"]
+    _wait(cluster, "command", task_id, "STATE_RUNNING")
+    deadline = time.monotonic() + 20
+    while "serving" not in _log_text(cluster, task_id):
+        assert time.monotonic() < deadline, _log_text(cluster, task_id)
+        time.sleep(0.2)
+    token = str(cluster.s.headers["Authorization"]).split()[1]
+    # The first proxy port is the task's own URL; the path goes through unchanged, and the
+    # master's credentials do not.
+    url = f"{cluster.url}/proxy/{task_id}/some/page?x=1"
+    r = requests.get(url, headers={"Authorization": f"Bearer {token}", "Cookie": "a=b"})
+    assert r.status_code == 200, r.text
+    assert r.text == f"path=/proxy/{task_id}/some/page?x=1 auth=None cookie=a=b"
+    # The web UI's cookie logs in too; nothing does not.
+    assert requests.get(url, cookies={"auth": token}).text.endswith("cookie=None")
+    assert requests.get(url).status_code == 401
+    assert requests.get(f"{cluster.url}/proxy/{task_id}:1/").status_code == 401
+    r = requests.get(
+        f"{cluster.url}/proxy/{task_id}:1/", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert r.status_code == 404 and "proxy_ports" in r.text
+    # A websocket to the second port, message by message.
+    ws = websocket.create_connection(
+        f"ws://127.0.0.1:{cluster.master.port}/proxy/{task_id}:{ws_port}/echo",
+        header=[f"Authorization: Bearer {token}"],
+        timeout=10,
+    )
+    try:
+        for text in ("hello", "x" * 70000):
+            ws.send(text)
+            assert ws.recv() == "echo:" + text
+    finally:
+        ws.close()
+    with pytest.raises(websocket.WebSocketException):
+        websocket.create_connection(
+            f"ws://127.0.0.1:{cluster.master.port}/proxy/{task_id}:{ws_port}/echo", timeout=10
+        ).recv()
+    cluster.post(f"/api/v1/commands/{task_id}/kill")
+    _wait(cluster, "command", task_id, "STATE_TERMINATED")
+    r = requests.get(url, headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 404
+
+
+def test_the_reference_det_cmd_run(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    ref = Ref(cluster.master, tmp_path / "ref")
+    out = ref.det("cmd", "run", "echo", "hello-from-the-reference")
+    assert "hello-from-the-reference" in out
+    # (0.37's `det cmd list` also reads /api/v1/workspaces, which this master lacks.)
+    [command] = cluster.get("/api/v1/commands")["commands"]
+    assert command["username"] == "determined"
+    assert command["description"] in out
+
+
+def test_generic_task_create_and_kill(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "job.sh").write_text("echo generic-says-hi; sleep 300\n")
+    cfg = tmp_path / "task.yaml"
+    cfg.write_text("entrypoint: sh job.sh\nresources:\n  slots: 0\n")
+    out = _det(cluster, tmp_path / "home", "task", "create", str(cfg), "-c", str(ctx))
+    task_id = out.split()[-1]
+    deadline = time.monotonic() + 30
+    while "generic-says-hi" not in _log_text(cluster, task_id):
+        assert time.monotonic() < deadline, _log_text(cluster, task_id)
+        time.sleep(0.2)
+    summaries = cluster.get("/api/v1/tasks")["allocationIdToSummary"].values()
+    assert [t["slotsNeeded"] for t in summaries if t["taskId"] == task_id] == [0]
+    _det(cluster, tmp_path / "home", "task", "kill", task_id)
+    while any(
+        t["taskId"] == task_id
+        for t in cluster.get("/api/v1/tasks")["allocationIdToSummary"].values()
+    ):
+        assert time.monotonic() < deadline + 30
+        time.sleep(0.2)
+    assert "killed" in _log_text(cluster, task_id)
+
+
+def test_an_experiments_proxy_ports(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    """A running trial's ``environment.proxy_ports`` are reached the same way, by its task id."""
+    port = free_port()
+    server = (
+        "import http.server\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        body = ('trial says ' + self.path).encode()\n"
+        "        self.send_response(200)\n"
+        "        self.send_header('Content-Length', str(len(body)))\n"
+        "        self.end_headers()\n"
+        "        self.wfile.write(body)\n"
+        f"http.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n"
+    )
+    cfg = config(tmp_path / "out")
+    cfg["entrypoint"] = "python3 server.py"
+    cfg["environment"] = {"proxy_ports": [{"proxy_port": port}]}
+    exp_id = cluster.create(cfg, {"server.py": server})
+    deadline = time.monotonic() + 30
+    task_id = None
+    while task_id is None:
+        assert time.monotonic() < deadline, "the trial did not start"
+        for t in cluster.get("/api/v1/tasks")["allocationIdToSummary"].values():
+            if str(t["taskId"]).startswith(f"{exp_id}."):
+                task_id = t["taskId"]
+        time.sleep(0.2)
+    deadline = time.monotonic() + 30
+    while True:
+        r = cluster.s.get(f"{cluster.url}/proxy/{task_id}:{port}/x")
+        if r.status_code == 200:
+            break
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.3)
+    assert r.text == f"trial says /proxy/{task_id}:{port}/x"
+    assert (
+        cluster.s.get(f"{cluster.url}/proxy/{task_id}/y").text == f"trial says /proxy/{task_id}/y"
+    )
+    assert requests.get(f"{cluster.url}/proxy/{task_id}/").status_code == 401
+    cluster.post(f"/api/v1/experiments/{exp_id}/kill")
+
+
+def test_det_cmd_run_follows_the_log_to_the_end(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    out = _det(cluster, tmp_path / "home", "cmd", "run", "echo one && echo two")
+    assert "one\ntwo\n" in out
+    assert "Task log stream ended" in out
+    [command] = cluster.get("/api/v1/commands")["commands"]
+    assert command["state"] == "STATE_TERMINATED"
+    assert command["exitStatus"] == "exited with code 0"
+
+
+def test_a_restarted_master_ends_the_tasks_it_lost(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    marker = tmp_path / "still-running"
+    entry = f"while true; do date > {marker}; sleep 0.2; done"
+    r = cluster.s.post(cluster.url + "/api/v1/commands", json={"config": {"entrypoint": entry}})
+    task_id = r.json()["command"]["id"]
+    _wait(cluster, "command", task_id, "STATE_RUNNING")
+    cluster.master.kill()  # SIGKILL: the command's process group is left behind
+    cluster.master.start()
+    cluster.s = cluster.master.session()
+    ended = _wait(cluster, "command", task_id, "STATE_TERMINATED")
+    assert ended["exitStatus"] == "the master restarted"
+    before = marker.read_text()
+    time.sleep(1.0)
+    assert marker.read_text() == before, "the old master's command still runs"

@@ -1,0 +1,61 @@
+"""TensorBoards as tasks (issue #21 item 2): one TensorBoard over two experiments serves both
+experiments' trials' scalars through the master's proxy."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import pytest
+from _kit.tasks import proxied, wait_state
+from _kit.trial_cluster import Cluster, config
+
+from determined.cli import _session, _tensorboard
+from determined.tensorboard import EventWriter
+
+pytestmark = pytest.mark.e2e
+CLUSTER_CPU_SLOTS = 2
+
+
+def test_tensorboard_over_two_experiments(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("tensorboard")
+    exp_ids = []
+    for i in range(2):
+        cfg = config(tmp_path / f"out{i}")
+        cfg["entrypoint"] = "true"
+        cfg["checkpoint_storage"] = {"type": "shared_fs", "host_path": str(tmp_path / "ckpt")}
+        exp_ids.append(cluster.create(cfg))
+    token = str(cluster.s.headers["Authorization"]).split()[1]
+    sess = _session.client(cluster.url, token)
+    deadline = time.monotonic() + 30
+    while not all(cluster.get(f"/api/v1/experiments/{e}/trials")["trials"] for e in exp_ids):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    dirs = _tensorboard.trial_dirs(sess, exp_ids)
+    for n, path in enumerate(sorted(dirs.values())):
+        writer = EventWriter(path)
+        for step in range(3):
+            writer.add_scalar("loss", float(n * 10 + step), step)
+        writer.close()
+    r = cluster.s.post(cluster.url + "/api/v1/tensorboards", json={"experimentIds": exp_ids})
+    assert r.status_code == 200, r.text
+    tb = r.json()["tensorboard"]
+    assert tb["experimentIds"] == exp_ids
+    wait_state(cluster, "tensorboard", tb["id"], "STATE_RUNNING")
+    # A run per trial, named by experiment and trial (TensorBoard adds "/." for files at the
+    # top of a run's directory).
+    runs: list[str] = []
+    deadline = time.monotonic() + 60
+    while sorted(r.removesuffix("/.") for r in runs) != sorted(dirs):
+        assert time.monotonic() < deadline, runs
+        runs = proxied(cluster, f"/proxy/{tb['id']}/data/runs").json()
+        time.sleep(0.5)
+    tags = proxied(cluster, f"/proxy/{tb['id']}/data/plugin/scalars/tags").json()
+    assert set(tags) == set(runs) and all("loss" in t for t in tags.values())
+    name = sorted(runs)[1]
+    points = proxied(
+        cluster, f"/proxy/{tb['id']}/data/plugin/scalars/scalars?run={name}&tag=loss"
+    ).json()
+    assert [p[1:] for p in points] == [[0, 10.0], [1, 11.0], [2, 12.0]]
+    cluster.post(f"/api/v1/tensorboards/{tb['id']}/kill")
+    wait_state(cluster, "tensorboard", tb["id"], "STATE_TERMINATED")
