@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,9 +29,15 @@ CONFIG: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
-    with MasterProcess(tmp_path_factory.mktemp("gaps") / "data", cpu_slots=0) as m:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def master(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MasterProcess]:
+    """A master without slots (nothing here trains), on each store backend."""
+    db_url = None
+    if request.param == "postgres":
+        db_url = request.getfixturevalue("postgres_server").new_database()
+    with MasterProcess(tmp_path_factory.mktemp("gaps") / "data", cpu_slots=0, db_url=db_url) as m:
         yield m
 
 
@@ -184,6 +191,7 @@ def test_checkpoint_metrics_remove_files_and_model_versions(
         inf.train.report_training_metrics(steps_completed=2, metrics={"loss": 0.1})
         assert inf.info is not None
         inference_trial = inf.info.trial.trial_id
+        inference_exp = inf.info.trial.experiment_id
     with _unmanaged(det, "inference-by-version", storage) as inf2:
         inf2.experimental.report_task_using_model_version(version)
         inf2.train.report_metrics("inference", steps_completed=1, metrics={"acc": 0.9})
@@ -241,6 +249,13 @@ def test_checkpoint_metrics_remove_files_and_model_versions(
         master.url + "/api/v1/trial-source-info", json={"trialSourceInfo": bad}
     )
     assert r.status_code == 403 and "another user" in r.text
+
+    # Deleting the inference experiment drops its links with it.
+    det.get_experiment(inference_exp).delete()
+    deadline = time.monotonic() + 30
+    while len(list(ckpt.get_metrics("inference"))) != 1:
+        assert time.monotonic() < deadline, "the deleted trial's reports are still listed"
+        time.sleep(0.2)
 
 
 def test_pools_and_oauth_clients(
