@@ -138,6 +138,19 @@ def test_list_experiments_filters_on_the_master(
     r = admin.get(master.url + "/api/v1/experiments", params={"sortBy": "SORT_BY_COLOUR"})
     assert r.status_code == 400 and "SORT_BY_NAME" in r.text
 
+    # archived=false over every project hides experiments of archived projects, as in 0.37.
+    project = det.create_workspace("gaps-ws").create_project("gaps-proj")
+    hidden = det.create_experiment(CONFIG, model_dir, project_id=project.id, activate=False).id
+    r = admin.post(f"{master.url}/api/v1/projects/{project.id}/archive")
+    assert r.status_code == 200, r.text
+
+    def listed(**params: Any) -> list[int]:
+        r = admin.get(master.url + "/api/v1/experiments", params=params)
+        return [e["id"] for e in r.json()["experiments"]]
+
+    assert hidden not in listed(archived="false") and hidden in listed()
+    assert listed(archived="false", projectId=project.id) == [hidden]
+
     # Our SDK sends them and takes the master's answer.
     got = det.list_experiments(
         labels=["a"],

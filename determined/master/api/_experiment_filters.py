@@ -66,6 +66,9 @@ class ExperimentFilter:
     users: Sequence[str] = ()
     user_ids: Sequence[int] = ()
     archived: bool | None = None
+    # archived=false over every project also hides experiments of archived projects and
+    # workspaces (0.37 does; a listing of one project shows its experiments either way).
+    hide_archived_parents: bool = False
     ids: IdFilter = field(default_factory=IdFilter)
 
     def keeps(self, e: dict[str, Any]) -> bool:
@@ -80,6 +83,7 @@ class ExperimentFilter:
             and (not self.users or e.get("username") in self.users)
             and (not self.user_ids or e.get("userId") in self.user_ids)
             and (self.archived is None or bool(e.get("archived")) == self.archived)
+            and not (self.hide_archived_parents and e.get("parentArchived"))
             and self.ids.holds(int(e["id"]))
         )
 

@@ -153,7 +153,8 @@ def list_experiments(
     id_not_in: list[int] = Query(default_factory=list, alias="experimentIdFilter.notIn"),
 ) -> dict[str, Any]:
     """``{experiments: [v1Experiment], pagination}``, filtered and sorted as 0.37's master
-    does (api/_experiment_filters.py): ``archived``, ``users``/``userIds``, ``projectId`` (0:
+    does (api/_experiment_filters.py): ``archived`` (false over every project also hides
+    archived projects' and workspaces' experiments), ``users``/``userIds``, ``projectId`` (0:
     every project), ``name``/``description`` (substrings), ``labels`` (all of them),
     ``states``, ``experimentIdFilter.*``, ``sortBy``/``orderBy`` (default: by id);
     ``offset``/``limit`` page (limit 0: all)."""
@@ -166,6 +167,7 @@ def list_experiments(
         users=users,
         user_ids=user_ids,
         archived=archived,
+        hide_archived_parents=archived is False and not project_id,
         ids=_experiment_filters.IdFilter(id_lt, id_lte, id_gt, id_gte, id_incl, id_not_in),
     )
     with store.read() as conn:
