@@ -74,6 +74,11 @@ class DistributedPeerLost(ConnectionError):
     was waiting on it in a collective, or before the collective started."""
 
 
+class EnterpriseOnlyError(Exception):
+    """A feature of 0.37's enterprise edition that this master has not (the OAuth clients of
+    SCIM provisioning, for one); 0.37's open-source edition raises the same."""
+
+
 class MasterError(Exception):
     """The master answered a request with an error status."""
 

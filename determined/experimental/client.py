@@ -22,6 +22,7 @@ import pathlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from determined.experimental._sdk import _oauth
 from determined.experimental._sdk._checkpoint import (
     Checkpoint,
     CheckpointStateError,
@@ -48,7 +49,9 @@ from determined.experimental._sdk._enums import (
 from determined.experimental._sdk._experiment import Experiment
 from determined.experimental._sdk._metrics import TrainingMetrics, TrialMetrics, ValidationMetrics
 from determined.experimental._sdk._model import Model, ModelVersion
+from determined.experimental._sdk._oauth import Oauth2ScimClient
 from determined.experimental._sdk._project import Project
+from determined.experimental._sdk._resource_pool import ResourcePool, ResourcePoolBindingError
 from determined.experimental._sdk._trial import Trial
 from determined.experimental._sdk._user import User
 from determined.experimental._sdk._workspace import Workspace
@@ -72,8 +75,11 @@ __all__ = [
     "ModelOrderBy",
     "ModelSortBy",
     "ModelVersion",
+    "Oauth2ScimClient",
     "OrderBy",
     "Project",
+    "ResourcePool",
+    "ResourcePoolBindingError",
     "TrainingMetrics",
     "Trial",
     "TrialMetrics",
@@ -86,6 +92,7 @@ __all__ = [
     "create_experiment",
     "create_model",
     "create_user",
+    "add_oauth_client",
     "create_workspace",
     "delete_workspace",
     "get_checkpoint",
@@ -102,10 +109,12 @@ __all__ = [
     "iter_trials_metrics",
     "list_experiments",
     "list_models",
+    "list_oauth_clients",
     "list_users",
     "list_workspaces",
     "login",
     "logout",
+    "remove_oauth_client",
     "stream_trials_metrics",
     "stream_trials_training_metrics",
     "stream_trials_validation_metrics",
@@ -362,3 +371,21 @@ def stream_trials_training_metrics(trial_ids: list[int]) -> Iterator[TrainingMet
 def stream_trials_validation_metrics(trial_ids: list[int]) -> Iterator[ValidationMetrics]:
     """Deprecated in 0.37: ``iter_trials_metrics(trial_ids, "validation")``."""
     return _det().stream_trials_validation_metrics(trial_ids)
+
+
+# OAuth clients are 0.37's enterprise edition: no login is needed to learn that.
+
+
+def list_oauth_clients() -> list[Oauth2ScimClient]:
+    """Raises determined.errors.EnterpriseOnlyError (an enterprise-edition feature)."""
+    raise _oauth.refuse("list OAuth clients")
+
+
+def add_oauth_client(domain: str, name: str) -> Oauth2ScimClient:
+    """Raises determined.errors.EnterpriseOnlyError (an enterprise-edition feature)."""
+    raise _oauth.refuse(f"add OAuth client {name!r}")
+
+
+def remove_oauth_client(client_id: str) -> None:
+    """Raises determined.errors.EnterpriseOnlyError (an enterprise-edition feature)."""
+    raise _oauth.refuse(f"remove OAuth client {client_id!r}")

@@ -29,8 +29,9 @@ class RemoteSearchRunner(SearchRunner):
     """Runs a custom search inside a trial (``core.init()``'s ``context``): it creates the
     searched experiment once and checkpoints its state after every event.
 
-    ``session`` is a logged-in user session for the searched experiment; without one it logs
-    in to the trial's master as ``$DET_USER`` (default ``determined``) with ``$DET_PASS``.
+    ``session`` is a logged-in user session for the searched experiment; without one it uses
+    the SDK's login to the trial's master (``client.login()``, the token store, else
+    ``$DET_USER``/``$DET_PASS``), as 0.37's does.
     """
 
     def __init__(

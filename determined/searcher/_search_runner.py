@@ -221,8 +221,8 @@ class LocalSearchRunner(SearchRunner):
     directory); running it again with the same directory continues the same experiment.
 
     ``session`` is a logged-in :class:`~determined.common.api.Session`; without one the
-    runner logs in to ``$DET_MASTER`` (default ``http://localhost:8080``) as ``$DET_USER``
-    (default ``determined``) with ``$DET_PASS``.
+    runner uses the SDK's login (``client.login()``, else ``$DET_MASTER`` and the token store
+    of ``det user login``, else ``$DET_USER``/``$DET_PASS``), as 0.37's does.
     """
 
     def __init__(
@@ -317,13 +317,15 @@ class LocalSearchRunner(SearchRunner):
 
 
 def _default_session() -> Session:
-    """A user session to ``$DET_MASTER`` as ``$DET_USER``/``$DET_PASS`` (0.37's defaults)."""
-    from determined.cli import _session
+    """The SDK's session, as 0.37's runners use: the one ``client.login()`` made, else one
+    from ``$DET_MASTER`` and the token store ``det user login`` writes (then ``$DET_USER`` /
+    ``$DET_PASS``, then the default user)."""
+    # Imported here: the SDK imports much that a search method's module does not need.
+    from determined.experimental import client
 
-    url = _session.normalize(os.environ.get("DET_MASTER") or _session.DEFAULT_MASTER)
-    user = os.environ.get("DET_USER") or _session.DEFAULT_USER
-    sess, _ = _session.login(url, user, os.environ.get("DET_PASS", ""))
-    return sess
+    client._require_singleton(lambda: None)()
+    assert client._determined is not None, "made by _require_singleton"
+    return client._determined._session
 
 
 def _create_experiment(

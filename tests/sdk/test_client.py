@@ -256,8 +256,8 @@ def test_create_experiment_rejects_bad_input(sdk_env: None, tmp_path: pathlib.Pa
         client.create_experiment(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="does not exist"):
         client.create_experiment(CONFIG, tmp_path / "missing")
-    with pytest.raises(NotImplementedError, match="template"):
-        client.create_experiment(CONFIG, template="t")
+    with pytest.raises(errors.BadRequest, match="template 't' not found"):
+        client.create_experiment(CONFIG, tmp_path, template="t")
 
 
 def test_login_reuses_the_token_of_det_user_login(

@@ -17,6 +17,7 @@ from determined.experimental._sdk import (
     _experiment,
     _metrics,
     _model,
+    _oauth,
     _paging,
     _trial,
     _user,
@@ -162,18 +163,14 @@ class Determined:
     ) -> _experiment.Experiment:
         """Create (and by default start) an experiment from a config (a dict or a YAML file's
         path) and a model directory, plus ``includes`` (files or directories added at the top
-        level). ``parent_id`` names the experiment a redacted config was read from, so that
-        its secrets are restored (a fork).
+        level). ``template`` names a config template (``det template``) the master lays the
+        config over. ``parent_id`` names the experiment a redacted config was read from, so
+        that its secrets are restored (a fork).
 
         Raises:
             ValueError: a config that is not a dict or a YAML file, a bad model directory.
-            NotImplementedError: ``template`` (this master has no config templates).
+            determined.errors.MasterNotFound: no template of that name.
         """
-        if template is not None:
-            raise NotImplementedError(
-                f"config templates are not supported (template={template!r}); merge the "
-                "template into the config dict instead"
-            )
         text = _config_text(config)
         root = pathlib.Path(model_dir) if model_dir is not None else None
         files = _context.read_context(root, [pathlib.Path(i) for i in includes or []])
@@ -183,6 +180,7 @@ class Determined:
             "modelDefinition": files,
             "parentId": parent_id,
             "projectId": project_id,
+            "template": template,
             "validateOnly": False,
         }
         resp = self._session.post("/api/v1/experiments", json=body).json()
@@ -221,18 +219,9 @@ class Determined:
             resp = self._session.get("/api/v1/experiments", params={**params, "offset": offset})
             return dict(resp.json())
 
-        found = list(_paging.read_paginated(page, "experiments"))
-        # Applied here as well: our master's listing filters by user and archived only.
-        kept = [
-            e
-            for e in found
-            if _experiment_matches(e, experiment_ids, labels, users, states, name, project_id)
-        ]
-        if sort_by is not None:
-            kept = _sort_experiments(kept, sort_by, order_by)
-        elif order_by in (OrderBy.DESC, OrderBy.DESCENDING):
-            kept.sort(key=lambda e: int(e["id"]), reverse=True)
-        return [_experiment.Experiment._from_json(e, self._session) for e in kept]
+        # The master filters and sorts (as 0.37's does); pages arrive in its order.
+        found = _paging.read_paginated(page, "experiments")
+        return [_experiment.Experiment._from_json(e, self._session) for e in found]
 
     def get_trial(self, trial_id: int) -> _trial.Trial:
         body = self._session.get(f"/api/v1/trials/{trial_id}").json()["trial"]
@@ -290,6 +279,20 @@ class Determined:
         """Raises LookupError when no workspace has that name."""
         ws = _experiment.find_workspace(self._session, name)
         self._session.delete(f"/api/v1/workspaces/{ws['id']}")
+
+    # OAuth clients: enterprise edition only in 0.37.
+
+    def list_oauth_clients(self) -> list[_oauth.Oauth2ScimClient]:
+        """Raises determined.errors.EnterpriseOnlyError (an enterprise-edition feature)."""
+        raise _oauth.refuse("list OAuth clients")
+
+    def add_oauth_client(self, domain: str, name: str) -> _oauth.Oauth2ScimClient:
+        """Raises determined.errors.EnterpriseOnlyError (an enterprise-edition feature)."""
+        raise _oauth.refuse(f"add OAuth client {name!r}")
+
+    def remove_oauth_client(self, client_id: str) -> None:
+        """Raises determined.errors.EnterpriseOnlyError (an enterprise-edition feature)."""
+        raise _oauth.refuse(f"remove OAuth client {client_id!r}")
 
     # The model registry.
 
@@ -379,61 +382,3 @@ class Determined:
     def get_model_labels(self) -> list[str]:
         """Every label of any model, most used first."""
         return list(self._session.get("/api/v1/model/labels").json().get("labels") or [])
-
-
-def _experiment_matches(
-    e: dict[str, Any],
-    ids: list[int] | None,
-    labels: list[str] | None,
-    users: list[str] | None,
-    states: list[ExperimentState] | None,
-    name: str | None,
-    project_id: int | None,
-) -> bool:
-    if ids and int(e["id"]) not in ids:
-        return False
-    if labels and not set(labels) & set(e.get("labels") or []):
-        return False
-    if users and e.get("username") not in users:
-        return False
-    if states and e.get("state") not in {s.value for s in states}:
-        return False
-    if name and name not in str(e.get("name") or ""):
-        return False
-    return project_id is None or e.get("projectId") in (None, project_id)
-
-
-_EXPERIMENT_KEYS = {
-    ExperimentSortBy.ID: "id",
-    ExperimentSortBy.DESCRIPTION: "description",
-    ExperimentSortBy.START_TIME: "startTime",
-    ExperimentSortBy.END_TIME: "endTime",
-    ExperimentSortBy.STATE: "state",
-    ExperimentSortBy.NUM_TRIALS: "numTrials",
-    ExperimentSortBy.PROGRESS: "progress",
-    ExperimentSortBy.USER: "username",
-    ExperimentSortBy.NAME: "name",
-    ExperimentSortBy.FORKED_FROM: "forkedFrom",
-    ExperimentSortBy.RESOURCE_POOL: "resourcePool",
-    ExperimentSortBy.PROJECT_ID: "projectId",
-    ExperimentSortBy.CHECKPOINT_SIZE: "checkpointSize",
-    ExperimentSortBy.CHECKPOINT_COUNT: "checkpointCount",
-    ExperimentSortBy.SEARCHER_METRIC_VAL: "bestTrialSearcherMetric",
-}
-
-
-def _sort_experiments(
-    rows: list[dict[str, Any]], sort_by: ExperimentSortBy, order_by: OrderBy | None
-) -> list[dict[str, Any]]:
-    """Sorted by the field ``sort_by`` names; rows without it last, ties by id."""
-    key = _EXPERIMENT_KEYS[sort_by]
-
-    def value(e: dict[str, Any]) -> Any:
-        v = e.get(key)
-        return int(v) if key == "checkpointSize" and v is not None else v
-
-    present = [e for e in rows if value(e) is not None]
-    present.sort(key=lambda e: (value(e), int(e["id"])))
-    if order_by in (OrderBy.DESC, OrderBy.DESCENDING):
-        present.reverse()
-    return present + [e for e in rows if value(e) is None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from determined.common.api import Session
-from determined.experimental._sdk import _experiment, _paging, _project
+from determined.experimental._sdk import _experiment, _paging, _project, _resource_pool
 
 
 class Workspace:
@@ -45,6 +45,16 @@ class Workspace:
 
     def reload(self) -> None:
         self._hydrate(self._session.get(f"/api/v1/workspaces/{self.id}").json()["workspace"])
+
+    def list_pools(self) -> list[_resource_pool.ResourcePool]:
+        """The resource pools this workspace's tasks may use."""
+
+        def page(offset: int) -> dict[str, Any]:
+            path = f"/api/v1/workspaces/{self.id}/available-resource-pools"
+            return dict(self._session.get(path, params={"offset": offset}).json())
+
+        names = _paging.read_paginated(page, "resourcePools")
+        return [_resource_pool.ResourcePool(self._session, name=str(n)) for n in names]
 
     def create_project(self, name: str, description: str | None = None) -> _project.Project:
         body = {"name": name, "description": description, "workspaceId": self.id}

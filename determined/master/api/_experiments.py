@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
-from determined.master.api import _redact, _templates, _unmanaged, _wire
+from determined.master.api import _experiment_filters, _redact, _templates, _unmanaged, _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
@@ -137,12 +137,39 @@ def list_experiments(
     limit: int = Query(0, ge=0),
     archived: bool | None = None,
     users: list[str] = Query(default_factory=list),
+    user_ids: list[int] = Query(default_factory=list, alias="userIds"),
     project_id: int = Query(0, alias="projectId", ge=0),
+    name: str = "",
+    description: str = "",
+    labels: list[str] = Query(default_factory=list),
+    states: list[str] = Query(default_factory=list),
+    sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
+    order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
+    id_lt: int | None = Query(None, alias="experimentIdFilter.lt"),
+    id_lte: int | None = Query(None, alias="experimentIdFilter.lte"),
+    id_gt: int | None = Query(None, alias="experimentIdFilter.gt"),
+    id_gte: int | None = Query(None, alias="experimentIdFilter.gte"),
+    id_incl: list[int] = Query(default_factory=list, alias="experimentIdFilter.incl"),
+    id_not_in: list[int] = Query(default_factory=list, alias="experimentIdFilter.notIn"),
 ) -> dict[str, Any]:
-    """``{experiments: [v1Experiment], pagination}`` by id; ``archived``, ``users``
-    (usernames) and ``projectId`` (0: every project) filter, ``offset``/``limit`` page (limit
-    0: all)."""
+    """``{experiments: [v1Experiment], pagination}``, filtered and sorted as 0.37's master
+    does (api/_experiment_filters.py): ``archived`` (false over every project also hides
+    archived projects' and workspaces' experiments), ``users``/``userIds``, ``projectId`` (0:
+    every project), ``name``/``description`` (substrings), ``labels`` (all of them),
+    ``states``, ``experimentIdFilter.*``, ``sortBy``/``orderBy`` (default: by id);
+    ``offset``/``limit`` page (limit 0: all)."""
     caller.require_user()
+    wanted = _experiment_filters.ExperimentFilter(
+        name=name,
+        description=description,
+        labels=[label for label in labels if label],
+        states=states,
+        users=users,
+        user_ids=user_ids,
+        archived=archived,
+        hide_archived_parents=archived is False and not project_id,
+        ids=_experiment_filters.IdFilter(id_lt, id_lte, id_gt, id_gte, id_incl, id_not_in),
+    )
     with store.read() as conn:
         if project_id:
             _projects.require_project(conn, project_id)
@@ -151,8 +178,8 @@ def list_experiments(
             ids = _experiments.list_experiment_ids(conn)
         rows = [_experiments.get_experiment(conn, i) for i in ids]
         found = [experiment_json(conn, e) for e in rows if e is not None]
-    found = [e for e in found if archived is None or e["archived"] == archived]
-    found = [e for e in found if not users or e["username"] in users]
+    found = [e for e in found if wanted.keeps(e)]
+    found = _experiment_filters.sort_experiments(found, sort_by, order_by)
     chunk, pagination = _wire.page(found, offset, limit)
     return {"experiments": chunk, "pagination": pagination}
 

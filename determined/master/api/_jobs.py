@@ -26,6 +26,7 @@ from determined.master.store import (
     State,
     _experiments,
     _job_positions,
+    _projects,
     _tasks,
     _trials,
     _users,
@@ -257,6 +258,21 @@ def update_jobs(
     return {}
 
 
+# This master's one resource pool (0.37 may have several, bound to workspaces).
+POOL_NAME = "default"
+
+
+@router.get("/api/v1/workspaces/{workspace_id}/available-resource-pools")
+def workspace_pools(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``{resourcePools: [name], pagination}``: the pools the workspace's tasks may use. No
+    pool here is bound to a workspace, so every workspace may use the one pool (0.37 lists
+    unbound pools for every workspace too)."""
+    caller.require_user()
+    with store.read() as conn:
+        _projects.require_workspace(conn, workspace_id)
+    return {"resourcePools": [POOL_NAME], "pagination": _pagination(1)}
+
+
 @router.get("/api/v1/resource-pools")
 def get_resource_pools(request: Request, caller: Caller) -> dict[str, Any]:
     caller.require_user()
@@ -266,7 +282,7 @@ def get_resource_pools(request: Request, caller: Caller) -> dict[str, Any]:
     used = len(rm.occupancy()) if rm is not None else 0
     agents = len(rm.agents) if rm is not None else 0
     pool = {
-        "name": "default",
+        "name": POOL_NAME,
         "description": "this master's slots",
         "type": "RESOURCE_POOL_TYPE_STATIC",
         "numAgents": agents,

@@ -11,13 +11,23 @@ from typing import Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from determined.master._errors import InvalidArgument
 from determined.master.api import _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.experiment import State
-from determined.master.store import CheckpointRow, Store, _checkpoints, _metrics, _time, _trials
+from determined.master.store import (
+    CheckpointRow,
+    Store,
+    _checkpoints,
+    _metrics,
+    _models,
+    _time,
+    _trial_sources,
+    _trials,
+)
 
 router = APIRouter(prefix="/api/v1")
 STREAM_POLL_S = 0.5
@@ -171,3 +181,117 @@ def trial_workloads(
         found.reverse()
     chunk, pagination = _wire.page(found, offset, limit)
     return {"workloads": chunk, "pagination": pagination}
+
+
+# Trial source infos (0.37's core.experimental.report_task_using_checkpoint /
+# report_task_using_model_version) and the metrics routes that read them.
+
+# 0.37 answers at most this many reports per linked trial.
+_SOURCE_METRICS_LIMIT = 1000
+
+
+class TrialSourceInfo(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    trial_id: int = Field(alias="trialId")
+    checkpoint_uuid: str = Field(alias="checkpointUuid")
+    trial_source_info_type: str = Field(alias="trialSourceInfoType")
+    model_id: int | None = Field(None, alias="modelId")
+    model_version: int | None = Field(None, alias="modelVersion")
+
+
+class ReportTrialSourceInfo(BaseModel):
+    trial_source_info: TrialSourceInfo = Field(alias="trialSourceInfo")
+
+
+def _check_source_type(kind: str | None) -> str | None:
+    if kind in (None, ""):
+        return None
+    if kind not in _trial_sources.TYPES:
+        raise InvalidArgument(
+            f"trialSourceInfoType {kind!r} is not one of: {', '.join(_trial_sources.TYPES)}"
+        )
+    return kind
+
+
+@router.post("/trial-source-info")
+def report_trial_source_info(
+    body: ReportTrialSourceInfo, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """Link a trial to the checkpoint (and model version) it used; ``{trialId, checkpointUuid}``.
+    The trial's own allocation token or its experiment's owner may report."""
+    info = body.trial_source_info
+    kind = _check_source_type(info.trial_source_info_type)
+    if kind is None:
+        raise InvalidArgument("trialSourceInfoType: name the kind of use (INFERENCE, FINE_TUNING)")
+    if (info.model_id is None) != (info.model_version is None):
+        raise InvalidArgument("modelId and modelVersion go together: give both or neither")
+    caller.check_reporter(store, info.trial_id)
+
+    def link(conn: Any) -> None:
+        _checkpoints.require(conn, info.checkpoint_uuid)
+        if info.model_id is not None and info.model_version is not None:
+            model = _models.require_model(conn, info.model_id)
+            version = _models.require_version(conn, model, info.model_version)
+            if version["checkpoint_uuid"] != info.checkpoint_uuid:
+                raise InvalidArgument(
+                    f"version {info.model_version} of model {info.model_id} holds checkpoint "
+                    f"{version['checkpoint_uuid']}, not {info.checkpoint_uuid}"
+                )
+        _trial_sources.record(
+            conn, info.trial_id, info.checkpoint_uuid, kind, info.model_id, info.model_version
+        )
+
+    store.write(link)
+    return {"trialId": info.trial_id, "checkpointUuid": info.checkpoint_uuid}
+
+
+def _reports_of(conn: Any, trial_ids: list[int], group: str | None) -> list[dict[str, Any]]:
+    found = []
+    for t in trial_ids:
+        rows = _metrics.list_rows(conn, t, group or None)[:_SOURCE_METRICS_LIMIT]
+        found += [metrics_report_json(r) for r in rows]
+    return found
+
+
+@router.get("/checkpoints/{checkpoint_uuid}/metrics")
+def metrics_by_checkpoint(
+    checkpoint_uuid: str,
+    caller: Caller,
+    store: StoreDep,
+    metric_group: str | None = Query(None, alias="metricGroup"),
+    trial_source_info_type: str | None = Query(None, alias="trialSourceInfoType"),
+) -> dict[str, Any]:
+    """``{metrics: [v1MetricsReport]}``: the reports of every trial that used the checkpoint
+    (``metricGroup``: one group; ``trialSourceInfoType``: one kind of use)."""
+    caller.require_user()
+    kind = _check_source_type(trial_source_info_type)
+    if metric_group:
+        _metrics.validate_group(metric_group)
+    with store.read() as conn:
+        _checkpoints.require(conn, checkpoint_uuid)
+        trial_ids = _trial_sources.trials_using_checkpoint(conn, checkpoint_uuid, kind)
+        return {"metrics": _reports_of(conn, trial_ids, metric_group)}
+
+
+@router.get("/models/{model_name}/versions/{version}/metrics")
+def metrics_by_model_version(
+    model_name: str,
+    version: int,
+    caller: Caller,
+    store: StoreDep,
+    metric_group: str | None = Query(None, alias="metricGroup"),
+    trial_source_info_type: str | None = Query(None, alias="trialSourceInfoType"),
+) -> dict[str, Any]:
+    """``{metrics: [v1MetricsReport]}``: the reports of every trial that reported using this
+    model version."""
+    caller.require_user()
+    kind = _check_source_type(trial_source_info_type)
+    if metric_group:
+        _metrics.validate_group(metric_group)
+    with store.read() as conn:
+        model = _models.require_model(conn, model_name)
+        v = _models.require_version(conn, model, version)
+        trial_ids = _trial_sources.trials_using_version(
+            conn, int(model["id"]), int(v["version"]), kind
+        )
+        return {"metrics": _reports_of(conn, trial_ids, metric_group)}

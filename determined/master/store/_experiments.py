@@ -7,7 +7,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from determined.master._errors import NotFound
-from determined.master.store import _time, _token_cache
+from determined.master.store import _time, _token_cache, _trial_sources
 from determined.master.store._engine import inserted_id
 from determined.master.store._enums import State
 from determined.master.store._rows import ExperimentRow
@@ -168,6 +168,8 @@ def delete_experiment(conn: sa.Connection, experiment_id: int) -> None:
     # Rare, and its trials and allocations go too: drop every cached token.
     _token_cache.forget_after_commit(conn, everything=True)
     conn.execute(task_logs.delete().where(task_logs.c.task_id.in_(task_ids)))
+    uuids = sa.select(checkpoints.c.uuid).where(checkpoints.c.trial_id.in_(trial_ids))
+    _trial_sources.forget(conn, trial_ids, uuids)
     for table in (allocations, metrics, checkpoints, run_metadata):
         conn.execute(table.delete().where(table.c.trial_id.in_(trial_ids)))
     conn.execute(alerts.delete().where(alerts.c.experiment_id == experiment_id))

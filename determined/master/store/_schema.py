@@ -441,3 +441,17 @@ tasks = sa.Table(
     sa.Column("start_time", sa.DateTime(timezone=True), nullable=False),
     sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
 )
+
+# 0.37's trial source infos: a trial (an inference or fine-tuning run) reports the checkpoint,
+# or model version, it started from; the checkpoint's and version's metrics routes read the
+# reports of those trials. No foreign keys: deleting an experiment removes its rows itself.
+trial_source_infos = sa.Table(
+    "trial_source_infos",
+    metadata,
+    sa.Column("trial_id", sa.Integer, nullable=False, index=True),
+    sa.Column("checkpoint_uuid", sa.String(64), nullable=False, index=True),
+    sa.Column("trial_source_info_type", sa.String(64), nullable=False),
+    sa.Column("model_id", sa.Integer, nullable=True),
+    sa.Column("model_version", sa.Integer, nullable=True),
+    sa.UniqueConstraint("trial_id", "checkpoint_uuid", name="uq_trial_source_infos"),
+)
