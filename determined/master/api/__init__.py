@@ -34,6 +34,7 @@ from determined.master.api import (
     _runs,
     _searcher_events,
     _templates,
+    _time_series,
     _trials,
     _unmanaged,
     _users,
@@ -47,6 +48,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _login.router,
     _cluster_message.router,
     _users.router,
+    _time_series.router,  # GET /trials/time-series before /trials/{id}
     _trials.router,
     _unmanaged.router,
     _unmanaged.root_router,

@@ -12,9 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
-from determined.master._errors import InvalidArgument
+from determined.master._errors import InvalidArgument, NotFound
 from determined.master.api._auth import Caller
-from determined.master.api._deps import LogHookDep, StoreDep
+from determined.master.api._deps import Limit, LogHookDep, StoreDep
 from determined.master.api._models import PostTaskLogs
 from determined.master.experiment import State
 from determined.master.store import Store, _logs, _time, _trials
@@ -112,7 +112,7 @@ def task_logs(
     task_id: str,
     caller: Caller,
     store: StoreDep,
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     search_after: int = Query(0, alias="searchAfter", ge=0),
     filters: LogFilter = Depends(),
 ) -> dict[str, Any]:
@@ -123,6 +123,8 @@ def task_logs(
     found: list[dict[str, Any]] = []
     after = search_after
     with store.read() as conn:
+        if not _logs.task_known(conn, task_id):
+            raise NotFound(f"task {task_id} not found")
         while True:
             rows = _logs.read(conn, task_id, after_id=after, limit=limit or None)
             found += [r for r in rows if keep(r)]
@@ -201,7 +203,7 @@ def trial_logs(
     follow: bool = False,
     head: int = Query(0, ge=0),
     tail: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
     filters: LogFilter = Depends(),
 ) -> StreamingResponse:
