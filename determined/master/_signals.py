@@ -8,6 +8,9 @@ import asyncio
 import threading
 from typing import Any
 
+# Notified after any change a ``/stream`` subscriber may see (experiment events, metrics).
+STREAM_KEY = "stream"
+
 
 class Signals:
     """Created with the app; every method is safe to call from any thread.

@@ -33,6 +33,7 @@ from determined.master.api import (
     _retain_logs,
     _runs,
     _searcher_events,
+    _stream,
     _templates,
     _time_series,
     _trials,
@@ -75,6 +76,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _agents.router,
     _jobs.router,
     _runs.router,
+    _stream.router,  # the /stream websocket
 )
 
 # ``/api/v1/dev/...``: allocate, preempt and exit a trial's run by hand (tests and external

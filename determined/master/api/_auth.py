@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection
 
 from determined.master._errors import PermissionDenied, Unauthenticated
 from determined.master.store import Store, _experiments, _trials, _users
@@ -120,7 +121,7 @@ class Principal:
             )
 
 
-def _bearer(request: Request) -> str | None:
+def _bearer(request: HTTPConnection) -> str | None:
     for name in _HEADERS:
         value = request.headers.get(name)
         if value:
@@ -163,6 +164,11 @@ def _resolve(store: Store, token: str, digest: str) -> Principal:
 async def authenticate(request: Request) -> Principal:
     """FastAPI dependency: the caller, or 401. On the event loop when the token is cached (no
     thread hop, no database read); otherwise the database is read in the thread pool."""
+    return await principal_of(request)
+
+
+async def principal_of(request: HTTPConnection) -> Principal:
+    """The caller of a request or a websocket (``/stream``), or 401."""
     token = _bearer(request)
     if token is None:
         raise Unauthenticated(

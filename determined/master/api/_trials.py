@@ -13,8 +13,9 @@ from starlette.concurrency import run_in_threadpool
 from determined.common.api._session import json_safe
 from determined.master import experiment
 from determined.master._errors import InvalidArgument
+from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._auth import Caller, check_reporter
-from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._deps import ExperimentsDep, SignalsDep, StoreDep
 from determined.master.api._models import (
     CompleteOperation,
     EarlyExit,
@@ -85,11 +86,17 @@ def _report_write(trial_id: int, group: str, report: TrialMetrics) -> Callable[[
 
 
 async def _report(
-    store: Store, trial_id: int, group: str, report: TrialMetrics, exps: Experiments | None = None
+    store: Store,
+    signals: Signals,
+    trial_id: int,
+    group: str,
+    report: TrialMetrics,
+    exps: Experiments | None = None,
 ) -> None:
     # Group commit: one fsync for all reports arriving together. Awaited on the event loop,
     # no worker thread waits for it (see store/_group_commit).
     await store.write_async(_report_write(trial_id, group, report))
+    signals.notify(STREAM_KEY)  # /stream subscribers to metrics
     if exps is not None and group == "validation":
         avg = json_safe(report.metrics.avg_metrics)
         await run_in_threadpool(exps.validation_reported, trial_id, report.steps_completed, avg)
@@ -97,19 +104,28 @@ async def _report(
 
 @router.post("/trials/{trial_id}/metrics")
 async def report_metrics(
-    trial_id: int, body: ReportMetrics, caller: Caller, store: StoreDep, exps: ExperimentsDep
+    trial_id: int,
+    body: ReportMetrics,
+    caller: Caller,
+    store: StoreDep,
+    exps: ExperimentsDep,
+    signals: SignalsDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, body.group, body.metrics, exps)
+    await _report(store, signals, trial_id, body.group, body.metrics, exps)
     return {}
 
 
 @router.post("/trials/{trial_id}/training_metrics")
 async def report_training_metrics(
-    trial_id: int, body: ReportTrainingMetrics, caller: Caller, store: StoreDep
+    trial_id: int,
+    body: ReportTrainingMetrics,
+    caller: Caller,
+    store: StoreDep,
+    signals: SignalsDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, "training", body.training_metrics)
+    await _report(store, signals, trial_id, "training", body.training_metrics)
     return {}
 
 
@@ -120,9 +136,10 @@ async def report_validation_metrics(
     caller: Caller,
     store: StoreDep,
     exps: ExperimentsDep,
+    signals: SignalsDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, "validation", body.validation_metrics, exps)
+    await _report(store, signals, trial_id, "validation", body.validation_metrics, exps)
     return {}
 
 
