@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -219,3 +221,63 @@ def test_bad_startup_messages_say_what_to_fix() -> None:
     )
     assert (sync, known) == ("1", {"models": {1, 2}})
     assert specs["models"]["ids"] == {"workspace_ids": None, "model_ids": [3], "user_ids": None}
+
+
+REF_RECONNECT = r"""
+import json, sys, threading
+from determined.common import streams
+from determined.common.api import authentication
+
+sess = authentication.login(sys.argv[1], "admin", "")
+threading.Timer(90, lambda: __import__("os")._exit(3)).start()
+stream = streams.Stream(streams.LomondStreamWebSocket(sess))
+stream.subscribe("only", projects=streams.ProjectSpec(workspace_id=1))
+seen = []
+for msg in stream:
+    if isinstance(msg, streams.Sync):
+        seen.append(["sync", msg.sync_id, msg.complete])
+        if msg.complete:
+            print("ready", flush=True)
+    elif isinstance(msg, streams.wire.ProjectMsg):
+        seen.append(["project", msg.name])
+        if msg.name == "after-restart":
+            break
+print(json.dumps(seen), flush=True)
+__import__("os")._exit(0)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not REF.exists(), reason="no .refvenv: run scripts/setup.sh --tests")
+def test_reference_client_resumes_across_a_master_restart(tmp_path: pathlib.Path) -> None:
+    """A stopping master closes its streams at once (1001); 0.37's client reconnects to the
+    restarted master by itself, resubscribes with what it knows, and gets what changed."""
+    master = MasterProcess(tmp_path / "master")
+    master.start()
+    ref = Ref(master, tmp_path / "home")
+    proc = subprocess.Popen(
+        [str(REF / "bin" / "python"), "-c", REF_RECONNECT, master.url],
+        cwd=ref.home, env=ref.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        master.stop()
+        assert time.monotonic() - started < 8  # the open stream did not hold the shutdown
+        master.start()
+        s = master.session()
+        r = s.post(
+            master.url + "/api/v1/workspaces/1/projects",
+            json={"name": "after-restart", "workspaceId": 1},
+        )
+        assert r.status_code == 200, r.text
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+        master.stop()
+    assert proc.returncode == 0, err
+    seen = json.loads(out.strip().splitlines()[-1])
+    # One sync as the client's user sees it, however many reconnects happened underneath.
+    assert seen[0] == ["sync", "only", False] and seen.count(["sync", "only", True]) == 1
+    assert seen[-1] == ["project", "after-restart"]

@@ -71,7 +71,7 @@ class Stamps:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._next = int(time.time() * 1000)
+        self._next = int(time.time() * 1_000_000)  # µs: above any seq of an earlier run
         self._seen: dict[tuple[str, int], tuple[str, int]] = {}
 
     def stamp(self, kind: str, rows: dict[int, dict[str, Any]]) -> dict[int, int]:
@@ -236,6 +236,10 @@ async def stream(ws: WebSocket) -> None:
                 for msg in sub.updates(current):
                     await ws.send_text(json.dumps(msg))
             receiving = await _wake_or_message(ws, signals, receiving)
+            if signals.stopping:
+                # Going away: 0.37's client reconnects (to the restarted master) by itself.
+                await ws.close(code=1001, reason="the master is stopping")
+                return
     except WebSocketDisconnect:
         return
     finally:
