@@ -145,6 +145,8 @@ def test_time_series_by_metric_ids_and_ranges(cluster: Cluster, trained: list[in
     assert cluster.s.get(url, params={"trialIds": 999999}).status_code == 404
     bad = cluster.s.get(url, params={"trialIds": a, "metricIds": "loss"})
     assert bad.status_code == 400 and "group.name" in bad.text
+    bad = cluster.s.get(url, params={**q, "timeSeriesFilter.name": "batches"})
+    assert bad.status_code == 400 and "startBatches" in bad.text
     # Not read as /trials/{id}.
     assert cluster.s.get(f"{cluster.url}/api/v1/trials/{a}").status_code == 200
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
@@ -90,6 +90,7 @@ def _series(
 
 @router.get("/trials/time-series")
 def compare_trials(
+    request: Request,
     caller: Caller,
     store: StoreDep,
     trial_ids: list[int] = Query(default_factory=list, alias="trialIds"),
@@ -103,6 +104,13 @@ def compare_trials(
 ) -> dict[str, Any]:
     """``{trials: [{trial, metrics: [{type, group, data: [{batches, time, epoch?,
     values}]}]}]}`` in the order of ``trialIds``; a group with no matching points is left out."""
+    # Refused rather than ignored: a chart filtered by them would silently show other data.
+    filters = sorted(k for k in request.query_params if k.startswith("timeSeriesFilter"))
+    if filters:
+        raise InvalidArgument(
+            f"{', '.join(filters)}: time series filters are not supported here; ask for "
+            "the batch range with startBatches/endBatches instead"
+        )
     wanted = metric_groups(metric_names, metric_ids, group, metric_type)
     most = max_datapoints or DEFAULT_MAX_DATAPOINTS
     end = end_batches or 2**31 - 1
