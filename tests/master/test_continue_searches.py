@@ -103,6 +103,14 @@ def test_random_search_killed_midway_continues(
         ("STATE_COMPLETED", 2)
     ] * 2
 
+    # Without a max_length the trials decide their length: nothing to continue them to.
+    cfg["searcher"] = {"name": "random", "metric": "loss", "max_trials": 1}
+    free = cluster.create(cfg, activate=False)
+    assert cluster.post(f"/api/v1/experiments/{free}/kill").status_code == 200
+    cluster.wait_experiment(free, "STATE_CANCELED")
+    r = _continue(cluster, free, {})
+    assert r.status_code == 400 and "sets no searcher.max_length" in r.text, r.text
+
 
 def test_single_trial_continues_with_changed_hyperparameters(
     master: MasterProcess, tmp_path: pathlib.Path

@@ -19,7 +19,11 @@ from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import ContinueExperiment
 from determined.master.api._wire import experiment_json
 from determined.master.experiment import Experiments
-from determined.master.searcher import max_length_units, parse_hyperparameters
+from determined.master.searcher import (
+    max_length_units,
+    optional_max_length,
+    parse_hyperparameters,
+)
 from determined.master.store import ExperimentRow, Store, TrialRow, _experiments
 
 router = APIRouter(prefix="/api/v1")
@@ -70,6 +74,11 @@ def continued_config(
             raise InvalidArgument(
                 f"override config is provided and experiment is not single searcher, got "
                 f"{name!r} instead: continue a {name} search without --config/a config file"
+            )
+        if optional_max_length(old["searcher"]) is None:
+            raise InvalidArgument(
+                f"experiment {exp['id']} sets no searcher.max_length: its trials decide their "
+                "own length, so there is no length to continue them to (create a new experiment)"
             )
         return old
     # A redacted config sent back: its placeholders get the stored secrets again.
