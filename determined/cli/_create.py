@@ -181,12 +181,10 @@ def _sample_hparams(config: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_create(args: argparse.Namespace) -> None:
     config_text = _read_config(args.config_file, args.config)
-    files = _context.read_context(args.model_def, args.include)
-
     if args.local:
         _local_test(args, config_text)
         return
-    files = _context.read_context(args.model_def)
+    files = _context.read_context(args.model_def, args.include)
     _ensure_master(args)
     sess = _session.session(args)
     body = {

@@ -23,7 +23,8 @@ from starlette.exceptions import HTTPException
 from determined._version import __version__
 from determined.master import api, resources, webhooks
 from determined.master._errors import ApiError
-from determined.master._signals import Signals
+from determined.master._signals import STREAM_KEY, Signals
+from determined.master.api._stream import Stamps
 from determined.master.experiment import Experiments, scan_log_policies
 from determined.master.store import Store
 from determined.master.store._users import csrf_token
@@ -303,6 +304,7 @@ def create_app(
     hooks = webhooks.Webhooks(store, **dict(webhooks_config or {}))
     experiments.on_state_change(hooks.experiment_state_changed)
     experiments.subscribe(on_change=hooks.wake)
+    experiments.subscribe(on_change=lambda: signals.notify(STREAM_KEY))
 
     def on_logs(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
         # Every batch of task log lines, in the transaction that stores it.
@@ -348,6 +350,7 @@ def create_app(
     app = FastAPI(title="redetermined master", version=__version__, lifespan=lifespan)
     app.state.store = store
     app.state.signals = signals
+    app.state.stream_stamps = Stamps()
     app.state.experiments = experiments
     app.state.rm = rm
     app.state.webhooks = hooks

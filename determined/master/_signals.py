@@ -8,6 +8,9 @@ import asyncio
 import threading
 from typing import Any
 
+# Notified after any change a ``/stream`` subscriber may see (experiment events, metrics).
+STREAM_KEY = "stream"
+
 
 class Signals:
     """Created with the app; every method is safe to call from any thread.
@@ -20,6 +23,8 @@ class Signals:
         self._lock = threading.Lock()
         self._watchers: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._barriers: dict[tuple[str, str], _Barrier] = {}
+        # Set by wake_all: open-ended waits (the /stream websocket) end instead of waiting on.
+        self.stopping = False
 
     def watch(self, key: str) -> asyncio.Event:
         """An event set by the next :meth:`notify` of ``key``; call from the event loop and
@@ -46,6 +51,7 @@ class Signals:
     def wake_all(self) -> None:
         """Wake every long poll (the master is stopping: answer them now, not at their
         timeout, so that the shutdown does not wait for them)."""
+        self.stopping = True
         with self._lock:
             entries = [e for watchers in self._watchers.values() for e in watchers]
         for loop, event in entries:

@@ -1,7 +1,8 @@
 """``det e continue`` / ``POST /api/v1/experiments/continue`` (the web UI's "Continue Trial")
 with a real master and real trial processes: the trial of an ended single-trial experiment
 trains on from its latest checkpoint to a new ``max_length`` and the experiment completes
-again; what a continue may not change is refused with a 400 that says so. Also warm starts
+again; what a continue may not change is refused with a 400 that says so (multi-trial searches
+and changed hyperparameters: test_continue_searches.py). Also warm starts
 (``searcher.source_trial_id`` / ``source_checkpoint_uuid``, docs/reference/master.md §6 item 33)."""
 
 from __future__ import annotations
@@ -124,12 +125,12 @@ def test_bad_continues_are_refused_and_change_nothing(
     assert cluster.post(f"/api/v1/experiments/{exp_id}/unarchive").status_code == 200
     _refused(_continue(cluster, exp_id, {"searcher": {"max_length": 2}}), 400, "larger")
     _refused(
-        _continue(cluster, exp_id, {"searcher": {"max_length": 5}, "hyperparameters": {"x": 1}}),
+        _continue(cluster, exp_id, {"searcher": {"max_length": 5}, "project": "p"}),
         400,
-        "keeps its hyperparameters",
+        "det experiment move",
     )
     random = {"name": "random", "max_trials": 2, "max_length": 5}
-    _refused(_continue(cluster, exp_id, {"searcher": random}), 400, "searcher.name", "single")
+    _refused(_continue(cluster, exp_id, {"searcher": random}), 400, "must have single searcher")
     _refused(
         _continue(cluster, exp_id, {"searcher": {"max_length": {"epochs": 9}}}),
         400,
@@ -149,15 +150,16 @@ def test_bad_continues_are_refused_and_change_nothing(
 
     # Not ended yet: a paused experiment whose trial never ran.
     paused = cluster.create(config(tmp_path / "p", max_length=2), activate=False)
-    _refused(_continue(cluster, paused, {"searcher": {"max_length": 5}}), 400, "has not ended")
+    _refused(_continue(cluster, paused, {"searcher": {"max_length": 5}}), 400, "non terminal")
     assert cluster.post(f"/api/v1/experiments/{paused}/kill").status_code == 200
-    # Other searchers: refused even once ended.
+    # Searchers other than single, grid and random: refused even once ended (as 0.37).
     cfg = config(tmp_path / "r", max_length=2)
-    cfg["searcher"] = {"name": "random", "metric": "loss", "max_length": 2, "max_trials": 1}
+    cfg["searcher"] = {"name": "adaptive_asha", "metric": "loss", "max_length": 2}
+    cfg["searcher"]["max_trials"] = 2
     other = cluster.create(cfg, activate=False)
     assert cluster.post(f"/api/v1/experiments/{other}/kill").status_code == 200
     cluster.wait_experiment(other, "STATE_CANCELED")
-    _refused(_continue(cluster, other, {"searcher": {"max_length": 5}}), 400, "'random'")
+    _refused(_continue(cluster, other), 400, "Unsupported searcher type", "'adaptive_asha'")
 
 
 def test_continue_retries_an_errored_trial_with_fresh_restarts(

@@ -104,7 +104,8 @@ def test_reference_test_mode_failure_names_the_resources_failure(
     _model(ref.home, "model", BAD_TRAIN)
     (ref.home / "cfg.yaml").write_text(TEST_MODE_CONFIG)
     out = ref.det("e", "create", "--test-mode", "cfg.yaml", "model", ok=False)
-    assert "resources failed with non-zero exit code" in out, out
+    wording = "resources failed with non-zero exit code: container failed with non-zero exit code: "
+    assert wording in out, out
     assert "broken model definition" in out, out
 
 

@@ -210,7 +210,8 @@ def test_a_failed_job_is_restarted_per_max_restarts(
         assert first != second
         assert "ExitCode=3:0" in slurm.run("scontrol", "-o", "show", "job", first)
         lines = [e["log"] for e in cluster.logs(trial["taskId"])]
-        assert any("exited (exit code 3)" in x for x in lines), lines
+        wording = "container failed with non-zero exit code: 3 (exit code 3)"
+        assert any(wording in x for x in lines), lines
 
 
 def test_nodes_are_agents_and_disabling_one_moves_the_job(

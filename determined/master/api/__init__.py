@@ -35,7 +35,9 @@ from determined.master.api import (
     _retain_logs,
     _runs,
     _searcher_events,
+    _stream,
     _templates,
+    _time_series,
     _trials,
     _unmanaged,
     _users,
@@ -49,6 +51,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _login.router,
     _cluster_message.router,
     _users.router,
+    _time_series.router,  # GET /trials/time-series before /trials/{id}
     _trials.router,
     _unmanaged.router,
     _unmanaged.root_router,
@@ -77,6 +80,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _agents.router,
     _jobs.router,
     _runs.router,
+    _stream.router,  # the /stream websocket
 )
 
 # ``/api/v1/dev/...``: allocate, preempt and exit a trial's run by hand (tests and external

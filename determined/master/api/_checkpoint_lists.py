@@ -12,7 +12,7 @@ from determined.master import experiment
 from determined.master._errors import InvalidArgument
 from determined.master.api import _wire
 from determined.master.api._auth import Caller
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._wire import checkpoint_json
 from determined.master.store import _checkpoints, _experiments, _trials
 
@@ -74,7 +74,7 @@ class ListQuery:
     ``GetExperimentCheckpoints``)."""
 
     offset: int = Query(0, ge=0)
-    limit: int = Query(0, ge=0)
+    limit: Limit = 0
     sort_by_attr: str = Query("SORT_BY_UNSPECIFIED", alias="sortByAttr")
     sort_by_metric: str = Query("", alias="sortByMetric")
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy")

@@ -1,6 +1,8 @@
 """``POST /api/v1/experiments/continue {id, overrideConfig}``: the web UI's "Continue Trial" and
 ``det e continue``. An ended single-trial experiment trains its trial further, from its latest
-checkpoint, to the ``searcher.max_length`` of the config with the overrides merged in."""
+checkpoint, under the config with the overrides merged in (a longer ``searcher.max_length``,
+other hyperparameters); an ended grid or random search reruns the trials that did not
+complete."""
 
 from __future__ import annotations
 
@@ -17,7 +19,11 @@ from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import ContinueExperiment
 from determined.master.api._wire import experiment_json
 from determined.master.experiment import Experiments
-from determined.master.searcher import max_length_units
+from determined.master.searcher import (
+    max_length_units,
+    optional_max_length,
+    parse_hyperparameters,
+)
 from determined.master.store import ExperimentRow, Store, TrialRow, _experiments
 
 router = APIRouter(prefix="/api/v1")
@@ -38,36 +44,51 @@ def _unit(searcher: dict[str, Any]) -> str:
 
 
 def continued_config(
-    exp: ExperimentRow, trial: TrialRow, override: dict[str, Any]
+    exp: ExperimentRow, trials: list[TrialRow], override: dict[str, Any]
 ) -> dict[str, Any]:
     """The experiment's config with ``override`` merged in, validated, and checked for what a
-    continue may change: not the hyperparameters, not the searcher, and a length past what the
-    trial trained. Raises InvalidArgument (400) naming what to fix."""
+    continue may change (as 0.37): a single-searcher experiment may change anything but the
+    searcher's name and length unit, to a length past what its trial trained; a grid or random
+    search takes no overrides (it reruns its unfinished trials as they were); other searchers
+    are refused. Raises InvalidArgument (400) naming what to fix."""
     old = dict(exp["config"])
     if exp["archived"]:
         raise InvalidArgument(
             f"experiment {exp['id']} is archived; unarchive it first (det e unarchive "
             f"{exp['id']}) to continue it"
         )
-    if (old.get("searcher") or {}).get("name") != "single":
+    name = (old.get("searcher") or {}).get("name")
+    if name not in ("single", "grid", "random"):
         raise InvalidArgument(
-            f"experiment {exp['id']} uses the {old['searcher'].get('name')!r} searcher; only a "
-            "single-searcher experiment can be continued (create a new experiment instead)"
+            f"Unsupported searcher type provided: {name!r}; only single, grid and random "
+            "experiments can be continued (create a new experiment instead)"
         )
+    for field in ("project", "workspace"):
+        if field in override:
+            raise InvalidArgument(
+                f"'{field}' in override config cannot be specified, use `det experiment move` "
+                f"first if you want to change the {field}"
+            )
+    if name != "single":
+        if override:
+            raise InvalidArgument(
+                f"override config is provided and experiment is not single searcher, got "
+                f"{name!r} instead: continue a {name} search without --config/a config file"
+            )
+        if optional_max_length(old["searcher"]) is None:
+            raise InvalidArgument(
+                f"experiment {exp['id']} sets no searcher.max_length: its trials decide their "
+                "own length, so there is no length to continue them to (create a new experiment)"
+            )
+        return old
     # A redacted config sent back: its placeholders get the stored secrets again.
     merged = experiment.merge_configs(old, override)
     config = experiment.parse_experiment_config(_redact.restore(merged, old))
     resources.check_bind_mounts(config)
-    if config.get("hyperparameters") != old.get("hyperparameters"):
-        raise InvalidArgument(
-            "a continued trial keeps its hyperparameters: remove `hyperparameters` from the "
-            "overrides (a new experiment, or a warm start through searcher.source_trial_id, "
-            "can train with others)"
-        )
     new, was = config["searcher"], old["searcher"]
     if new.get("name") != "single":
         raise InvalidArgument(
-            f"searcher.name must stay 'single' for a continued experiment, not {new.get('name')!r}"
+            f"override config must have single searcher type got {new.get('name')!r} instead"
         )
     if _unit(new) != _unit(was):
         raise InvalidArgument(
@@ -77,6 +98,11 @@ def continued_config(
         length = max_length_units(new, minimum=1)
     except errors.InvalidSearcherConfig as e:
         raise InvalidArgument(str(e)) from e
+    try:
+        parse_hyperparameters(config.get("hyperparameters"))
+    except errors.InvalidSearcherConfig as e:
+        raise InvalidArgument(f"hyperparameters: {e}") from e
+    [trial] = trials
     trained = trial["op_length"] if trial["op_complete"] else None
     if trained is not None and length <= int(trained):
         key = "max_length" if _unit(was) == "max_length" else f"max_length.{_unit(was)}"
@@ -94,7 +120,7 @@ def _continue(
     experiment_id: int, body: ContinueExperiment, exps: Experiments, store: Store
 ) -> dict[str, Any]:
     override = _override(body.override_config)
-    exps.continue_trial(experiment_id, lambda exp, trial: continued_config(exp, trial, override))
+    exps.continue_trial(experiment_id, lambda exp, trials: continued_config(exp, trials, override))
     with store.read() as conn:
         exp = _experiments.require_experiment(conn, experiment_id)
         return {"experiment": experiment_json(conn, exp), "warnings": []}  # redacted
@@ -104,7 +130,7 @@ def _continue(
 def continue_experiment(
     body: ContinueExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep
 ) -> dict[str, Any]:
-    """``{experiment, warnings}`` once the trial is ACTIVE again (400 when refused)."""
+    """``{experiment, warnings}`` once the trials are ACTIVE again (400 when refused)."""
     caller.require_user()
     if body.id is None:
         raise InvalidArgument("id: the experiment to continue is required")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
+from pydantic import AfterValidator
 
 from determined.master._signals import Signals
 from determined.master.experiment import Experiments
@@ -51,3 +52,11 @@ ResourceManagerDep = Annotated[ResourceManager | None, Depends(_resource_manager
 # What every stored batch of task log lines goes through (log policies, webhooks), in its
 # transaction.
 LogHookDep = Annotated[LogHook, Depends(_log_hook)]
+
+# ``limit`` on every listing: N items, 0 or -1 all (0.37's clients send -1 for "everything").
+# Handlers see 0 for both.
+Limit = Annotated[
+    int,
+    Query(ge=-1, description="at most this many items; 0 or -1: all"),
+    AfterValidator(lambda v: max(v, 0)),
+]

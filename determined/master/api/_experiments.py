@@ -13,7 +13,7 @@ from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
 from determined.master.api import _experiment_filters, _redact, _templates, _unmanaged, _wire
 from determined.master.api._auth import Caller
-from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._deps import ExperimentsDep, Limit, StoreDep
 from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._models import CreateExperiment
 from determined.master.api._wire import EMPTY_EXPERIMENT, experiment_json, trial_json
@@ -134,7 +134,7 @@ def list_experiments(
     caller: Caller,
     store: StoreDep,
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     archived: bool | None = None,
     users: list[str] = Query(default_factory=list),
     user_ids: list[int] = Query(default_factory=list, alias="userIds"),
@@ -208,7 +208,7 @@ def get_experiment_trials(
     caller: Caller,
     store: StoreDep,
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
     states: list[str] = Query(default_factory=list),

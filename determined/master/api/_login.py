@@ -6,13 +6,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from determined._version import REFERENCE_VERSION, __version__
 from determined.master._errors import PermissionDenied, Unauthenticated, Unimplemented
 from determined.master.api._auth import Caller
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import LoginRequest
 from determined.master.store import _cluster_messages, _users
 
@@ -90,7 +90,7 @@ def master_logs(
     caller: Caller,
     follow: bool = False,
     offset: int = 0,
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
 ) -> StreamingResponse:
     """NDJSON ``{"result": {"logEntry": v1LogEntry}}`` of the master's own log (admins only, as
     in 0.37): from the start, or the last ``-offset`` lines when ``offset`` is negative;

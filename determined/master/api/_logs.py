@@ -12,9 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
-from determined.master._errors import InvalidArgument
+from determined.master._errors import InvalidArgument, NotFound
 from determined.master.api._auth import Caller
-from determined.master.api._deps import LogHookDep, StoreDep
+from determined.master.api._deps import Limit, LogHookDep, StoreDep
 from determined.master.api._models import PostTaskLogs
 from determined.master.experiment import State
 from determined.master.store import Store, _logs, _tasks, _time, _trials
@@ -112,7 +112,7 @@ def task_logs(
     task_id: str,
     caller: Caller,
     store: StoreDep,
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     search_after: int = Query(0, alias="searchAfter", ge=0),
     filters: LogFilter = Depends(),
     follow: bool | None = None,
@@ -123,6 +123,9 @@ def task_logs(
     ``TaskLogs``, as its CLI always sends it) NDJSON ``{"result": v1TaskLogsResponse}`` lines
     instead, and with ``follow=true`` new lines until the task ends and is quiet."""
     caller.check_task(task_id)
+    with store.read() as conn:
+        if not _logs.task_known(conn, task_id) and _tasks.get(conn, task_id) is None:
+            raise NotFound(f"task {task_id} not found")
     keep = filters.keep()
     if follow is None:
         found: list[dict[str, Any]] = []
@@ -262,7 +265,7 @@ def trial_logs(
     follow: bool = False,
     head: int = Query(0, ge=0),
     tail: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
     filters: LogFilter = Depends(),
 ) -> StreamingResponse:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from determined.master._errors import InvalidArgument
 from determined.master.api import _wire
 from determined.master.api._auth import Caller
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import Limit, StoreDep
 from determined.master.experiment import State
 from determined.master.store import (
     CheckpointRow,
@@ -163,7 +163,7 @@ def trial_workloads(
     caller: Caller,
     store: StoreDep,
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
     filter_: str = Query("FILTER_OPTION_UNSPECIFIED", alias="filter"),
     include_batch_metrics: bool = Query(False, alias="includeBatchMetrics"),

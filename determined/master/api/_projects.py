@@ -23,7 +23,7 @@ from determined.master._errors import (
 )
 from determined.master.api import _bulk_experiments, _wire
 from determined.master.api._auth import Caller, Principal
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import _Body
 from determined.master.store import Store, _experiments, _projects, _time, _users
 
@@ -167,7 +167,7 @@ def list_workspaces(
     caller: Caller,
     store: StoreDep,
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     archived: bool | None = None,
     name: str | None = None,
     name_case_sensitive: str | None = Query(None, alias="nameCaseSensitive"),
@@ -297,7 +297,7 @@ def list_workspace_projects(
     caller: Caller,
     store: StoreDep,
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     archived: bool | None = None,
     name: str | None = None,
     sort_by: str = Query("SORT_BY_ID", alias="sortBy"),
@@ -439,7 +439,7 @@ def list_project_experiments(
     caller: Caller,
     store: StoreDep,
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
 ) -> dict[str, Any]:
     """The project's experiments (``GET /api/v1/experiments?projectId=`` in 0.37's clients)."""
     caller.require_user()

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Query
 from determined.master._errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from determined.master.api import _wire
 from determined.master.api._auth import Caller, Principal
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import _Body
 from determined.master.store import _checkpoints, _models, _projects, _time, _users
 
@@ -162,7 +162,7 @@ def list_models(
     caller: Caller,
     store: StoreDep,
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     archived: bool | None = None,
     name: str | None = None,
     description: str | None = None,
@@ -334,7 +334,7 @@ def list_versions(
     caller: Caller,
     store: StoreDep,
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     sort_by: str = Query("SORT_BY_VERSION", alias="sortBy"),
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
 ) -> dict[str, Any]:

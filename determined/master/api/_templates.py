@@ -14,7 +14,7 @@ from determined.master import experiment
 from determined.master._errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from determined.master.api import _wire
 from determined.master.api._auth import Caller
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import _Body
 from determined.master.store import _templates
 
@@ -75,7 +75,7 @@ def list_templates(
     store: StoreDep,
     name: str = "",
     offset: int = Query(0, ge=0),
-    limit: int = Query(0, ge=-1),
+    limit: Limit = 0,
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
     workspace_ids: list[int] = Query(default_factory=list, alias="workspaceIds"),
 ) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def list_templates(
     rows = [r for r in rows if not workspace_ids or r["workspace_id"] in workspace_ids]
     if order_by == "ORDER_BY_DESC":
         rows.reverse()
-    chunk, pagination = _wire.page([template_json(r) for r in rows], offset, max(limit, 0))
+    chunk, pagination = _wire.page([template_json(r) for r in rows], offset, limit)
     return {"templates": chunk, "pagination": pagination}
 
 

@@ -13,8 +13,9 @@ from starlette.concurrency import run_in_threadpool
 from determined.common.api._session import json_safe
 from determined.master import experiment
 from determined.master._errors import InvalidArgument
+from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._auth import Caller, check_reporter
-from determined.master.api._deps import ExperimentsDep, StoreDep, WebhooksDep
+from determined.master.api._deps import ExperimentsDep, SignalsDep, StoreDep, WebhooksDep
 from determined.master.api._models import (
     CompleteOperation,
     EarlyExit,
@@ -92,6 +93,7 @@ def _report_write(
 
 async def _report(
     store: Store,
+    signals: Signals,
     trial_id: int,
     group: str,
     report: TrialMetrics,
@@ -101,6 +103,7 @@ async def _report(
     # Group commit: one fsync for all reports arriving together. Awaited on the event loop,
     # no worker thread waits for it (see store/_group_commit).
     await store.write_async(_report_write(trial_id, group, report, hooks))
+    signals.notify(STREAM_KEY)  # /stream subscribers to metrics
     if exps is not None and group == "validation":
         avg = json_safe(report.metrics.avg_metrics)
         await run_in_threadpool(exps.validation_reported, trial_id, report.steps_completed, avg)
@@ -114,9 +117,10 @@ async def report_metrics(
     store: StoreDep,
     exps: ExperimentsDep,
     hooks: WebhooksDep,
+    signals: SignalsDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, body.group, body.metrics, hooks, exps)
+    await _report(store, signals, trial_id, body.group, body.metrics, hooks, exps)
     return {}
 
 
@@ -127,9 +131,10 @@ async def report_training_metrics(
     caller: Caller,
     store: StoreDep,
     hooks: WebhooksDep,
+    signals: SignalsDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, "training", body.training_metrics, hooks)
+    await _report(store, signals, trial_id, "training", body.training_metrics, hooks)
     return {}
 
 
@@ -141,9 +146,10 @@ async def report_validation_metrics(
     store: StoreDep,
     exps: ExperimentsDep,
     hooks: WebhooksDep,
+    signals: SignalsDep,
 ) -> dict[str, Any]:
     await check_reporter(caller, store, trial_id)
-    await _report(store, trial_id, "validation", body.validation_metrics, hooks, exps)
+    await _report(store, signals, trial_id, "validation", body.validation_metrics, hooks, exps)
     return {}
 
 

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Body, Query
 
 from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._wire import page
 from determined.master.store import _users
 
@@ -85,7 +85,7 @@ def list_users(
     active: bool | None = None,
     admin: bool | None = None,
     offset: int = 0,
-    limit: int = Query(0, ge=0),
+    limit: Limit = 0,
     sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
 ) -> dict[str, Any]:

@@ -214,12 +214,17 @@ class Lifecycle:
     def continue_trial(
         self,
         experiment_id: int,
-        check: Callable[[ExperimentRow, TrialRow], dict[str, Any]],
+        check: Callable[[ExperimentRow, list[TrialRow]], dict[str, Any]],
     ) -> None:
-        """``det e continue``: the ended single-trial experiment runs its trial again, to the
-        ``max_length`` of the config ``check(experiment, trial)`` returns (it raises a 4xx for
-        a request it refuses). The trial resumes from its latest checkpoint as any new run
-        does; its restart count starts over; the experiment is ACTIVE until the trial ends."""
+        """``det e continue``: an ended experiment trains again. ``check(experiment, trials)``
+        returns the config to run under (it raises a 4xx for a request it refuses).
+
+        A single-trial experiment runs its trial to the config's ``max_length``, with the
+        config's hyperparameters (those that changed are drawn again, seeded by the trial).
+        A grid or random search runs each trial that did not complete (errored, canceled,
+        killed) again to its length; as in 0.37, one whose trials all completed is refused.
+        Each trial resumes from its latest checkpoint as any new run does and its restart
+        count starts over; the experiment is ACTIVE until they end."""
         with self._event(experiment_id) as event:
             if isinstance(event.method, searcher.CustomSearch):
                 raise FailedPrecondition(
@@ -232,38 +237,49 @@ class Lifecycle:
                     "rerun its script with the same external ids to continue it"
                 )
             trials = _trials.trials_of(event.conn, experiment_id)
-            if len(trials) != 1:
+            name = (event.exp["config"].get("searcher") or {}).get("name")
+            single = name == "single"
+            if single and len(trials) != 1:
                 raise FailedPrecondition(
-                    f"experiment {experiment_id} has {len(trials)} trials; only a single-trial "
-                    "experiment can be continued"
+                    f"experiment {experiment_id} has {len(trials)} trials; a single-searcher "
+                    "experiment continues its one trial"
                 )
-            trial = trials[0]
-            if not (event.state.is_terminal or State(trial["state"]).is_terminal):
+            live = [t for t in trials if not State(t["state"]).is_terminal]
+            if not event.state.is_terminal or (single and live):
                 raise FailedPrecondition(
-                    f"experiment {experiment_id} is {event.state.value} and its trial has not "
-                    "ended; continue it once it has (or pause and activate it instead)"
+                    f"experiment in non terminal state '{event.state.value}', try again later "
+                    "(continue it once it has ended, or pause and activate it instead)"
                 )
-            config = check(event.exp, trial)
+            config = check(event.exp, trials)
+            again = trials if single else [t for t in trials if t["state"] != State.COMPLETED.value]
+            if not again:
+                raise FailedPrecondition(
+                    "experiment has been completed, cannot continue this experiment: all of "
+                    f"its {len(trials)} trials completed (create a new experiment to search more)"
+                )
             length = searcher.max_length_units(config["searcher"])
-            rid = trial["request_id"]
-            # The search as it was, under the new config (its longer max_length counts in
-            # progress), with its one trial live again.
+            # The search as it was, under the new config (a longer max_length counts in
+            # progress), with the chosen trials live again.
             event.method = searcher.restore_search_method(
                 config["searcher"], config.get("hyperparameters"), event.method.snapshot()
             )
-            event.method.reopen(rid, length)
+            old_hps = event.exp["config"].get("hyperparameters") or {}
+            for trial in again:
+                event.method.reopen(trial["request_id"], length)
+                hparams = _redrawn_hparams(trial, old_hps, config.get("hyperparameters") or {})
+                _trials.update_trial(
+                    event.conn,
+                    trial["id"],
+                    state=State.ACTIVE,
+                    end_time=None,
+                    restarts=0,
+                    early_exit=None,
+                    op_length=length,
+                    op_complete=False,
+                    op_closed=True,  # the search's Close stands: one operation, then done
+                    hparams=hparams,
+                )
             self._methods[experiment_id] = event.method
-            _trials.update_trial(
-                event.conn,
-                trial["id"],
-                state=State.ACTIVE,
-                end_time=None,
-                restarts=0,
-                early_exit=None,
-                op_length=length,
-                op_complete=False,
-                op_closed=True,  # the single search's Close stands: one operation, then done
-            )
             event.exp["state"] = State.ACTIVE.value
             event.exp["end_time"] = None
             event.exp["config"] = config
@@ -491,3 +507,17 @@ def warm_start_of(conn: sa.Connection, config: dict[str, Any]) -> str | None:
         why = "has no COMPLETED checkpoint" if exists else "does not exist"
         raise InvalidArgument(f"searcher.source_trial_id: trial {trial_id} {why}")
     return str(latest["uuid"])
+
+
+def _redrawn_hparams(trial: TrialRow, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The trial's hyperparameters under a continue's ``new`` space: those whose definition
+    is unchanged keep their value, changed or added ones are drawn from ``new`` (a constant is
+    its value) with the trial's seed, removed ones go."""
+    changed = {k: v for k, v in new.items() if k not in old or old[k] != v}
+    if not changed and set(new) == set(old):
+        return dict(trial["hparams"])
+    drawn = searcher.sample(
+        searcher.parse_hyperparameters(changed), searcher.NpRand(int(trial["seed"]) % 2**32)
+    )
+    kept = {k: v for k, v in trial["hparams"].items() if k in new and k not in changed}
+    return {**kept, **drawn}

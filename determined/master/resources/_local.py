@@ -262,8 +262,8 @@ class LocalResourceManager:
             if code != 0 and not run.killed:
                 # The reference's wording (its e2e tests and users grep for it).
                 run.sink.master(
-                    "crashed: resources failed with non-zero exit code: the trial process "
-                    f"exited (exit code {code})"
+                    "crashed: resources failed with non-zero exit code: container failed "
+                    f"with non-zero exit code: {code} (exit code {code})"
                 )
             run.sink.master(f"allocation {allocation_id} exited with code {code}")
             self._logs.flush()

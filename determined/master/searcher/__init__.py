@@ -19,6 +19,7 @@ from determined.master.searcher._custom import CustomSearch, EventQueue
 from determined.master.searcher._factory import (
     make_search_method,
     max_length_units,
+    optional_max_length,
     restore_search_method,
 )
 from determined.master.searcher._grid import GridSearch
@@ -63,6 +64,7 @@ __all__ = [
     "grid",
     "make_search_method",
     "max_length_units",
+    "optional_max_length",
     "operation_from_dict",
     "operation_to_dict",
     "parse_hyperparameters",

@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined.master.store import _time
-from determined.master.store._schema import task_logs
+from determined.master.store._schema import allocations, task_logs, trials
 
 
 def append(conn: sa.Connection, lines: list[dict[str, Any]]) -> None:
@@ -45,3 +45,16 @@ def log_json(row: dict[str, Any], trial_id: int | None = None) -> dict[str, Any]
         "source": row["source"],
         "stdtype": row["stdtype"],
     }
+
+
+def task_known(conn: sa.Connection, task_id: str) -> bool:
+    """Whether ``task_id`` names a task the master knows: a trial's task, one with runs, or one
+    that has log lines (a task's lines outlive nothing else, so any line makes it known)."""
+    for q in (
+        sa.select(trials.c.id).where(trials.c.task_id == task_id),
+        sa.select(allocations.c.id).where(allocations.c.task_id == task_id),
+        sa.select(task_logs.c.id).where(task_logs.c.task_id == task_id),
+    ):
+        if conn.execute(q.limit(1)).first() is not None:
+            return True
+    return False

@@ -1,0 +1,249 @@
+"""0.37's streaming updates: the ``/stream`` websocket that ``determined.common.streams.Stream``
+reads. A client sends ``{sync_id, known, subscribe}``; the master answers
+``{sync_id, complete: false}``, an upsert per matching row it does not know at that version
+(``{"project": {..., "seq": N}}``), a deletion of the known ids that no longer match
+(``{"projects_deleted": "1-3,7"}``), ``{sync_id, complete: true}``; then live upserts and
+deletions as rows change, until the next subscription replaces it.
+
+Kinds: ``projects``, ``models`` and ``modelversions`` (what 0.37's client subscribes to), and
+``experiments``, ``trials`` and ``metrics``. A change is noticed when the experiment machinery
+commits an event or a trial reports metrics (both notify ``_signals.STREAM_KEY``), and otherwise
+within :data:`POLL_S` (projects and the registry change through plain routes).
+
+``seq``: a per-master counter stamped on a row each time its message changes, started from the
+clock so that it keeps rising across master restarts; a client's ``since`` skips the known
+rows stamped at or before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from starlette.concurrency import run_in_threadpool
+
+from determined.master._errors import ApiError
+from determined.master._signals import STREAM_KEY, Signals
+from determined.master.api._auth import authenticate_connection
+from determined.master.store import Store, _stream
+
+router = APIRouter()
+
+POLL_S = 1.0
+# The upsert message key and the deletion key of each kind.
+_UPSERT = {
+    "projects": "project",
+    "models": "model",
+    "modelversions": "modelversion",
+    "experiments": "experiment",
+    "trials": "trial",
+    "metrics": "metric",
+}
+
+
+def range_encode(ids: set[int]) -> str:
+    """``{1, 2, 3, 7}`` -> ``"1-3,7"`` (the client's ``KeyCache.known`` form)."""
+    out: list[str] = []
+    for i in sorted(ids):
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+def range_decode(text: str) -> set[int]:
+    """``"1-3,7"`` -> ``{1, 2, 3, 7}``; raises ValueError on anything else."""
+    out: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        start, _, end = part.partition("-")
+        out.update(range(int(start), int(end or start) + 1))
+    return out
+
+
+class Stamps:
+    """The ``seq`` of each row of each kind, shared by every connection of the master."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = int(time.time() * 1_000_000)  # µs: above any seq of an earlier run
+        self._seen: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def stamp(self, kind: str, rows: dict[int, dict[str, Any]]) -> dict[int, int]:
+        """``{id: seq}``, a new seq for each row whose message differs from the last one."""
+        out: dict[int, int] = {}
+        with self._lock:
+            for row_id, body in rows.items():
+                text = json.dumps(body, sort_keys=True, default=str)
+                seen = self._seen.get((kind, row_id))
+                if seen is None or seen[0] != text:
+                    self._next += 1
+                    seen = self._seen[(kind, row_id)] = (text, self._next)
+                out[row_id] = seen[1]
+        return out
+
+
+class BadSubscription(ValueError):
+    """A startup message the master cannot read; the connection closes with its text."""
+
+
+def parse_startup(msg: Any) -> tuple[Any, dict[str, set[int]], dict[str, dict[str, Any]]]:
+    """``(sync_id, known ids by kind, subscription specs by kind)`` of a client message."""
+    if not isinstance(msg, dict) or "subscribe" not in msg:
+        raise BadSubscription("a stream message is {sync_id, known, subscribe}")
+    subscribe = msg.get("subscribe") or {}
+    known_raw = msg.get("known") or {}
+    if not isinstance(subscribe, dict) or not isinstance(known_raw, dict):
+        raise BadSubscription("subscribe and known must be objects keyed by kind")
+    specs: dict[str, dict[str, Any]] = {}
+    for kind, spec in subscribe.items():
+        fields = _stream.SPEC_FIELDS.get(kind)
+        if fields is None:
+            raise BadSubscription(
+                f"cannot subscribe to {kind!r}; kinds: {', '.join(_stream.SPEC_FIELDS)}"
+            )
+        if not isinstance(spec, dict) or set(spec) - {*fields, "since"}:
+            raise BadSubscription(f"{kind}: a spec takes {', '.join(fields)} and since")
+        ids = {f: spec.get(f) for f in fields}
+        for f, v in ids.items():
+            if v is not None and not (isinstance(v, list) and all(isinstance(i, int) for i in v)):
+                raise BadSubscription(f"{kind}.{f} must be a list of integer ids")
+        since = spec.get("since") or 0
+        if not isinstance(since, int):
+            raise BadSubscription(f"{kind}.since must be an integer")
+        specs[kind] = {"ids": ids, "since": since}
+    known: dict[str, set[int]] = {}
+    for kind, text in known_raw.items():
+        if kind not in _stream.SPEC_FIELDS or not isinstance(text, str):
+            raise BadSubscription(f"known.{kind}: a range-encoded string of known ids")
+        try:
+            known[kind] = range_decode(text)
+        except ValueError as e:
+            raise BadSubscription(f"known.{kind}: {text!r} is not like '1-3,7'") from e
+    return msg.get("sync_id"), known, specs
+
+
+class _Subscription:
+    """One connection's live subscription: what it has sent of each kind, by id and seq."""
+
+    def __init__(self, specs: dict[str, dict[str, Any]]) -> None:
+        self.specs = specs
+        self.sent: dict[str, dict[int, int]] = {kind: {} for kind in specs}
+
+    def updates(
+        self, current: dict[str, tuple[dict[int, dict[str, Any]], dict[int, int]]]
+    ) -> list[dict[str, Any]]:
+        """The messages that bring the client from what it was sent to ``current``."""
+        out: list[dict[str, Any]] = []
+        for kind, (rows, seqs) in current.items():
+            sent = self.sent[kind]
+            gone = set(sent) - set(rows)
+            if gone:
+                out.append({f"{kind}_deleted": range_encode(gone)})
+                for i in gone:
+                    del sent[i]
+            for row_id in sorted(rows):
+                if sent.get(row_id) != seqs[row_id]:
+                    out.append({_UPSERT[kind]: {**rows[row_id], "seq": seqs[row_id]}})
+                    sent[row_id] = seqs[row_id]
+        return out
+
+
+def _read(
+    store: Store, stamps: Stamps, specs: dict[str, dict[str, Any]]
+) -> dict[str, tuple[dict[int, dict[str, Any]], dict[int, int]]]:
+    with store.read() as conn:
+        rows = {kind: _stream.matching(conn, kind, spec["ids"]) for kind, spec in specs.items()}
+    return {kind: (r, stamps.stamp(kind, r)) for kind, r in rows.items()}
+
+
+def _start(
+    sub: _Subscription,
+    known: dict[str, set[int]],
+    current: dict[str, tuple[dict[int, dict[str, Any]], dict[int, int]]],
+) -> list[dict[str, Any]]:
+    """The first messages of a subscription: known rows still at the client's version count
+    as sent; known kinds no longer subscribed to are deleted whole."""
+    out: list[dict[str, Any]] = []
+    for kind, ids in known.items():
+        if kind not in sub.specs and ids:
+            out.append({f"{kind}_deleted": range_encode(ids)})
+    for kind, (_, seqs) in current.items():
+        since = sub.specs[kind]["since"]
+        for row_id in known.get(kind, set()):
+            # Known and unchanged since the client's newest seq: no upsert; known and gone:
+            # a deletion (updates() finds it in sent and not in rows).
+            sub.sent[kind][row_id] = seqs[row_id] if seqs.get(row_id, since + 1) <= since else -1
+    return out + sub.updates(current)
+
+
+async def _wake_or_message(
+    ws: WebSocket, signals: Signals, receiving: asyncio.Task[Any] | None
+) -> asyncio.Task[Any]:
+    """Wait for a change signal, the poll interval or a client message; return the pending
+    receive task (done when a message arrived)."""
+    if receiving is None:
+        receiving = asyncio.ensure_future(ws.receive_text())
+    event = signals.watch(STREAM_KEY)
+    waiting = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({receiving, waiting}, timeout=POLL_S, return_when="FIRST_COMPLETED")
+    finally:
+        waiting.cancel()
+        signals.unwatch(STREAM_KEY, event)
+    return receiving
+
+
+@router.websocket("/stream")
+async def stream(ws: WebSocket) -> None:
+    """0.37's streaming updates (see the module docstring); users' tokens only."""
+    try:
+        caller = await authenticate_connection(ws)
+        caller.require_user()
+    except ApiError as e:
+        # Refused before the handshake: the client sees the HTTP status (lomond: Rejected).
+        await ws.close(code=1008, reason=str(e)[:120])
+        return
+    await ws.accept()
+    store: Store = ws.app.state.store
+    signals: Signals = ws.app.state.signals
+    stamps: Stamps = ws.app.state.stream_stamps
+    sub: _Subscription | None = None
+    receiving: asyncio.Task[Any] | None = None
+    try:
+        while True:
+            if receiving is not None and receiving.done():
+                text = receiving.result()
+                receiving = None
+                try:
+                    sync_id, known, specs = parse_startup(json.loads(text))
+                except (ValueError, BadSubscription) as e:
+                    await ws.close(code=1003, reason=str(e)[:120])
+                    return
+                sub = _Subscription(specs)
+                await ws.send_text(json.dumps({"sync_id": sync_id, "complete": False}))
+                current = await run_in_threadpool(_read, store, stamps, specs)
+                for msg in _start(sub, known, current):
+                    await ws.send_text(json.dumps(msg))
+                await ws.send_text(json.dumps({"sync_id": sync_id, "complete": True}))
+            elif sub is not None:
+                current = await run_in_threadpool(_read, store, stamps, sub.specs)
+                for msg in sub.updates(current):
+                    await ws.send_text(json.dumps(msg))
+            receiving = await _wake_or_message(ws, signals, receiving)
+            if signals.stopping:
+                # Going away: 0.37's client reconnects (to the restarted master) by itself.
+                await ws.close(code=1001, reason="the master is stopping")
+                return
+    except WebSocketDisconnect:
+        return
+    finally:
+        if receiving is not None:
+            receiving.cancel()
+            with contextlib.suppress(BaseException):
+                await receiving
