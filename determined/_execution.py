@@ -7,6 +7,7 @@ import logging
 import math
 import pathlib
 import random
+import sys
 import tempfile
 from typing import Any
 
@@ -150,9 +151,20 @@ def _make_test_workloads(config: det.ExperimentConfig) -> Any:
 
 def test_one_batch(trial_class: type[det.LegacyTrial], config: dict[str, Any] | None = None) -> Any:
     """Build ``trial_class`` with hyperparameters sampled from ``config`` and run it locally for
-    one training batch, one validation and one checkpoint (in a temporary directory), through
-    its own ``trial_controller_class``. Raises what the trial raises."""
+    one training batch, one validation and one checkpoint (in a temporary directory): a
+    ``PyTorchTrial`` with ``Trainer.fit(test_mode=True)``, any other trial through its own
+    ``trial_controller_class`` (0.37's ``determined.experimental.test_one_batch``). Raises what
+    the trial raises."""
     config = {**(config or {}), "scheduling_unit": 1}
+    pytorch = sys.modules.get("determined.pytorch")
+    if pytorch is not None and issubclass(trial_class, pytorch.PyTorchTrial):
+        hparams = _generate_random_hparam_values(config.get("hyperparameters") or {})
+        with pytorch.init(hparams=hparams, exp_conf=config) as context:
+            pytorch.Trainer(trial_class(context), context).fit(
+                max_length=pytorch.Batch(1), test_mode=True
+            )
+        logger.info("the test run passed")
+        return None
     controller_class = trial_class.trial_controller_class
     if controller_class is None:
         raise TypeError(

@@ -159,24 +159,12 @@ def _local_test(args: argparse.Namespace, config_text: str) -> None:
             trial_class = trial_class_from_entrypoint(entrypoint, str(model_dir))
         except (ValueError, TypeError) as e:
             raise _render.CliError(str(e)) from e
-        pytorch = sys.modules.get("determined.pytorch")
-        if pytorch is not None and issubclass(trial_class, pytorch.PyTorchTrial):
-            with pytorch.init(hparams=_sample_hparams(config), exp_conf=config) as context:
-                trainer = pytorch.Trainer(trial_class(context), context)
-                trainer.fit(max_length=pytorch.Batch(1), test_mode=True)
-        else:
-            from determined import _execution
+        from determined import _execution
 
-            _execution.test_one_batch(trial_class, config)
+        _execution.test_one_batch(trial_class, config)
     finally:
         os.chdir(cwd)
     print("The test experiment passed.", flush=True)
-
-
-def _sample_hparams(config: dict[str, Any]) -> dict[str, Any]:
-    from determined import _execution
-
-    return _execution._generate_random_hparam_values(config.get("hyperparameters") or {})
 
 
 def cmd_create(args: argparse.Namespace) -> None:

@@ -2,6 +2,7 @@
 re-exported under the names 0.37 has (``Checkpoint``, ``Determined``, ``Experiment``, ...), with
 the module paths ``determined.experimental.checkpoint``, ``.metrics`` and ``.model``."""
 
+from determined._execution import test_one_batch
 from determined.experimental import checkpoint, client, metrics, model
 from determined.experimental._sdk._checkpoint import Checkpoint
 from determined.experimental._sdk._determined import Determined
@@ -40,4 +41,5 @@ __all__ = [
     "client",
     "metrics",
     "model",
+    "test_one_batch",
 ]

@@ -277,3 +277,27 @@ def test_pytorch_trial_names_its_controller() -> None:
     assert issubclass(pytorch.PyTorchTrial.trial_controller_class, det.TrialController)
     assert pytorch.PyTorchTrial.trial_context_class is pytorch.PyTorchTrialContext
     assert sys.modules["determined.pytorch"] is pytorch
+
+
+def test_experimental_test_one_batch_trains_a_pytorch_trial_one_batch(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``determined.experimental.test_one_batch`` (0.37's): a PyTorchTrial trains exactly one
+    batch (and validates) locally, with hyperparameters drawn from the config."""
+    from _kit.pytorch_trials import MLPTrial
+
+    from determined import experimental
+
+    monkeypatch.chdir(tmp_path)
+    seen: list[Any] = []
+
+    class Counting(MLPTrial):
+        def __init__(self, context: Any) -> None:
+            super().__init__(context, events=seen)
+
+    config = {
+        "hyperparameters": {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1}, "n": 8},
+        "searcher": {"name": "single", "metric": "val_loss", "max_length": 1},
+    }
+    assert experimental.test_one_batch(Counting, config) is None
+    assert seen == [(0, 0)]
