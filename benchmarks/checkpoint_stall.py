@@ -1,8 +1,9 @@
 """Training-loop stall per checkpoint, synchronous vs asynchronous (issue #19 item 3).
 
 A CPU model of N MB of float32 parameters is checkpointed through the same calls PyTorchTrial
-makes (``determined.pytorch._checkpoint_io.host_copy`` to stage, ``torch.save`` into
-``CheckpointContext.store_path`` on shared_fs: sha256 manifest, fsync, atomic rename):
+makes (``determined.pytorch._checkpoint_io``: ``host_copy`` to stage, ``save_file`` to write,
+which is torch.save hashed as it is written, into ``CheckpointContext.store_path`` on shared_fs:
+sha256 manifest, fsync, atomic rename):
 
 * ``host copy``       a plain copy of every parameter to new host memory (the staging floor)
 * ``plain write``     ``torch.save`` of the state into a plain file, then fsync file and dir
@@ -36,7 +37,7 @@ from determined.common import storage
 from determined.common.storage import _manifest
 from determined.core._checkpoint import CheckpointContext, LocalCheckpointReporter
 from determined.core._distributed import DistributedContext
-from determined.pytorch._checkpoint_io import host_copy
+from determined.pytorch._checkpoint_io import host_copy, save_file
 
 MB = 1_000_000
 CHUNK = 16 * MB  # bytes per parameter tensor
@@ -84,7 +85,7 @@ def measure(mb: int, rounds: int, work: pathlib.Path) -> dict[str, dict[str, lis
     def sync() -> tuple[float, float]:
         t0 = time.perf_counter()
         with ckpt.store_path(meta) as (path, storage_id):
-            torch.save(state(), path / "state_dict.pth")
+            save_file(state(), path / "state_dict.pth")
         dt = time.perf_counter() - t0
         shutil.rmtree(base / storage_id)
         return dt, dt
@@ -94,7 +95,7 @@ def measure(mb: int, rounds: int, work: pathlib.Path) -> dict[str, dict[str, lis
         staged = host_copy(state())
 
         def write(path: pathlib.Path) -> None:
-            torch.save(staged, path / "state_dict.pth")
+            save_file(staged, path / "state_dict.pth")
 
         ckpt.store_path_in_background(write, meta)
         stall = time.perf_counter() - t0

@@ -8,11 +8,12 @@ import copy
 import dataclasses
 import logging
 import pathlib
-from typing import Any
+from typing import IO, Any, cast
 
 import torch
 
 from determined import errors
+from determined.common.storage import _manifest
 from determined.pytorch import _legacy, _state
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import _TrainingSetup, is_fsdp
@@ -140,7 +141,7 @@ def host_copy(obj: Any) -> Any:
 def write_staged(path: pathlib.Path, staged: Staged, callbacks: dict[str, PyTorchCallback]) -> None:
     """Write a staged checkpoint's files, then run the chief's write-end hooks (on whatever
     thread calls this: the background writer for asynchronous checkpoints)."""
-    torch.save(staged.state, path / "state_dict.pth")
+    save_file(staged.state, path / "state_dict.pth")
     _state.write_json(path / "trial_state.json", staged.progress)
     _state.write_json(path / "load_data.json", staged.load_data)
     for rank, rng in enumerate(staged.rank_rngs or []):
@@ -169,7 +170,14 @@ def write_rank_files(path: pathlib.Path, rank: int, rng: dict[str, Any] | None =
     this process's current state."""
     file = _state.rank_rng_file(path, rank)
     file.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(_state.rng_state() if rng is None else rng, file)
+    save_file(_state.rng_state() if rng is None else rng, file)
+
+
+def save_file(obj: Any, file: pathlib.Path) -> None:
+    """``torch.save(obj, file)``, hashed as it is written: the checkpoint's commit then takes
+    the sha256 for its manifest from here instead of reading the file back."""
+    with _manifest.HashedFile(file) as f:
+        torch.save(obj, cast(IO[bytes], f))  # torch only calls write (and flush)
 
 
 def load_state(path: pathlib.Path, **torch_load_kwargs: Any) -> dict[str, Any]:
