@@ -149,7 +149,7 @@ def torch_batch_process(
     info = det.get_cluster_info()
     if info is None or info.task_type != "TRIAL":
         raise RuntimeError("torch_batch_process only runs in a trial on a cluster")
-    dist = distributed_context or _cluster_distributed(info)
+    dist = distributed_context or _cluster_distributed(info)[0]
     # WorkersAskChief: every rank stops at the same checkpoint when preempted.
     with core.init(distributed=dist, preempt_mode=core.PreemptMode.WorkersAskChief) as ctx:
         _run(
