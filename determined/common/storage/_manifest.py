@@ -142,6 +142,7 @@ def hash_file(path: str | os.PathLike[str], *, fsync: bool = False) -> FileEntry
 # Entries of files a HashedFile wrote, by real path, with the stat that shows they are unchanged.
 _written: dict[str, tuple[tuple[int, ...], FileEntry]] = {}
 _written_lock = threading.Lock()
+_WRITTEN_MAX = 1024
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, ...]:
@@ -218,6 +219,10 @@ class HashedFile:
         self.entry = FileEntry(self._size, self._sha.hexdigest())
         with _written_lock:
             _written[self.path] = (key, self.entry)
+            # Entries nobody asks for (files a storage manager hashes its own way, or another
+            # process commits) must not pile up over a long run: drop the oldest.
+            while len(_written) > _WRITTEN_MAX:
+                del _written[next(iter(_written))]
         return self.entry
 
     def __enter__(self) -> HashedFile:

@@ -152,3 +152,14 @@ def test_a_failed_hashed_write_leaves_no_entry() -> None:
             f.write(b"partial")
             raise RuntimeError("serialisation failed")
         assert _manifest._written_entry(path) is None
+
+
+def test_remembered_entries_are_bounded() -> None:
+    """Entries nobody collects (another process commits the files) do not pile up."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(_manifest._WRITTEN_MAX + 10):
+            with _manifest.HashedFile(pathlib.Path(tmp, f"f{i}")) as f:
+                f.write(b"x")
+        assert len(_manifest._written) <= _manifest._WRITTEN_MAX
+        last = pathlib.Path(tmp, f"f{_manifest._WRITTEN_MAX + 9}")
+        assert _manifest._written_entry(last) == FileEntry(1, hashlib.sha256(b"x").hexdigest())
