@@ -6,8 +6,11 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
+import functools
+import inspect
 import logging
 import pathlib
+import pickle
 from typing import IO, Any, cast
 
 import torch
@@ -175,9 +178,43 @@ def write_rank_files(path: pathlib.Path, rank: int, rng: dict[str, Any] | None =
 
 def save_file(obj: Any, file: pathlib.Path) -> None:
     """``torch.save(obj, file)``, hashed as it is written: the checkpoint's commit then takes
-    the sha256 for its manifest from here instead of reading the file back."""
+    the sha256 for its manifest from here instead of reading the file back.
+
+    torch.save's own crc32 of every record is left out: it is about two thirds of the CPU
+    torch.save spends (measured, 300 MB: 0.19 CPU-s with it, 0.07 without), and the
+    manifest's sha256, verified on every read, already covers every byte. torch.load reads
+    such files; only unzip tools would complain. Where this torch's internals are not the
+    ones expected, it is a plain torch.save."""
     with _manifest.HashedFile(file) as f:
-        torch.save(obj, cast(IO[bytes], f))  # torch only calls write (and flush)
+        if _save_internals_known():
+            ser = torch.serialization
+            buffer = cast(IO[bytes], f)  # torch only calls write (and flush)
+            writer = torch._C.PyTorchFileWriter(buffer, False, ser._get_storage_alignment())
+            ser._save(obj, writer, pickle, ser.DEFAULT_PROTOCOL, False)
+            writer.write_end_of_file()
+        else:
+            torch.save(obj, cast(IO[bytes], f))  # torch only calls write (and flush)
+
+
+@functools.cache
+def _save_internals_known() -> bool:
+    """Whether torch.serialization has the private pieces torch.save is built from, with the
+    signature save_file calls them with (checked once, before any byte is written)."""
+    ser = torch.serialization
+    try:
+        params = list(inspect.signature(ser._save).parameters)
+        ser._get_storage_alignment  # noqa: B018
+        ser.DEFAULT_PROTOCOL  # noqa: B018
+        torch._C.PyTorchFileWriter  # noqa: B018
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return params == [
+        "obj",
+        "zip_file",
+        "pickle_module",
+        "pickle_protocol",
+        "_disable_byteorder_record",
+    ]
 
 
 def load_state(path: pathlib.Path, **torch_load_kwargs: Any) -> dict[str, Any]:
