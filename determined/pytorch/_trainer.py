@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import gc
 import logging
 import os
@@ -27,6 +28,7 @@ from determined.pytorch._units import Batch, Epoch, TrainUnit
 logger = logging.getLogger("determined.pytorch")
 
 _MODEL_DIR = pathlib.Path("/run/determined/train/model")
+_END_BARRIER_S = 60
 
 
 def _on_cluster() -> det.ClusterInfo | None:
@@ -54,18 +56,22 @@ def _cluster_distributed(info: det.ClusterInfo) -> tuple[core.DistributedContext
 
 def _end_process_group(clean: bool) -> None:
     """End the process group ``init`` started, while the interpreter is whole: left to the
-    interpreter's teardown, gloo's threads and sockets are destroyed in no set order (with
-    FSDP2 on gloo that sometimes aborts the process: "terminate called without an active
-    exception"). After a clean run the ranks first meet in a barrier, so that no rank closes
-    its connections while a peer still uses them; after a failure they do not (a peer may be
-    gone, and the barrier would hang)."""
+    interpreter's teardown, gloo's threads and sockets are destroyed in no set order (the
+    suspected cause of aborts seen with FSDP2 on gloo: "terminate called without an active
+    exception"; docs/pytorch.md). After a clean run gloo ranks first meet in a barrier (at
+    most a minute), so that no rank closes its connections while a peer still uses them;
+    after a failure they do not (a peer may be gone)."""
     import torch.distributed as tdist
 
     if not tdist.is_initialized():
         return
     try:
-        if clean:
-            tdist.barrier()
+        if clean and tdist.get_backend() == "gloo":
+            # Bounded: a peer that failed after its last collective must not hold this rank
+            # for the group's 30-minute default.
+            tdist.monitored_barrier(timeout=datetime.timedelta(seconds=_END_BARRIER_S))
+    except Exception as e:
+        logger.warning(f"ranks did not all meet before ending the process group: {e}")
     finally:
         tdist.destroy_process_group()
         gc.collect()  # modules and device meshes that still hold the group let go of it now
