@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from determined import errors
@@ -33,6 +34,9 @@ class BackgroundWriter:
         future.set_running_or_notify_cancel()
 
         def run() -> None:
+            # Hand the GIL straight back: the caller is waiting to return to training, and would
+            # otherwise wait out the interpreter's switch interval (5 ms) behind this thread.
+            time.sleep(0)
             try:
                 future.set_result(write())
             except BaseException as e:  # kept for the main thread: raised at the next wait

@@ -6,13 +6,17 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
+import functools
+import inspect
 import logging
 import pathlib
-from typing import Any
+import pickle
+from typing import IO, Any, cast
 
 import torch
 
 from determined import errors
+from determined.common.storage import _manifest
 from determined.pytorch import _legacy, _state
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import _TrainingSetup, is_fsdp
@@ -140,7 +144,7 @@ def host_copy(obj: Any) -> Any:
 def write_staged(path: pathlib.Path, staged: Staged, callbacks: dict[str, PyTorchCallback]) -> None:
     """Write a staged checkpoint's files, then run the chief's write-end hooks (on whatever
     thread calls this: the background writer for asynchronous checkpoints)."""
-    torch.save(staged.state, path / "state_dict.pth")
+    save_file(staged.state, path / "state_dict.pth")
     _state.write_json(path / "trial_state.json", staged.progress)
     _state.write_json(path / "load_data.json", staged.load_data)
     for rank, rng in enumerate(staged.rank_rngs or []):
@@ -169,7 +173,48 @@ def write_rank_files(path: pathlib.Path, rank: int, rng: dict[str, Any] | None =
     this process's current state."""
     file = _state.rank_rng_file(path, rank)
     file.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(_state.rng_state() if rng is None else rng, file)
+    save_file(_state.rng_state() if rng is None else rng, file)
+
+
+def save_file(obj: Any, file: pathlib.Path) -> None:
+    """``torch.save(obj, file)``, hashed as it is written: the checkpoint's commit then takes
+    the sha256 for its manifest from here instead of reading the file back.
+
+    torch.save's own crc32 of every record is left out: it is about two thirds of the CPU
+    torch.save spends (measured, 300 MB: 0.19 CPU-s with it, 0.07 without), and the
+    manifest's sha256, verified on every read, already covers every byte. torch.load reads
+    such files; only unzip tools would complain. Where this torch's internals are not the
+    ones expected, it is a plain torch.save."""
+    with _manifest.HashedFile(file) as f:
+        if _save_internals_known():
+            ser = torch.serialization
+            buffer = cast(IO[bytes], f)  # torch only calls write (and flush)
+            writer = torch._C.PyTorchFileWriter(buffer, False, ser._get_storage_alignment())
+            ser._save(obj, writer, pickle, ser.DEFAULT_PROTOCOL, False)
+            writer.write_end_of_file()
+        else:
+            torch.save(obj, cast(IO[bytes], f))  # torch only calls write (and flush)
+
+
+@functools.cache
+def _save_internals_known() -> bool:
+    """Whether torch.serialization has the private pieces torch.save is built from, with the
+    signature save_file calls them with (checked once, before any byte is written)."""
+    ser = torch.serialization
+    try:
+        params = list(inspect.signature(ser._save).parameters)
+        ser._get_storage_alignment  # noqa: B018
+        ser.DEFAULT_PROTOCOL  # noqa: B018
+        torch._C.PyTorchFileWriter  # noqa: B018
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return params == [
+        "obj",
+        "zip_file",
+        "pickle_module",
+        "pickle_protocol",
+        "_disable_byteorder_record",
+    ]
 
 
 def load_state(path: pathlib.Path, **torch_load_kwargs: Any) -> dict[str, Any]:

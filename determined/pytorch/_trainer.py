@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
+import gc
 import logging
 import os
 import pathlib
@@ -26,6 +28,7 @@ from determined.pytorch._units import Batch, Epoch, TrainUnit
 logger = logging.getLogger("determined.pytorch")
 
 _MODEL_DIR = pathlib.Path("/run/determined/train/model")
+_END_BARRIER_S = 60
 
 
 def _on_cluster() -> det.ClusterInfo | None:
@@ -33,19 +36,45 @@ def _on_cluster() -> det.ClusterInfo | None:
     return info if info is not None and info.task_type == "TRIAL" else None
 
 
-def _cluster_distributed(info: det.ClusterInfo) -> core.DistributedContext | None:
+def _cluster_distributed(info: det.ClusterInfo) -> tuple[core.DistributedContext | None, bool]:
+    """The trial's DistributedContext, and whether this call started torch's process group
+    (which ``init`` then also ends)."""
     if os.environ.get("USE_TORCH_DISTRIBUTED"):
         import torch.distributed as tdist
 
-        if not tdist.is_initialized():
+        started = not tdist.is_initialized()
+        if started:
             tdist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        return core.DistributedContext.from_torch_distributed()
+        return core.DistributedContext.from_torch_distributed(), started
     if len(info.slot_ids) > 1 or len(info.container_addrs) > 1:
         raise ValueError(
             f"this trial has {len(info.slot_ids)} slots but no distributed backend: launch it "
             "with determined.launch.torch_distributed (which sets USE_TORCH_DISTRIBUTED)"
         )
-    return None
+    return None, False
+
+
+def _end_process_group(clean: bool) -> None:
+    """End the process group ``init`` started, while the interpreter is whole: left to the
+    interpreter's teardown, gloo's threads and sockets are destroyed in no set order (the
+    suspected cause of aborts seen with FSDP2 on gloo: "terminate called without an active
+    exception"; docs/pytorch.md). After a clean run gloo ranks first meet in a barrier (at
+    most a minute), so that no rank closes its connections while a peer still uses them;
+    after a failure they do not (a peer may be gone)."""
+    import torch.distributed as tdist
+
+    if not tdist.is_initialized():
+        return
+    try:
+        if clean and tdist.get_backend() == "gloo":
+            # Bounded: a peer that failed after its last collective must not hold this rank
+            # for the group's 30-minute default.
+            tdist.monitored_barrier(timeout=datetime.timedelta(seconds=_END_BARRIER_S))
+    except Exception as e:
+        logger.warning(f"ranks did not all meet before ending the process group: {e}")
+    finally:
+        tdist.destroy_process_group()
+        gc.collect()  # modules and device meshes that still hold the group let go of it now
 
 
 def _seed_everything(seed: int) -> None:
@@ -72,8 +101,9 @@ def init(
     """
     info = _on_cluster()
     seed, steps = None, 0
+    started_group = False
     if info is not None:
-        distributed = _cluster_distributed(info)
+        distributed, started_group = _cluster_distributed(info)
         exp_conf = info.trial._config
         seed, steps = info.trial.trial_seed, info.trial._steps_completed
         _seed_everything(seed)
@@ -83,21 +113,27 @@ def init(
     tb_mode = (
         core.TensorboardMode.AUTO if enable_tensorboard_logging else core.TensorboardMode.MANUAL
     )
-    with core.init(
-        distributed=distributed,
-        preempt_mode=core.PreemptMode.WorkersAskChief,
-        tensorboard_mode=tb_mode,
-    ) as core_context:
-        yield PyTorchTrialContext(
-            core_context,
-            hparams=hparams,
-            exp_conf=exp_conf,
-            trial_seed=seed,
-            aggregation_frequency=aggregation_frequency,
-            average_aggregated_gradients=opts.get("average_aggregated_gradients", True),
-            steps_completed=steps,
-            enable_tensorboard_logging=enable_tensorboard_logging,
-        )
+    clean = False
+    try:
+        with core.init(
+            distributed=distributed,
+            preempt_mode=core.PreemptMode.WorkersAskChief,
+            tensorboard_mode=tb_mode,
+        ) as core_context:
+            yield PyTorchTrialContext(
+                core_context,
+                hparams=hparams,
+                exp_conf=exp_conf,
+                trial_seed=seed,
+                aggregation_frequency=aggregation_frequency,
+                average_aggregated_gradients=opts.get("average_aggregated_gradients", True),
+                steps_completed=steps,
+                enable_tensorboard_logging=enable_tensorboard_logging,
+            )
+        clean = True
+    finally:
+        if started_group:
+            _end_process_group(clean)
 
 
 def _check_length(max_length: Any, where: str = "in a local run") -> TrainUnit:

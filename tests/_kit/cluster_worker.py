@@ -27,5 +27,7 @@ class Recorded(MLPTrial):
 if __name__ == "__main__":
     torch.set_num_threads(1)
     reason = run_trial(Recorded)
+    # run_trial started the process group (USE_TORCH_DISTRIBUTED), so it must have ended it
+    group_left = torch.distributed.is_initialized()
     with open(sys.argv[1], "w") as f:
-        json.dump({"reason": reason.value, "events": events}, f)
+        json.dump({"reason": reason.value, "events": events, "group_left": group_left}, f)

@@ -7,6 +7,7 @@ train and resume; with CHECKPOINT also load it (with FSDP, then plain). ``load``
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -100,13 +101,11 @@ def main() -> None:
     with open(out_file, "w") as f:
         json.dump(out, f)
     if tdist.is_initialized():
+        # What determined.pytorch.init does with a group it started (docs/pytorch.md, FSDP2):
+        # meet, end the group, and free what still holds it, before the interpreter's teardown.
+        tdist.barrier()
         tdist.destroy_process_group()
-    # Skip the interpreter's teardown: with FSDP2 on gloo, torch 2.13 sometimes aborts there
-    # ("terminate called without an active exception", SIGABRT) after everything has ended.
-    # Known issue, see docs/pytorch.md; the results are written and the group is closed.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+        gc.collect()
 
 
 if __name__ == "__main__":

@@ -155,7 +155,10 @@ def test_a_background_failure_surfaces_at_the_next_boundary_and_saves_nothing() 
 
 def test_config_field_turns_it_on_and_fit_overrides() -> None:
     """optimizations.async_checkpoints in the config; fit(async_checkpoints=False) wins; a
-    non-bool is a TypeError naming the keyword."""
+    non-bool is a TypeError naming the keyword. Unset, checkpoints are synchronous (the
+    decision and its numbers: docs/pytorch.md, "Asynchronous checkpoints")."""
+    with pytest.raises(OSError, match="disk full"):  # the default: the hook's error itself
+        run_local(FailingTrial, max_length=Batch(4), checkpoint_period=Batch(2))
     conf = {"optimizations": {"async_checkpoints": True}}
     with pytest.raises(errors.CheckpointFailed):
         run_local(FailingTrial, exp_conf=conf, max_length=Batch(4), checkpoint_period=Batch(2))

@@ -23,7 +23,8 @@ def test_two_slot_trial_reports_once_from_the_chief(
 ) -> None:
     """§9 on-cluster: USE_TORCH_DISTRIBUTED -> init_process_group("gloo") and
     from_torch_distributed; both ranks follow the chief's searcher op; only the chief reports
-    metrics, progress and the checkpoint, which holds both ranks' RNG files."""
+    metrics, progress and the checkpoint, which holds both ranks' RNG files. The process
+    group it started is ended before run_trial returns."""
     cluster.ops([6])
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env.update(trial_env(cluster.master.url, cluster.storage))
@@ -51,7 +52,8 @@ def test_two_slot_trial_reports_once_from_the_chief(
     assert [p.wait(timeout=240) for p in procs] == [0, 0]
     for r in range(2):
         out = json.loads((tmp_path / f"rank{r}.json").read_text())
-        assert out == {"reason": "completed", "events": list(range(6))}
+        # the process group run_trial started is ended by it (a barrier, then destroyed)
+        assert out == {"reason": "completed", "events": list(range(6)), "group_left": False}
     done = cluster.bodies("POST", r"/searcher/completed_operation")
     assert [d["op"]["length"] for d in done] == [6]
     metrics = cluster.bodies("POST", r"/trials/3/metrics")

@@ -20,7 +20,7 @@ from torch.utils import data
 import determined as det
 from determined import core
 from determined.pytorch._data import DataLoader
-from determined.pytorch._trainer import _cluster_distributed
+from determined.pytorch._trainer import _cluster_distributed, _end_process_group
 from determined.pytorch.experimental._batch_context import (
     TorchBatchProcessor,
     TorchBatchProcessorContext,
@@ -149,19 +149,29 @@ def torch_batch_process(
     info = det.get_cluster_info()
     if info is None or info.task_type != "TRIAL":
         raise RuntimeError("torch_batch_process only runs in a trial on a cluster")
-    dist = distributed_context or _cluster_distributed(info)
-    # WorkersAskChief: every rank stops at the same checkpoint when preempted.
-    with core.init(distributed=dist, preempt_mode=core.PreemptMode.WorkersAskChief) as ctx:
-        _run(
-            ctx,
-            info,
-            batch_processor_cls,
-            dataset,
-            batch_size,
-            max_batches,
-            checkpoint_interval,
-            kwargs,
-        )
+    started_group = False
+    if distributed_context is None:
+        distributed_context, started_group = _cluster_distributed(info)
+    clean = False
+    try:
+        # WorkersAskChief: every rank stops at the same checkpoint when preempted.
+        with core.init(
+            distributed=distributed_context, preempt_mode=core.PreemptMode.WorkersAskChief
+        ) as ctx:
+            _run(
+                ctx,
+                info,
+                batch_processor_cls,
+                dataset,
+                batch_size,
+                max_batches,
+                checkpoint_interval,
+                kwargs,
+            )
+        clean = True
+    finally:
+        if started_group:  # as PyTorchTrial's init does (docs/pytorch.md, FSDP2)
+            _end_process_group(clean)
 
 
 def _run(

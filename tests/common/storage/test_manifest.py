@@ -91,3 +91,75 @@ def test_verify_reports_the_first_bad_file_in_sorted_order(tmp_path: pathlib.Pat
     (tmp_path / "b").unlink()
     with pytest.raises(errors.CheckpointIncomplete, match="'b' is listed in its manifest"):
         _manifest.verify_tree("sid", tmp_path, m)
+
+
+# ---- HashedFile: hashed while written, trusted only while the file is unchanged ----------------
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+@given(chunks=st.lists(st.binary(max_size=3000), max_size=6))
+@settings(max_examples=25, deadline=None)
+def test_hashed_file_entry_is_the_files_hash(overlap: bool, chunks: list[bytes]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp, "f.bin")
+        old = (_manifest._OVERLAP, _manifest._overlap_hashing)
+        # A tiny threshold sends even these small writes through the hashing thread.
+        _manifest._OVERLAP, _manifest._overlap_hashing = 1024, lambda: overlap
+        try:
+            with _manifest.HashedFile(path) as f:
+                for c in chunks:
+                    assert f.write(c) == len(c)
+        finally:
+            _manifest._OVERLAP, _manifest._overlap_hashing = old
+        data = b"".join(chunks)
+        assert path.read_bytes() == data
+        assert f.entry == FileEntry(len(data), hashlib.sha256(data).hexdigest())
+        assert _manifest.hash_tree(tmp, fsync=True).files == {"f.bin": f.entry}
+
+
+def test_torch_save_through_hashed_file_loads_back() -> None:
+    torch = pytest.importorskip("torch")
+    state = {"w": torch.arange(1_000_000, dtype=torch.float32), "step": 3}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp, "state.pth")
+        with _manifest.HashedFile(path) as f:
+            torch.save(state, f)
+        assert f.entry == FileEntry(
+            path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest()
+        )
+        back = torch.load(path)
+        assert back["step"] == 3 and torch.equal(back["w"], state["w"])
+
+
+def test_a_file_changed_after_its_hashed_write_is_hashed_again() -> None:
+    """The remembered entry is a shortcut, never a way to commit bytes nobody hashed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp, "f.bin")
+        with _manifest.HashedFile(path) as f:
+            f.write(b"a" * 5000)
+        with open(path, "ab") as g:
+            g.write(b"b")
+        manifest = _manifest.hash_tree(tmp, fsync=True)
+        data = path.read_bytes()
+        assert manifest.files["f.bin"] == FileEntry(5001, hashlib.sha256(data).hexdigest())
+        assert manifest.files["f.bin"] != f.entry
+
+
+def test_a_failed_hashed_write_leaves_no_entry() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp, "f.bin")
+        with pytest.raises(RuntimeError), _manifest.HashedFile(path) as f:
+            f.write(b"partial")
+            raise RuntimeError("serialisation failed")
+        assert _manifest._written_entry(path) is None
+
+
+def test_remembered_entries_are_bounded() -> None:
+    """Entries nobody collects (another process commits the files) do not pile up."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(_manifest._WRITTEN_MAX + 10):
+            with _manifest.HashedFile(pathlib.Path(tmp, f"f{i}")) as f:
+                f.write(b"x")
+        assert len(_manifest._written) <= _manifest._WRITTEN_MAX
+        last = pathlib.Path(tmp, f"f{_manifest._WRITTEN_MAX + 9}")
+        assert _manifest._written_entry(last) == FileEntry(1, hashlib.sha256(b"x").hexdigest())
