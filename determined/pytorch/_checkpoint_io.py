@@ -186,14 +186,23 @@ def save_file(obj: Any, file: pathlib.Path) -> None:
     such files; only unzip tools would complain. Where this torch's internals are not the
     ones expected, it is a plain torch.save."""
     with _manifest.HashedFile(file) as f:
-        if _save_internals_known():
+        writer = _crc_free_writer(cast(IO[bytes], f)) if _save_internals_known() else None
+        if writer is not None:
             ser = torch.serialization
-            buffer = cast(IO[bytes], f)  # torch only calls write (and flush)
-            writer = torch._C.PyTorchFileWriter(buffer, False, ser._get_storage_alignment())
             ser._save(obj, writer, pickle, ser.DEFAULT_PROTOCOL, False)
             writer.write_end_of_file()
         else:
             torch.save(obj, cast(IO[bytes], f))  # torch only calls write (and flush)
+
+
+def _crc_free_writer(buffer: IO[bytes]) -> Any:
+    """torch's zip writer without crc32, or None where this torch's writer takes other
+    arguments (nothing is written before this answers, so torch.save can still run)."""
+    try:
+        alignment = torch.serialization._get_storage_alignment()
+        return torch._C.PyTorchFileWriter(buffer, False, alignment)
+    except (TypeError, AttributeError):
+        return None
 
 
 @functools.cache
