@@ -300,3 +300,31 @@ def trial_workload_table(
             )
         )
     return headers, rows
+
+
+# ``det e list`` and ``det p list-experiments``: one row per experiment, as 0.37's.
+EXPERIMENT_LIST_HEADERS = [
+    "ID",
+    "Owner",
+    "Name",
+    "Parent ID",
+    "State",
+    "Progress",
+    "Started",
+    "Ended",
+    "Resource Pool",
+]
+
+
+def experiment_list_row(e: dict[str, Any]) -> list[Any]:
+    return [
+        e.get("id"),
+        e.get("username"),
+        e.get("name"),
+        e.get("forkedFrom"),
+        _render.strip_state(e.get("state")),
+        _render.format_percent(e.get("progress")),
+        _render.format_time(e.get("startTime")),
+        _render.format_time(e.get("endTime")),
+        e.get("resourcePool"),
+    ]

@@ -27,18 +27,6 @@ from determined.cli import (
 )
 from determined.common.api import Session
 
-LIST_HEADERS = [
-    "ID",
-    "Owner",
-    "Name",
-    "Parent ID",
-    "State",
-    "Progress",
-    "Started",
-    "Ended",
-    "Resource Pool",
-]
-
 
 def _get(sess: Session, experiment_id: int) -> dict[str, Any]:
     return dict(sess.get(f"/api/v1/experiments/{experiment_id}").json()["experiment"])
@@ -54,22 +42,12 @@ def cmd_list(args: argparse.Namespace) -> None:
         params["archived"] = "false"
         params["users"] = [_session.current_user(sess).get("username")]
     exps = _describe.read_paginated(sess, "/api/v1/experiments", "experiments", params, args)
-    headers = list(LIST_HEADERS) + (["Archived"] if args.all else [])
+    headers = list(_describe.EXPERIMENT_LIST_HEADERS) + (["Archived"] if args.all else [])
     if args.show_project:
         headers = ["Workspace", "Project", *headers]
     rows = []
     for e in exps:
-        row = [
-            e.get("id"),
-            e.get("username"),
-            e.get("name"),
-            e.get("forkedFrom"),
-            _render.strip_state(e.get("state")),
-            _render.format_percent(e.get("progress")),
-            _render.format_time(e.get("startTime")),
-            _render.format_time(e.get("endTime")),
-            e.get("resourcePool"),
-        ]
+        row = _describe.experiment_list_row(e)
         if args.show_project:
             row = [e.get("workspaceName"), e.get("projectName"), *row]
         rows.append(row + ([e.get("archived")] if args.all else []))

@@ -9,18 +9,6 @@ from typing import Any
 from determined.cli import _describe, _render, _session, _workspace
 from determined.common.api import Session
 
-EXPERIMENT_HEADERS = [
-    "ID",
-    "Owner",
-    "Name",
-    "Parent ID",
-    "State",
-    "Progress",
-    "Started",
-    "Ended",
-    "Resource Pool",
-]
-
 
 def project_by_name(
     sess: Session, workspace_name: str, project_name: str
@@ -58,21 +46,11 @@ def _experiments(sess: Session, project_id: int, args: argparse.Namespace) -> li
 
 
 def render_experiments(args: argparse.Namespace, exps: list[dict[str, Any]]) -> None:
-    rows = []
-    for e in exps:
-        row = [
-            e.get("id"),
-            e.get("username"),
-            e.get("name"),
-            e.get("forkedFrom"),
-            _render.strip_state(e.get("state")),
-            _render.format_percent(e.get("progress")),
-            _render.format_time(e.get("startTime")),
-            _render.format_time(e.get("endTime")),
-            e.get("resourcePool"),
-        ]
-        rows.append(row + ([e.get("archived")] if args.all else []))
-    _render.table(EXPERIMENT_HEADERS + (["Archived"] if args.all else []), rows)
+    archived = ["Archived"] if args.all else []
+    rows = [
+        _describe.experiment_list_row(e) + ([e.get("archived")] if args.all else []) for e in exps
+    ]
+    _render.table(_describe.EXPERIMENT_LIST_HEADERS + archived, rows)
 
 
 def cmd_list_experiments(args: argparse.Namespace) -> None:
