@@ -181,7 +181,7 @@ class UpdateJobQueueRequest(_Body):
 def _experiment_of(conn: sa.Connection, job_id: str) -> int:
     """The experiment behind a job id (``experiment-<id>``, or the bare id); 404 if none."""
     raw = job_id.removeprefix("experiment-")
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
         raise InvalidArgument(f"job id {job_id!r}: write it as experiment-<id> (det job list)")
     exp = _experiments.get_experiment(conn, int(raw))
     if exp is None or State(exp["state"]).is_terminal:

@@ -21,7 +21,8 @@ def get_model(conn: sa.Connection, identifier: str | int) -> dict[str, Any] | No
     """The model named ``identifier``, or (as 0.37) with that id when it is a number."""
     text = str(identifier)
     row = conn.execute(sa.select(models).where(models.c.name == text)).mappings().first()
-    if row is None and text.isdigit():
+    # ASCII digits only ("¹".isdigit() too), and no more than a 64-bit id holds.
+    if row is None and text.isascii() and text.isdigit() and len(text) <= 18:
         row = conn.execute(sa.select(models).where(models.c.id == int(text))).mappings().first()
     return None if row is None else dict(row)
 
