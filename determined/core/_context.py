@@ -7,6 +7,7 @@ locally, and preempt on SIGTERM/SIGINT. Nothing built on the Core API needs to k
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import faulthandler
 import logging
@@ -294,6 +295,59 @@ def init(
 _SHARED_FS_MOUNT = "/determined_shared_fs"
 
 
+@dataclasses.dataclass
+class MasterReporting:
+    """What a trial that reports to a master needs: its metrics shipper, train context,
+    checkpoint reporter and TensorBoard manager/writer (shared by ``core.init()`` on a
+    cluster and ``core_v2``'s unmanaged runs)."""
+
+    shipper: MetricsShipper
+    train: TrainContext
+    reporter: ClusterCheckpointReporter
+    tb_manager: tensorboard.TensorboardManager
+    writer: Any
+
+
+def master_reporting(
+    session: Session,
+    info: Any,
+    dist: DistributedContext,
+    manager: storage.StorageManager,
+    storage_section: dict[str, Any],
+    storage_id: Any,
+    tensorboard_mode: TensorboardMode,
+) -> MasterReporting:
+    """Metrics and checkpoints of ``info.trial`` go to the master; TensorBoard files are
+    written (chief) and synced after each checkpoint in AUTO mode."""
+    trial = info.trial
+    auto = tensorboard_mode == TensorboardMode.AUTO
+    tb_manager = tensorboard.TensorboardManager(
+        tensorboard.get_base_path(storage_section),
+        tensorboard.get_sync_path(info.cluster_id, trial.experiment_id, trial.trial_id),
+        _tensorboard_storage(manager),
+        sync_on_close=auto,
+    )
+    writer = None
+    if auto and dist.get_rank() == 0:
+        writer = tensorboard.get_metric_writer(tb_manager.base_path)
+    shipper = MetricsShipper(session, trial.trial_id, trial._trial_run_id)
+    train = TrainContext(
+        _MasterTrainBackend(session, shipper, trial.trial_id, trial.experiment_id),
+        rank=dist.get_rank(),
+        tensorboard_mode=tensorboard_mode,
+        tensorboard_manager=tb_manager,
+        tensorboard_writer=writer,
+    )
+    reporter = ClusterCheckpointReporter(
+        session,
+        info.task_id,
+        info.allocation_id,
+        storage_id,
+        after_report=tb_manager.sync if auto else None,
+    )
+    return MasterReporting(shipper, train, reporter, tb_manager, writer)
+
+
 def _cluster_storage(arg: StorageArg, config: dict[str, Any]) -> storage.StorageManager:
     if arg is not None:
         return storage.from_init_arg(arg, _paths.default_checkpoint_dir())
@@ -361,32 +415,17 @@ def _cluster_init(
         .get("storageId")
     )
 
-    auto = tensorboard_mode == TensorboardMode.AUTO
-    tb_manager = tensorboard.TensorboardManager(
-        tensorboard.get_base_path(config.get("checkpoint_storage") or {}),
-        tensorboard.get_sync_path(info.cluster_id, trial.experiment_id, trial.trial_id),
-        _tensorboard_storage(manager),
-        sync_on_close=auto,
-    )
-    writer = None
-    if auto and dist.get_rank() == 0:
-        writer = tensorboard.get_metric_writer(tb_manager.base_path)
-
-    shipper = MetricsShipper(session, trial.trial_id, trial._trial_run_id)
-    train = TrainContext(
-        _MasterTrainBackend(session, shipper, trial.trial_id, trial.experiment_id),
-        rank=dist.get_rank(),
-        tensorboard_mode=tensorboard_mode,
-        tensorboard_manager=tb_manager,
-        tensorboard_writer=writer,
-    )
-    reporter = ClusterCheckpointReporter(
+    reporting = master_reporting(
         session,
-        info.task_id,
-        info.allocation_id,
+        info,
+        dist,
+        manager,
+        config.get("checkpoint_storage") or {},
         storage_id,
-        after_report=tb_manager.sync if auto else None,
+        tensorboard_mode,
     )
+    shipper, train, reporter = reporting.shipper, reporting.train, reporting.reporter
+    tb_manager, writer = reporting.tb_manager, reporting.writer
 
     def watcher() -> _Watcher:
         master = _MasterWatcher(session, info.allocation_id)

@@ -12,19 +12,16 @@ import urllib.parse
 from typing import Any
 
 import determined as det
-from determined import tensorboard
 from determined.common import _paths, storage
 from determined.common.api import Session
-from determined.core._checkpoint import CheckpointContext, ClusterCheckpointReporter
-from determined.core._context import Context, _single_process, _tensorboard_storage
+from determined.core._checkpoint import CheckpointContext
+from determined.core._context import Context, _single_process, master_reporting
 from determined.core._distributed import DistributedContext
 from determined.core._experimental import ExperimentalCoreContext
-from determined.core._metrics import MetricsShipper
 from determined.core._preempt import PreemptContext, PreemptMode, _NeverPreempted
 from determined.core._profiler import DummyProfilerContext
 from determined.core._searcher import DummySearcherContext
 from determined.core._tensorboard_mode import TensorboardMode
-from determined.core._train import TrainContext, _MasterTrainBackend
 from determined.experimental.core_v2._logs import LogShipper
 from determined.experimental.core_v2._unmanaged import TrialState
 
@@ -124,31 +121,11 @@ def unmanaged_context(
         .json()
         .get("storageId")
     )
-    auto = tensorboard_mode == TensorboardMode.AUTO
-    tb_manager = tensorboard.TensorboardManager(
-        tensorboard.get_base_path(section),
-        tensorboard.get_sync_path(info.cluster_id, trial.experiment_id, trial.trial_id),
-        _tensorboard_storage(manager),
-        sync_on_close=auto,
+    reporting = master_reporting(
+        session, info, dist, manager, section, storage_id, tensorboard_mode
     )
-    writer = None
-    if auto and dist.get_rank() == 0:
-        writer = tensorboard.get_metric_writer(tb_manager.base_path)
-    shipper = MetricsShipper(session, trial.trial_id, trial._trial_run_id)
-    train = TrainContext(
-        _MasterTrainBackend(session, shipper, trial.trial_id, trial.experiment_id),
-        rank=dist.get_rank(),
-        tensorboard_mode=tensorboard_mode,
-        tensorboard_manager=tb_manager,
-        tensorboard_writer=writer,
-    )
-    reporter = ClusterCheckpointReporter(
-        session,
-        info.task_id,
-        info.allocation_id,
-        storage_id,
-        after_report=tb_manager.sync if auto else None,
-    )
+    train, reporter = reporting.train, reporting.reporter
+    tb_manager, writer = reporting.tb_manager, reporting.writer
     context = UnmanagedContext(
         checkpoint=CheckpointContext(dist, manager, reporter),
         distributed=dist,
