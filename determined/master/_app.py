@@ -24,6 +24,7 @@ from determined._version import __version__
 from determined.master import api, resources, webhooks
 from determined.master._errors import ApiError
 from determined.master._signals import STREAM_KEY, Signals
+from determined.master.api._hot import HotRoutes
 from determined.master.api._stream import Stamps
 from determined.master.experiment import Experiments, scan_log_policies
 from determined.master.store import Store
@@ -360,11 +361,13 @@ def create_app(
     app.state.cluster_name = cluster_name
     app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest
     app.state.master_log = None  # a _log_buffer.MasterLog where the process installed one
+    _install_error_handlers(app)
+    # Innermost: the hot routes skip FastAPI, not the checks around it.
+    app.add_middleware(HotRoutes, state=app.state, handlers=app.exception_handlers)
     app.add_middleware(_UntypedJson)
     app.add_middleware(_BodyLimit)
     app.add_middleware(_Csrf)
     app.add_middleware(_HostCheck, allowed=allowed_host_names(host, allowed_hosts))
-    _install_error_handlers(app)
     for router in api.ROUTERS:
         app.include_router(router)
     if dev_endpoints:

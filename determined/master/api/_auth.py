@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -28,6 +28,7 @@ from determined.master._errors import PermissionDenied, Unauthenticated
 from determined.master.store import Store, _experiments, _trials, _users
 
 _HEADERS = ("authorization", "grpc-metadata-x-allocation-token", "x-allocation-token")
+HEADER_NAMES = frozenset(h.encode() for h in _HEADERS)  # as raw ASGI headers name them
 # What a principal keeps of its allocation and trial: set when they are created, never updated.
 ALLOCATION_KEYS = ("id", "task_id", "trial_id", "run_id")
 TRIAL_KEYS = ("id", "experiment_id", "task_id", "warm_start_checkpoint")
@@ -121,15 +122,19 @@ class Principal:
             )
 
 
-def _bearer(request: HTTPConnection) -> str | None:
+def bearer_token(header: Callable[[str], str | None]) -> str | None:
+    """The first ``Bearer`` token of the token headers (``header(name)`` reads one)."""
     for name in _HEADERS:
-        value = request.headers.get(name)
+        value = header(name)
         if value:
             scheme, _, token = value.strip().partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
-    cookie = request.cookies.get("auth")
-    return cookie or None
+    return None
+
+
+def _bearer(request: HTTPConnection) -> str | None:
+    return bearer_token(request.headers.get) or request.cookies.get("auth") or None
 
 
 def _fixed(row: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:

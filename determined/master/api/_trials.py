@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-from fastapi import APIRouter, Body, Query
+import sqlalchemy as sa
+from fastapi import APIRouter, Body, Query, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
 
 from determined.common.api._session import json_safe
 from determined.master import experiment
 from determined.master._errors import InvalidArgument
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._auth import Caller, check_reporter
-from determined.master.api._deps import ExperimentsDep, SignalsDep, StoreDep, WebhooksDep
+from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import (
     CompleteOperation,
     EarlyExit,
@@ -52,104 +54,127 @@ def runner_metadata(
     return {}
 
 
-def _report_write(
-    trial_id: int, group: str, report: TrialMetrics, hooks: Webhooks | None = None
-) -> Callable[[Any], None]:
+class _ReportWrite:
     """The write storing one report, once the report is checked (InvalidArgument if not);
-    ``hooks`` sees the metrics in the same transaction (metric threshold webhooks)."""
-    if report.trial_id != trial_id:
-        raise InvalidArgument(f"metrics for trial {report.trial_id} posted to trial {trial_id}")
-    try:
-        when = _time.parse(report.report_time)
-    except ValueError as e:
-        raise InvalidArgument(f"reportTime {report.report_time!r} is not an RFC 3339 time") from e
-    avg, batch = json_safe(report.metrics.avg_metrics), json_safe(report.metrics.batch_metrics)
+    ``hooks`` sees the metrics in the same transaction (metric threshold webhooks). Called
+    with a connection it writes alone; ``_write_reports`` writes many at once."""
 
-    def write(conn: Any) -> None:
-        trial = _trials.require_trial(conn, trial_id)
+    def __init__(
+        self, trial_id: int, group: str, report: TrialMetrics, hooks: Webhooks | None = None
+    ) -> None:
+        if report.trial_id != trial_id:
+            raise InvalidArgument(f"metrics for trial {report.trial_id} posted to trial {trial_id}")
+        try:
+            self.when = _time.parse(report.report_time)
+        except ValueError as e:
+            raise InvalidArgument(
+                f"reportTime {report.report_time!r} is not an RFC 3339 time"
+            ) from e
+        self.trial_id, self.group, self.hooks = trial_id, group, hooks
+        self.run_id, self.steps = report.trial_run_id, report.steps_completed
+        self.avg = json_safe(report.metrics.avg_metrics)
+        self.batch = json_safe(report.metrics.batch_metrics)
+
+    def __call__(self, conn: sa.Connection) -> None:
+        trial = _trials.require_trial(conn, self.trial_id)
         metric, smaller = None, True
         # Only validations and rollbacks (a later run) use the searcher metric: training
         # reports of a first run skip reading (and parsing) the experiment's config.
-        if group == "validation" or int(trial["run_id"]) > 1:
+        if self.group == "validation" or int(trial["run_id"]) > 1:
             exp = _experiments.require_experiment(conn, trial["experiment_id"])
             metric, smaller = experiment.searcher_metric(exp["config"])
         _metrics.report(
             conn,
             trial,
-            group=group,
-            run_id=report.trial_run_id,
-            steps_completed=report.steps_completed,
-            avg_metrics=avg,
-            batch_metrics=batch,
-            report_time=when,
+            group=self.group,
+            run_id=self.run_id,
+            steps_completed=self.steps,
+            avg_metrics=self.avg,
+            batch_metrics=self.batch,
+            report_time=self.when,
             searcher_metric=metric,
             smaller_is_better=smaller,
         )
-        if hooks is not None:
-            hooks.metrics_reported(conn, trial_id, group, avg)
+        self.notify_hooks(conn)
 
-    return write
+    def notify_hooks(self, conn: sa.Connection) -> None:
+        if self.hooks is not None:
+            self.hooks.metrics_reported(conn, self.trial_id, self.group, self.avg)
 
 
-async def _report(
-    store: Store,
-    signals: Signals,
-    trial_id: int,
-    group: str,
-    report: TrialMetrics,
-    hooks: Webhooks,
-    exps: Experiments | None = None,
-) -> None:
+def _write_reports(conn: sa.Connection, writes: list[Callable[[sa.Connection], Any]]) -> list[Any]:
+    """Consecutive reports of one group commit, as each would be written alone, in order:
+    the common ones through one ``ReportBatch``, the others one by one."""
+    reports = [cast(_ReportWrite, w) for w in writes]
+    batch = _metrics.ReportBatch(conn, [(r.trial_id, r.group, r.steps) for r in reports])
+    taken: list[_ReportWrite] = []
+    for r in reports:
+        kept = batch.add(
+            r.trial_id,
+            group=r.group,
+            run_id=r.run_id,
+            steps_completed=r.steps,
+            avg_metrics=r.avg,
+            batch_metrics=r.batch,
+            report_time=r.when,
+        )
+        if kept:
+            taken.append(r)
+            continue
+        _flush(conn, batch, taken)
+        r(conn)
+        batch.reload(r.trial_id, r.group, r.steps)
+    _flush(conn, batch, taken)
+    return [None] * len(reports)
+
+
+def _flush(conn: sa.Connection, batch: _metrics.ReportBatch, taken: list[_ReportWrite]) -> None:
+    batch.flush()
+    for r in taken:
+        r.notify_hooks(conn)
+    taken.clear()
+
+
+async def record_report(state: State, trial_id: int, group: str, report: TrialMetrics) -> None:
+    """Store one metric report of ``trial_id`` (its caller checked) and tell who waits for it:
+    /stream subscribers, the searcher for a validation. The three report routes and their hot
+    path (``_hot``) end here."""
     # Group commit: one fsync for all reports arriving together. Awaited on the event loop,
     # no worker thread waits for it (see store/_group_commit).
-    await store.write_async(_report_write(trial_id, group, report, hooks))
+    store: Store = state.store
+    await store.write_async(_ReportWrite(trial_id, group, report, state.webhooks), _write_reports)
+    signals: Signals = state.signals
     signals.notify(STREAM_KEY)  # /stream subscribers to metrics
-    if exps is not None and group == "validation":
+    if group == "validation":
+        exps: Experiments = state.experiments
         avg = json_safe(report.metrics.avg_metrics)
         await run_in_threadpool(exps.validation_reported, trial_id, report.steps_completed, avg)
 
 
 @router.post("/trials/{trial_id}/metrics")
 async def report_metrics(
-    trial_id: int,
-    body: ReportMetrics,
-    caller: Caller,
-    store: StoreDep,
-    exps: ExperimentsDep,
-    hooks: WebhooksDep,
-    signals: SignalsDep,
+    trial_id: int, body: ReportMetrics, caller: Caller, request: Request
 ) -> dict[str, Any]:
-    await check_reporter(caller, store, trial_id)
-    await _report(store, signals, trial_id, body.group, body.metrics, hooks, exps)
+    await check_reporter(caller, request.app.state.store, trial_id)
+    await record_report(request.app.state, trial_id, body.group, body.metrics)
     return {}
 
 
 @router.post("/trials/{trial_id}/training_metrics")
 async def report_training_metrics(
-    trial_id: int,
-    body: ReportTrainingMetrics,
-    caller: Caller,
-    store: StoreDep,
-    hooks: WebhooksDep,
-    signals: SignalsDep,
+    trial_id: int, body: ReportTrainingMetrics, caller: Caller, request: Request
 ) -> dict[str, Any]:
-    await check_reporter(caller, store, trial_id)
-    await _report(store, signals, trial_id, "training", body.training_metrics, hooks)
+    await check_reporter(caller, request.app.state.store, trial_id)
+    await record_report(request.app.state, trial_id, "training", body.training_metrics)
     return {}
 
 
 @router.post("/trials/{trial_id}/validation_metrics")
 async def report_validation_metrics(
-    trial_id: int,
-    body: ReportValidationMetrics,
-    caller: Caller,
-    store: StoreDep,
-    exps: ExperimentsDep,
-    hooks: WebhooksDep,
-    signals: SignalsDep,
+    trial_id: int, body: ReportValidationMetrics, caller: Caller, request: Request
 ) -> dict[str, Any]:
-    await check_reporter(caller, store, trial_id)
-    await _report(store, signals, trial_id, "validation", body.validation_metrics, hooks, exps)
+    await check_reporter(caller, request.app.state.store, trial_id)
+    await record_report(request.app.state, trial_id, "validation", body.validation_metrics)
     return {}
 
 

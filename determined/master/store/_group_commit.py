@@ -13,6 +13,11 @@ the whole transaction is rolled back and each write of that batch runs again in 
 of its own, so one bad report neither fails nor duplicates the others. Writes must therefore
 touch nothing but ``conn`` (they may run twice; only a committed run counts).
 
+A write may name a ``combine`` function: consecutive writes with the same one run as one call
+``combine(conn, fns)`` (one statement for many reports instead of a few each), which must
+leave the database as running each ``fn`` in turn would. If it raises, the batch falls back to
+running each write alone, as above, with its own ``fn``.
+
 Callers wait in their own thread (:meth:`GroupCommit.run`) or on the event loop
 (:meth:`GroupCommit.run_async`): the HTTP handlers of metric reports await their write without
 holding a worker thread each (a thread-pool hop per report, and a herd of waiting threads).
@@ -28,13 +33,16 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 
 T = TypeVar("T")
+# Runs several writes' ``fn`` at once (see module doc): their values, in order.
+Combine = Callable[[sa.Connection, list[Callable[[sa.Connection], Any]]], list[Any]]
 
 MAX_BATCH = 256  # bounds how long one commit keeps the writer lock
 
 
 class _Write(Generic[T]):
-    def __init__(self, fn: Callable[[sa.Connection], T]) -> None:
+    def __init__(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> None:
         self.fn = fn
+        self.combine = combine
         self.settled = False  # value or error is final
         self.value: Any = None
         self.error: BaseException | None = None
@@ -77,18 +85,21 @@ class GroupCommit:
         self._writer: threading.Thread | None = None
         self._closed = False
 
-    def run(self, fn: Callable[[sa.Connection], T]) -> T:
-        """Run ``fn`` in a committed transaction; returns its value or raises its error."""
-        write: _Write[T] = _Write(fn)
+    def run(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> T:
+        """Run ``fn`` in a committed transaction; returns its value or raises its error.
+        ``combine``: see the module doc."""
+        write: _Write[T] = _Write(fn, combine)
         write.event = threading.Event()
         self._submit(write)
         write.event.wait()
         return write.result()
 
-    async def run_async(self, fn: Callable[[sa.Connection], T]) -> T:
+    async def run_async(
+        self, fn: Callable[[sa.Connection], T], combine: Combine | None = None
+    ) -> T:
         """``run`` for a coroutine: the event loop is free while the write waits for its
         commit."""
-        write: _Write[T] = _Write(fn)
+        write: _Write[T] = _Write(fn, combine)
         write.loop = asyncio.get_running_loop()
         write.future = write.loop.create_future()
         self._submit(write)
@@ -149,7 +160,7 @@ class GroupCommit:
     def _commit(self, batch: list[_Write[Any]]) -> None:
         try:
             with self._begin() as conn:
-                values = [w.fn(conn) for w in batch]
+                values = _run_all(conn, batch)
         except Exception as e:
             if len(batch) == 1:
                 batch[0].error = e
@@ -169,3 +180,23 @@ class GroupCommit:
         except Exception as e:
             write.error = e
         write.settled = True
+
+
+def _run_all(conn: sa.Connection, batch: list[_Write[Any]]) -> list[Any]:
+    """Each write's value, in order; runs of writes sharing a ``combine`` run as one call."""
+    values: list[Any] = []
+    i = 0
+    while i < len(batch):
+        combine = batch[i].combine
+        j = i + 1
+        while combine is not None and j < len(batch) and batch[j].combine is combine:
+            j += 1
+        if combine is None or j - i == 1:
+            values.append(batch[i].fn(conn))
+        else:
+            run = combine(conn, [w.fn for w in batch[i:j]])
+            if len(run) != j - i:
+                raise RuntimeError(f"combine gave {len(run)} values for {j - i} writes")
+            values.extend(run)
+        i = j
+    return values

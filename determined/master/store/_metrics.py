@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -56,16 +56,7 @@ def report(
     Raises:
         InvalidArgument: bad group, stale run id, non-numeric ``epoch``, or a conflicting key.
     """
-    validate_group(group)
-    if run_id != trial["run_id"]:
-        raise InvalidArgument(
-            f"invalid run id {run_id} for trial {trial['id']}: its current run is "
-            f"{trial['run_id']} (this report comes from a stale process)"
-        )
-    if "epoch" in avg_metrics and not _is_number(avg_metrics["epoch"]):
-        raise InvalidArgument(f"metric 'epoch' must be a number, not {avg_metrics['epoch']!r}")
-    if steps_completed < 0:
-        raise InvalidArgument(f"stepsCompleted must be >= 0, not {steps_completed}")
+    _check(trial, group, run_id, steps_completed, avg_metrics)
     partition = Partition.of(group)
     # The first run has no older runs to roll back: skip the UPDATE on the hot path.
     if run_id > 1 and _rollback(conn, trial["id"], run_id, partition, steps_completed):
@@ -84,6 +75,22 @@ def report(
         conn, trial, group, steps_completed, row_id, new_keys, searcher_metric, smaller_is_better
     )
     return row_id
+
+
+def _check(
+    trial: TrialRow, group: str, run_id: int, steps: int, avg_metrics: dict[str, Any]
+) -> None:
+    """InvalidArgument unless the report may be stored (before looking at stored rows)."""
+    validate_group(group)
+    if run_id != trial["run_id"]:
+        raise InvalidArgument(
+            f"invalid run id {run_id} for trial {trial['id']}: its current run is "
+            f"{trial['run_id']} (this report comes from a stale process)"
+        )
+    if "epoch" in avg_metrics and not _is_number(avg_metrics["epoch"]):
+        raise InvalidArgument(f"metric 'epoch' must be a number, not {avg_metrics['epoch']!r}")
+    if steps < 0:
+        raise InvalidArgument(f"stepsCompleted must be >= 0, not {steps}")
 
 
 def _is_number(v: Any) -> bool:
@@ -138,21 +145,30 @@ def _insert(
     batch: list[Any] | None,
     when: datetime.datetime,
 ) -> int:
-    row = conn.execute(
-        _INSERT,
-        {
-            "trial_id": trial["id"],
-            "trial_run_id": trial["run_id"],
-            "metric_group": group,
-            "partition": partition.value,
-            "steps_completed": steps,
-            "metrics": avg,
-            "batch_metrics": batch,
-            "report_time": when,
-            "archived": False,
-        },
-    )
+    row = conn.execute(_INSERT, _new_row(trial, group, partition, steps, avg, batch, when))
     return inserted_id(row)
+
+
+def _new_row(
+    trial: TrialRow,
+    group: str,
+    partition: Partition,
+    steps: int,
+    avg: dict[str, Any],
+    batch: list[Any] | None,
+    when: datetime.datetime,
+) -> dict[str, Any]:
+    return {
+        "trial_id": trial["id"],
+        "trial_run_id": trial["run_id"],
+        "metric_group": group,
+        "partition": partition.value,
+        "steps_completed": steps,
+        "metrics": avg,
+        "batch_metrics": batch,
+        "report_time": when,
+        "archived": False,
+    }
 
 
 def _merge(
@@ -194,14 +210,7 @@ def _update_trial(
     searcher_metric: str | None,
     smaller_is_better: bool,
 ) -> None:
-    values: dict[str, Any] = {}
-    if new_keys:
-        summary = dict(trial["summary_metrics"] or {})
-        key = SUMMARY_KEYS.get(group, group)
-        summary[key] = add_to_summary(dict(summary.get(key) or {}), new_keys)
-        values["summary_metrics"] = summary
-    if group == "training" and steps > trial["total_batches"]:
-        values["total_batches"] = steps
+    values = _summary_changes(trial, group, steps, new_keys)
     if group == "validation" and searcher_metric and searcher_metric in new_keys:
         values["latest_validation_id"] = row_id
         value = new_keys[searcher_metric]
@@ -210,6 +219,105 @@ def _update_trial(
             values["best_validation_id"] = row_id
     if values:
         conn.execute(_UPDATE_TRIAL, {"trial_row_id": trial["id"], **values})
+
+
+def _summary_changes(
+    trial: TrialRow, group: str, steps: int, new_keys: dict[str, Any]
+) -> dict[str, Any]:
+    """The trial's columns a report of ``new_keys`` changes, but the validation pointers."""
+    values: dict[str, Any] = {}
+    if new_keys:
+        summary = dict(trial["summary_metrics"] or {})
+        key = SUMMARY_KEYS.get(group, group)
+        summary[key] = add_to_summary(dict(summary.get(key) or {}), new_keys)
+        values["summary_metrics"] = summary
+    if group == "training" and steps > trial["total_batches"]:
+        values["total_batches"] = steps
+    return values
+
+
+class ReportBatch:
+    """Many reports of one transaction stored with a few statements for all of them: one
+    read of their trials and of the rows they could merge into, one multi-row insert, one
+    update per changed trial (``flush``). What :func:`report` would do for each, in order.
+
+    Only the common case is taken (:meth:`add` says which): a new row, outside validation,
+    of a trial's first run. The caller stores any other report with :func:`report` after a
+    :meth:`flush`, then tells the batch with :meth:`reload`.
+
+    Args:
+        conn: the transaction.
+        keys: (trial id, group, steps completed) of every report the batch may see.
+    """
+
+    def __init__(self, conn: sa.Connection, keys: list[tuple[int, str, int]]) -> None:
+        self.conn = conn
+        ids = sorted({k[0] for k in keys})
+        steps = sorted({k[2] for k in keys})
+        rows = conn.execute(sa.select(trials).where(trials.c.id.in_(ids))).mappings()
+        self._trials: dict[int, TrialRow] = {int(r["id"]): cast(TrialRow, dict(r)) for r in rows}
+        live = sa.select(metrics.c.trial_id, metrics.c.metric_group, metrics.c.steps_completed)
+        live = live.where(
+            metrics.c.trial_id.in_(ids),
+            metrics.c.steps_completed.in_(steps),
+            metrics.c.archived.is_(False),
+        )
+        self._stored = {(int(t), str(g), int(n)) for t, g, n in conn.execute(live)}
+        self._rows: list[dict[str, Any]] = []
+        self._changed: dict[int, dict[str, Any]] = {}
+
+    def add(
+        self,
+        trial_id: int,
+        *,
+        group: str,
+        run_id: int,
+        steps_completed: int,
+        avg_metrics: dict[str, Any],
+        batch_metrics: list[Any] | None,
+        report_time: datetime.datetime | None,
+    ) -> bool:
+        """Take the report (written at :meth:`flush`) if it is the common case; False: it was
+        not taken, nothing changed.
+
+        Raises:
+            InvalidArgument: as :func:`report` would for it.
+        """
+        trial = self._trials.get(trial_id)
+        key = (trial_id, group, steps_completed)
+        if trial is None or group == "validation" or run_id != 1 or key in self._stored:
+            return False
+        _check(trial, group, run_id, steps_completed, avg_metrics)
+        when = report_time or _time.now()
+        partition = Partition.of(group)
+        self._rows.append(
+            _new_row(trial, group, partition, steps_completed, avg_metrics, batch_metrics, when)
+        )
+        self._stored.add(key)
+        changes = _summary_changes(trial, group, steps_completed, dict(avg_metrics))
+        trial.update(changes)  # type: ignore[typeddict-item]
+        self._changed.setdefault(trial_id, {}).update(changes)
+        return True
+
+    def flush(self) -> None:
+        """Write what :meth:`add` took."""
+        if self._rows:
+            self.conn.execute(_INSERT, self._rows)
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for trial_id, changes in self._changed.items():
+            if changes:
+                params = {"trial_row_id": trial_id, **changes}
+                by_columns.setdefault(tuple(sorted(changes)), []).append(params)
+        for many in by_columns.values():
+            self.conn.execute(_UPDATE_TRIAL, many)
+        self._rows, self._changed = [], {}
+
+    def reload(self, trial_id: int, group: str, steps_completed: int) -> None:
+        """After :func:`report` stored (group, steps) of ``trial_id`` outside the batch."""
+        trial = _trials.get_trial(self.conn, trial_id)
+        if trial is not None:
+            self._trials[trial_id] = trial
+        self._stored.add((trial_id, group, steps_completed))
 
 
 def _better(a: float, b: float, smaller_is_better: bool) -> bool:

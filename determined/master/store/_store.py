@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from determined.master.store import _engine, _projects, _token_cache, _users
-from determined.master.store._group_commit import GroupCommit
+from determined.master.store._group_commit import Combine, GroupCommit
 from determined.master.store._schema import cluster_info
 
 T = TypeVar("T")
@@ -64,16 +64,19 @@ class Store:
             # _token_cache). After a rollback too: dropping a live token only costs a read.
             self.tokens.forget(pending)
 
-    def write(self, fn: Callable[[sa.Connection], T]) -> T:
+    def write(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> T:
         """``fn(conn)`` committed, sharing its commit with concurrent ``write`` calls (group
         commit, see ``_group_commit``): for hot small writes such as metric reports. ``fn`` may
-        run twice and must touch nothing but ``conn``."""
-        return self._group.run(fn)
+        run twice and must touch nothing but ``conn``. ``combine`` runs many such writes at
+        once (see ``_group_commit``)."""
+        return self._group.run(fn, combine)
 
-    async def write_async(self, fn: Callable[[sa.Connection], T]) -> T:
+    async def write_async(
+        self, fn: Callable[[sa.Connection], T], combine: Combine | None = None
+    ) -> T:
         """:meth:`write` for a coroutine: awaits the commit without blocking the event loop or
         holding a worker thread."""
-        return await self._group.run_async(fn)
+        return await self._group.run_async(fn, combine)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:
