@@ -150,3 +150,44 @@ def test_cuda_state_is_staged_into_pinned_memory_bitwise() -> None:
         ):
             assert torch.equal(a, b)
         release()
+
+
+def test_a_series_of_states_each_staged_bitwise_with_kept_buffers() -> None:
+    """Property: over any series of states (tensors whose count, shapes, strides and dtypes
+    change or stay), each copy through one HostStaging equals its source bitwise, shares no
+    storage with it, and keeps its values until released; the buffers are reused whenever a
+    tensor's layout is the same as the one before it at that position."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    dtypes = st.sampled_from([torch.float32, torch.float16, torch.int64, torch.bool])
+    shapes = st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple)
+
+    def make(dtype: torch.dtype, shape: tuple[int, ...], transpose: bool, seed: int) -> Any:
+        t = (torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 10).to(dtype)
+        return t.t() if transpose and t.dim() == 2 else t
+
+    tensor = st.builds(make, dtypes, shapes, st.booleans(), st.integers(0, 1000))
+    states = st.lists(st.lists(tensor, max_size=5), min_size=1, max_size=4)
+
+    @settings(max_examples=60, deadline=None)
+    @given(states)
+    def check(series: list[list[torch.Tensor]]) -> None:
+        staging = HostStaging()
+        before: list[tuple[Any, torch.Tensor]] = []  # (source layout, buffer) by position
+        for state in series:
+            expected = [t.clone() for t in state]
+            out, release = staging.copy({"s": state})
+            for i, (src, got) in enumerate(zip(expected, out["s"], strict=True)):
+                assert got.dtype == src.dtype and torch.equal(got, src)
+                layout = (src.shape, src.stride(), src.dtype)
+                if i < len(before) and before[i][0] == layout and src.numel():
+                    kept = before[i][1].untyped_storage().data_ptr()
+                    assert got.untyped_storage().data_ptr() == kept
+            assert not set(_ptrs(state)) & set(_ptrs(out))
+            before = [
+                ((t.shape, t.stride(), t.dtype), b) for t, b in zip(state, out["s"], strict=True)
+            ]
+            release()
+
+    check()
