@@ -135,21 +135,28 @@ def test_host_copy_copies_into_new_memory() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_state_is_staged_into_pinned_memory_bitwise() -> None:
+    """From the GPU: pinned buffers, asynchronous copies waited for before copy() returns
+    (a 64 MB tensor is still in flight otherwise), the same buffers the second time."""
     staging = HostStaging()
+    ptrs: list[list[int]] = []
     for scale in (1.0, -2.0):
         src = _state(scale)
         on_gpu = {
             **src,
             "models_state_dict": [{k: v.cuda() for k, v in src["models_state_dict"][0].items()}],
+            "big": torch.full((16 << 20,), scale, device="cuda"),
         }
         out, release = staging.copy(on_gpu)
-        for t in _tensors(out["models_state_dict"]):
+        for t in _tensors(out["models_state_dict"]) + [out["big"]]:
             assert t.device.type == "cpu" and t.is_pinned()
         for a, b in zip(
             _tensors(src["models_state_dict"]), _tensors(out["models_state_dict"]), strict=True
         ):
             assert torch.equal(a, b)
+        assert bool((out["big"] == scale).all())
+        ptrs.append(_ptrs(out))
         release()
+    assert ptrs[0] == ptrs[1]
 
 
 def test_a_series_of_states_each_staged_bitwise_with_kept_buffers() -> None:
