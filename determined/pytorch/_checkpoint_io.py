@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import collections
 import copy
 import dataclasses
 import functools
@@ -11,6 +10,7 @@ import inspect
 import logging
 import pathlib
 import pickle
+from collections.abc import Callable
 from typing import IO, Any, cast
 
 import torch
@@ -20,6 +20,7 @@ from determined.common.storage import _manifest
 from determined.pytorch import _legacy, _state
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import _TrainingSetup, is_fsdp
+from determined.pytorch._staging import HostStaging, host_copy
 
 logger = logging.getLogger("determined.pytorch")
 
@@ -83,6 +84,10 @@ def build_state_dict(
     return state
 
 
+def _nothing() -> None:
+    pass
+
+
 @dataclasses.dataclass
 class Staged:
     """Everything the chief writes into a checkpoint, taken at one instant. With ``to_host``
@@ -94,6 +99,8 @@ class Staged:
     code_dir: pathlib.Path | None
     code_subdir: str
     rank_rngs: list[dict[str, Any]] | None = None  # every rank's RNG state, by rank
+    # Called once ``state`` has been written: kept staging buffers may then be reused.
+    release: Callable[[], None] = _nothing
 
 
 def stage(
@@ -104,16 +111,22 @@ def stage(
     *,
     to_host: bool = False,
     rank_rngs: list[dict[str, Any]] | None = None,
+    staging: HostStaging | None = None,
 ) -> Staged:
     """Take the chief's checkpoint state (``on_checkpoint_save_start`` hooks run here, on the
     calling thread). ``to_host`` copies every tensor to host memory: the only part of an
-    asynchronous checkpoint that blocks training."""
+    asynchronous checkpoint that blocks training; into ``staging``'s kept buffers if given
+    (then released by :func:`write_staged`), else into new memory."""
     state = build_state_dict(setup, callbacks)
     for cb in callbacks.values():
         cb.on_checkpoint_save_start(state)
     load_data = settings.load_data
+    release = _nothing
     if to_host:
-        state = host_copy(state)
+        if staging is not None:
+            state, release = staging.copy(state)
+        else:
+            state = host_copy(state)
         load_data = copy.deepcopy(load_data)
     return Staged(
         state=state,
@@ -122,29 +135,17 @@ def stage(
         code_dir=settings.code_dir,
         code_subdir=settings.code_subdir,
         rank_rngs=host_copy(rank_rngs) if to_host and rank_rngs is not None else rank_rngs,
+        release=release,
     )
-
-
-def host_copy(obj: Any) -> Any:
-    """A copy of ``obj`` that shares no tensor storage with it: tensors are copied to host
-    memory; dicts, lists and tuples are rebuilt; anything else is deep-copied."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if type(obj) in (dict, collections.OrderedDict):
-        return type(obj)((k, host_copy(v)) for k, v in obj.items())
-    if type(obj) is list:
-        return [host_copy(v) for v in obj]
-    if type(obj) is tuple:
-        return tuple(host_copy(v) for v in obj)
-    if isinstance(obj, int | float | str | bool | type(None)):
-        return obj
-    return copy.deepcopy(obj)
 
 
 def write_staged(path: pathlib.Path, staged: Staged, callbacks: dict[str, PyTorchCallback]) -> None:
     """Write a staged checkpoint's files, then run the chief's write-end hooks (on whatever
     thread calls this: the background writer for asynchronous checkpoints)."""
-    save_file(staged.state, path / "state_dict.pth")
+    try:
+        save_file(staged.state, path / "state_dict.pth")
+    finally:
+        staged.release()  # the staged tensors are all in the file (or the write failed)
     _state.write_json(path / "trial_state.json", staged.progress)
     _state.write_json(path / "load_data.json", staged.load_data)
     for rank, rng in enumerate(staged.rank_rngs or []):

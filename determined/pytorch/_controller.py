@@ -27,7 +27,7 @@ import torch
 
 import determined as det
 from determined import core, errors
-from determined.pytorch import _checkpoint_io, _metrics, _state
+from determined.pytorch import _checkpoint_io, _metrics, _staging, _state
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._data import DataLoader
@@ -93,6 +93,8 @@ class Controller:
         self._bar: Any = None
         self._status: str | None = None
         self._writing = False  # a checkpoint is being written in the background
+        # Host buffers asynchronous checkpoints stage into, kept between them (chief only).
+        self._staging = _staging.HostStaging()
         self._sharded = _checkpoint_io.is_sharded(self.setup)
         if settings.async_checkpoints and self._sharded:
             logger.warning(
@@ -109,6 +111,7 @@ class Controller:
                     self.context.get_initial_batch(), self.settings.latest_checkpoint
                 )
                 stack.callback(cb.on_trial_shutdown)  # unwinds in reverse, even on error
+            stack.callback(self._staging.close)  # after the last write was waited for
             self._setup(stack)
             try:
                 reason = self._run_ops()
@@ -469,6 +472,7 @@ class Controller:
                 self.settings,
                 to_host=True,
                 rank_rngs=rngs,
+                staging=self._staging,
             )
             callbacks = self.callbacks
 

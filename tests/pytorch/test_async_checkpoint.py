@@ -315,7 +315,7 @@ def test_host_copy_is_equal_and_shares_no_tensor_memory() -> None:
     change the original while the copy is written."""
     from hypothesis import given, settings
 
-    from determined.pytorch._checkpoint_io import host_copy
+    from determined.pytorch._staging import host_copy
 
     @settings(max_examples=60, deadline=None)
     @given(_nested())
@@ -396,3 +396,56 @@ def test_preemption_waits_for_the_background_write() -> None:
     assert cap.uuids[0] in _committed()
     progress = (ckpt_dir(cap.uuids[0]) / "trial_state.json").read_text()
     assert '"batches_trained": 5' in progress
+
+
+class SavedWeights(PyTorchCallback):
+    """The weights each checkpoint was staged from, cloned when it started."""
+
+    def __init__(self) -> None:
+        self.at_save: list[list[torch.Tensor]] = []
+
+    def on_checkpoint_save_start(self, checkpoint: dict[str, Any]) -> None:
+        [model] = checkpoint["models_state_dict"]
+        self.at_save.append([t.detach().cpu().clone() for t in model.values()])
+
+
+class SavedWeightsTrial(MLPTrial):
+    def build_callbacks(self) -> dict[str, PyTorchCallback]:
+        self.saved = SavedWeights()
+        return {**super().build_callbacks(), "saved": self.saved}
+
+
+def test_consecutive_async_checkpoints_each_hold_their_own_weights() -> None:
+    """Staging reuses its host buffers from one checkpoint to the next: every checkpoint
+    (batches 2, 4, 6, 7) still holds, bitwise, the weights it was staged from, and no two
+    are equal (training changed the weights in between)."""
+    trial, cap, _ = run_local(
+        SavedWeightsTrial,
+        hparams={"n": 40, "batch_size": 4, "lr": 0.05},
+        max_length=Batch(7),
+        checkpoint_period=Batch(2),
+        async_checkpoints=True,
+    )
+    assert len(cap.uuids) == len(trial.saved.at_save) == 4
+    stored = []
+    for uuid, expected in zip(cap.uuids, trial.saved.at_save, strict=True):
+        state = torch.load(ckpt_dir(uuid) / "state_dict.pth", weights_only=True)
+        got = list(state["models_state_dict"][0].values())
+        assert all(torch.equal(a, b) for a, b in zip(expected, got, strict=True))
+        stored.append(got)
+    for a, b in zip(stored, stored[1:], strict=False):
+        assert not torch.equal(a[0], b[0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_async_resume_on_cuda_is_bitwise_equal_to_a_straight_run() -> None:
+    """The bitwise-resume test with the model on the GPU: staged through pinned host
+    buffers with asynchronous copies, written in the background, resumed on the GPU."""
+    straight = _train(14, 14, async_first=False, async_resume=False)
+    resumed = _train(8, 14, async_first=True, async_resume=True)
+    assert all(p.is_cuda for p in resumed.model.parameters())
+    for a, b in zip(params(straight.model), params(resumed.model), strict=True):
+        assert torch.equal(a, b)
+    sa, sb = straight.opt.state_dict()["state"], resumed.opt.state_dict()["state"]
+    for key in sa:
+        assert torch.equal(sa[key]["momentum_buffer"], sb[key]["momentum_buffer"])
