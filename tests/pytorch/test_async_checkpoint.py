@@ -211,7 +211,8 @@ def test_kill_9_during_a_background_write_registers_nothing(tmp_path: pathlib.Pa
     script.write_text(KILL_SCRIPT.format(kit=kit))
     marker = tmp_path / "writing"
     before = _committed()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pathlib.Path.cwd()), kit])}
+    paths = [str(pathlib.Path.cwd()), kit, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     proc = subprocess.Popen([sys.executable, str(script), str(marker)], env=env)
     try:
         deadline = time.monotonic() + 120
