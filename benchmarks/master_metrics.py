@@ -194,7 +194,7 @@ async def _drive_trial(
     statuses: dict[int, int] = {}
     behind = 0.0
     for k in range(count):
-        due = t0 + k / hz
+        due = t0 + trial.get("offset", 0.0) + k / hz
         now = time.monotonic()
         if due > now:
             await asyncio.sleep(due - now)
@@ -236,9 +236,19 @@ def _client(args: tuple[int, list[dict[str, Any]], str, float, int, float]) -> l
 
 
 def drive(
-    port: int, trials: list[dict[str, Any]], mode: str, hz: float, seconds: float, procs: int
+    port: int,
+    trials: list[dict[str, Any]],
+    mode: str,
+    hz: float,
+    seconds: float,
+    procs: int,
+    phase: str = "spread",
 ) -> dict[str, Any]:
     count = max(1, round(hz * seconds))
+    # spread: trial i starts i / (N * H) s late, so reports arrive evenly (independent trials);
+    # aligned: every trial reports at the same instants (the worst case: N at once).
+    step = 1.0 / (len(trials) * hz) if phase == "spread" else 0.0
+    trials = [{**t, "offset": i * step} for i, t in enumerate(trials)]
     t0 = time.time() + 1.0  # every client process starts the schedule together
     chunks = [trials[i::procs] for i in range(procs) if trials[i::procs]]
     with multiprocessing.get_context("spawn").Pool(len(chunks)) as pool:
@@ -316,6 +326,13 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--baseline-seconds", type=float, default=10.0)
     p.add_argument("--procs", type=int, default=2, help="client processes")
+    p.add_argument(
+        "--phase",
+        choices=("spread", "aligned"),
+        default="spread",
+        help="spread: the trials' reports evenly spaced in time (independent trials); "
+        "aligned: all trials report at the same instants (bursts of N)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the master's data dir")
     p.add_argument("--profile", metavar="PATH", help="cProfile the master into PATH (pstats)")
     p.add_argument(
@@ -337,14 +354,16 @@ def main() -> int:
         target = args.trials * args.hz
         print(
             f"{args.trials} trials x {args.hz:g} Hz x {args.seconds:g} s (target {target:.0f}/s), "
-            f"{args.procs} client processes, {os.cpu_count()} cores, master on "
+            f"phase {args.phase}, {args.procs} client processes, {os.cpu_count()} cores, master on "
             f"{sa.make_url(db_url).render_as_string()}"
         )
         base = drive_measured(
-            proc.pid, port, trials, "info", args.hz, args.baseline_seconds, args.procs
+            proc.pid, port, trials, "info", args.hz, args.baseline_seconds, args.procs, args.phase
         )
         print(_line("GET /info", base))
-        run = drive_measured(proc.pid, port, trials, "metrics", args.hz, args.seconds, args.procs)
+        run = drive_measured(
+            proc.pid, port, trials, "metrics", args.hz, args.seconds, args.procs, args.phase
+        )
         print(_line("metrics", run))
         print(
             f"ratio metrics/baseline: rate {run['rate'] / base['rate']:.3f}x, "

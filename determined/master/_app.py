@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import http.cookies
+import inspect
 import ipaddress
 import logging
 import socket
@@ -258,6 +259,30 @@ def _install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(_error_body(3, message), status_code=400)
 
 
+class MasterApp(FastAPI):
+    """FastAPI behind the master's own front: the Host, CSRF and body-size checks, then the hot
+    routes (``api._hot``), then FastAPI's stack (``serve``). Every request passes the checks;
+    the common case of a hot route never enters FastAPI (its error middleware, telemetry,
+    routing and dependency solving cost more than the report itself)."""
+
+    front: Any = None  # set by create_app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.front(scope, receive, send)
+
+    async def serve(self, scope: Any, receive: Any, send: Any) -> None:
+        """FastAPI's own stack: exception handlers, routing, dependencies."""
+        await super().__call__(scope, receive, send)
+
+
+def _fastapi_options() -> dict[str, Any]:
+    # FastAPI >= 0.16x looks up OpenTelemetry providers on every request unless told not to;
+    # the master exports no telemetry. Older versions have no such option.
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
+        return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    return {}
+
+
 def create_app(
     store: Store,
     *,
@@ -273,7 +298,7 @@ def create_app(
     slurm: dict[str, Any] | None = None,
     log_retention_days: int = -1,
     log_retention_every: float = 86400.0,
-) -> FastAPI:
+) -> MasterApp:
     """The master's HTTP API over ``store``.
 
     Args:
@@ -348,7 +373,9 @@ def create_app(
             rm.stop()
         hooks.close()
 
-    app = FastAPI(title="redetermined master", version=__version__, lifespan=lifespan)
+    app = MasterApp(
+        title="redetermined master", version=__version__, lifespan=lifespan, **_fastapi_options()
+    )
     app.state.store = store
     app.state.signals = signals
     app.state.stream_stamps = Stamps()
@@ -362,12 +389,10 @@ def create_app(
     app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest
     app.state.master_log = None  # a _log_buffer.MasterLog where the process installed one
     _install_error_handlers(app)
-    # Innermost: the hot routes skip FastAPI, not the checks around it.
-    app.add_middleware(HotRoutes, state=app.state, handlers=app.exception_handlers)
-    app.add_middleware(_UntypedJson)
-    app.add_middleware(_BodyLimit)
-    app.add_middleware(_Csrf)
-    app.add_middleware(_HostCheck, allowed=allowed_host_names(host, allowed_hosts))
+    app.front = _HostCheck(
+        _Csrf(_BodyLimit(_UntypedJson(HotRoutes(app.serve, app.state, app.exception_handlers)))),
+        allowed=allowed_host_names(host, allowed_hosts),
+    )
     for router in api.ROUTERS:
         app.include_router(router)
     if dev_endpoints:

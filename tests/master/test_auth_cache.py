@@ -238,6 +238,21 @@ def test_cache_entries_expire_and_the_size_is_bounded() -> None:
     assert cache.get("d4") is None and len(cache) == 2
 
 
+def test_allocation_tokens_live_longer_in_the_cache_than_users_tokens() -> None:
+    clock = _Clock()
+    cache: _token_cache.TokenCache[str] = _token_cache.TokenCache(
+        ttl_s=2.0, allocation_ttl_s=20.0, clock=clock
+    )
+    assert cache.put("u", "user", generation=cache.generation(), allocation_id=None)
+    assert cache.put("a", "alloc", generation=cache.generation(), allocation_id="t.1")
+    clock.now += 2.0
+    assert cache.get("u") is None and cache.get("a") == "alloc"
+    clock.now += 17.9
+    assert cache.get("a") == "alloc"
+    clock.now += 0.1
+    assert cache.get("a") is None and len(cache) == 0
+
+
 def test_a_read_that_predates_a_forget_is_not_cached() -> None:
     cache: _token_cache.TokenCache[str] = _token_cache.TokenCache()
     before = cache.generation()

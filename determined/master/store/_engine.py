@@ -65,7 +65,9 @@ def make_engine(url: str) -> sa.Engine:
             "for example sqlite:////path/to/master.db"
         )
     pathlib.Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(parsed, connect_args={"timeout": 30})
+    # Connections are kept, not reopened (each open runs the pragmas): as many as the thread
+    # pool may read with at once.
+    engine = sa.create_engine(parsed, connect_args={"timeout": 30}, pool_size=20, max_overflow=60)
     sa.event.listen(engine, "connect", _sqlite_pragmas)
     return engine
 

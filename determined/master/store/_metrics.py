@@ -236,6 +236,15 @@ def _summary_changes(
     return values
 
 
+# What a batch reads of each trial: all that _check, _new_row and _summary_changes use.
+_BATCH_TRIAL_COLUMNS = (
+    trials.c.id,
+    trials.c.run_id,
+    trials.c.summary_metrics,
+    trials.c.total_batches,
+)
+
+
 class ReportBatch:
     """Many reports of one transaction stored with a few statements for all of them: one
     read of their trials and of the rows they could merge into, one multi-row insert, one
@@ -253,16 +262,26 @@ class ReportBatch:
     def __init__(self, conn: sa.Connection, keys: list[tuple[int, str, int]]) -> None:
         self.conn = conn
         ids = sorted({k[0] for k in keys})
-        steps = sorted({k[2] for k in keys})
-        rows = conn.execute(sa.select(trials).where(trials.c.id.in_(ids))).mappings()
+        query = sa.select(*_BATCH_TRIAL_COLUMNS).where(trials.c.id.in_(ids))
+        rows = conn.execute(query).mappings()
         self._trials: dict[int, TrialRow] = {int(r["id"]): cast(TrialRow, dict(r)) for r in rows}
-        live = sa.select(metrics.c.trial_id, metrics.c.metric_group, metrics.c.steps_completed)
-        live = live.where(
-            metrics.c.trial_id.in_(ids),
-            metrics.c.steps_completed.in_(steps),
-            metrics.c.archived.is_(False),
-        )
-        self._stored = {(int(t), str(g), int(n)) for t, g, n in conn.execute(live)}
+        # A live training row is never past its trial's total_batches (the largest steps of
+        # its training rows): a training report past it needs no look for a row to merge into.
+        unknown = [
+            k
+            for k in keys
+            if k[0] in self._trials
+            and not (k[1] == "training" and k[2] > self._trials[k[0]]["total_batches"])
+        ]
+        self._stored: set[tuple[int, str, int]] = set()
+        if unknown:
+            live = sa.select(metrics.c.trial_id, metrics.c.metric_group, metrics.c.steps_completed)
+            live = live.where(
+                metrics.c.trial_id.in_(sorted({k[0] for k in unknown})),
+                metrics.c.steps_completed.in_(sorted({k[2] for k in unknown})),
+                metrics.c.archived.is_(False),
+            )
+            self._stored = {(int(t), str(g), int(n)) for t, g, n in conn.execute(live)}
         self._rows: list[dict[str, Any]] = []
         self._changed: dict[int, dict[str, Any]] = {}
 

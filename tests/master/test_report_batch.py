@@ -1,0 +1,156 @@
+"""Metric reports written together (``_trials._write_reports`` through ``_metrics.ReportBatch``,
+as a group commit runs them) leave the database exactly as writing each alone in order does:
+rows, merges, conflicts, stale runs, rollbacks of a later run, summaries, validation pointers.
+Property-based over sequences of reports on real SQLite files."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from determined.master._errors import ApiError
+from determined.master.api._models import TrialMetrics
+from determined.master.api._trials import _ReportWrite, _write_reports
+from determined.master.store import Store, _experiments, _group_commit, _trials, sqlite_url
+from determined.master.store._enums import State
+from determined.master.store._schema import metrics, trials
+
+CONFIG = {"searcher": {"name": "single", "metric": "loss", "smaller_is_better": True}}
+WHEN = "2026-01-01T00:00:00Z"  # a fixed report time: both stores' rows compare equal
+
+report = st.tuples(
+    st.integers(0, 2),  # which trial of the example
+    st.sampled_from(["training", "training", "validation", "inference"]),
+    st.integers(-1, 5),  # steps completed (-1 is refused)
+    st.dictionaries(
+        st.sampled_from(["loss", "acc", "epoch"]),
+        st.one_of(st.integers(0, 3), st.sampled_from([0.5, "x"])),
+        max_size=2,
+    ),
+    st.sampled_from([0, 0, 0, 0, 1]),  # 1: the report names the previous run (stale)
+    st.booleans(),  # with batchMetrics
+)
+
+
+def _trials_of_example(store: Store) -> list[int]:
+    """Three trials: two in their first run, one in its second (reports roll back)."""
+    ids = []
+    with store.tx() as conn:
+        for run_id in (1, 1, 2):
+            exp = _experiments.insert_experiment(
+                conn, config=CONFIG, original_config="", model_definition=None, owner_id=1
+            )
+            trial = _trials.insert_trial(
+                conn,
+                experiment_id=exp,
+                request_id="r",
+                hparams={},
+                seed=0,
+                state=State.ACTIVE,
+            )
+            _trials.update_trial(conn, trial, run_id=run_id)
+            ids.append(trial)
+    return ids
+
+
+def _writes(ids: list[int], seq: list[Any]) -> list[_ReportWrite]:
+    out = []
+    for index, group, steps, avg, stale, with_batch in seq:
+        trial_id = ids[index]
+        run_id = (2 if index == 2 else 1) - stale
+        body = TrialMetrics(
+            trial_id=trial_id,
+            trial_run_id=run_id,
+            steps_completed=steps,
+            report_time=WHEN,
+            metrics={"avgMetrics": avg, "batchMetrics": [avg] if with_batch else None},
+        )
+        out.append(_ReportWrite(trial_id, group, body))
+    return out
+
+
+def _state(store: Store, ids: list[int]) -> Any:
+    with store.read() as conn:
+        rows = conn.execute(
+            sa.select(
+                metrics.c.trial_id,
+                metrics.c.trial_run_id,
+                metrics.c.metric_group,
+                metrics.c.steps_completed,
+                metrics.c.metrics,
+                metrics.c.batch_metrics,
+                metrics.c.archived,
+            )
+            .where(metrics.c.trial_id.in_(ids))
+            .order_by(metrics.c.id)
+        ).all()
+        summaries = conn.execute(
+            sa.select(
+                trials.c.id,
+                trials.c.summary_metrics,
+                trials.c.total_batches,
+                trials.c.latest_validation_id,
+                trials.c.best_validation_id,
+            )
+            .where(trials.c.id.in_(ids))
+            .order_by(trials.c.id)
+        ).all()
+    return [tuple(r) for r in rows], summaries
+
+
+def _outcome(write: Any) -> str:
+    return "ok" if write.error is None else f"{type(write.error).__name__}: {write.error}"
+
+
+def test_reports_written_together_equal_reports_written_alone(tmp_path: pathlib.Path) -> None:
+    alone_store = Store(sqlite_url(tmp_path / "alone"))
+    together_store = Store(sqlite_url(tmp_path / "together"))
+    group = _group_commit.GroupCommit(together_store.tx)
+    combined = []  # examples where no report failed: the batch itself did all the work
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(report, min_size=1, max_size=12))
+    def check(seq: list[Any]) -> None:
+        ids = _trials_of_example(alone_store)
+        assert _trials_of_example(together_store) == ids
+        alone = []
+        for w in _writes(ids, seq):
+            try:
+                with alone_store.tx() as conn:
+                    w(conn)
+                alone.append("ok")
+            except ApiError as e:
+                alone.append(f"{type(e).__name__}: {e}")
+        batch = [_group_commit._Write(w, _write_reports) for w in _writes(ids, seq)]
+        group._commit(batch)
+        assert [_outcome(w) for w in batch] == alone
+        assert _state(together_store, ids) == _state(alone_store, ids)
+        if len(seq) > 1 and set(alone) == {"ok"}:
+            combined.append(seq)
+
+    check()
+    assert len(combined) >= 5
+    alone_store.close()
+    together_store.close()
+
+
+def test_a_batch_of_valid_reports_takes_few_statements(tmp_path: pathlib.Path) -> None:
+    """The point of the batch: 50 new training reports of 10 trials in one transaction cost a
+    handful of statements, not four each."""
+    store = Store(sqlite_url(tmp_path))
+    ids = _trials_of_example(store)[:2]
+    seq = [(i % 2, "training", 1 + i // 2, {"loss": float(i)}, 0, False) for i in range(50)]
+    statements: list[str] = []
+    sa.event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    with store.tx() as conn:
+        assert _write_reports(conn, list(_writes(ids, seq))) == [None] * 50
+    assert len(statements) <= 4, statements
+    with store.read() as conn:
+        count = conn.execute(sa.select(sa.func.count()).select_from(metrics)).scalar()
+        totals = conn.execute(sa.select(trials.c.total_batches).where(trials.c.id.in_(ids)))
+        assert count == 50 and sorted(t for (t,) in totals) == [25, 25]
+    store.close()
