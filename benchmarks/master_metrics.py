@@ -9,8 +9,18 @@ would. Trials are driven by a few client processes, each an asyncio loop over ra
 HTTP/1.1 connections (one per trial), so the client stays cheap next to the master.
 
 Each trial sends its reports one after the other (as a trial's Core API does), on a fixed
-schedule: report k is due at ``start + k / H``; a late answer delays the next report, never
-drops it. Printed:
+schedule: report k is due at ``start + offset + k / H``; a late answer delays the next report,
+never drops it. ``--phase spread`` (the default) gives trial i the offset i / (N * H), so the
+N independent trials' reports arrive evenly, as they do from trials that started at different
+times; ``--phase aligned`` gives every trial offset 0, so all N reports arrive at once, H times
+a second (the worst case, and the schedule of this benchmark's first version).
+
+While the metric run goes, ``--readers`` (20) concurrent readers, in a process of their own,
+each ask in turn for a page of the experiment list (``limit=100``), one experiment, one trial's
+training metrics (the web UI's chart, ``/trials/time-series``, up to 200 points) and the last 20 of
+one trial's log lines (``logs?tail=20``; every trial gets ``--log-lines`` lines first), waiting
+``--reader-pause`` seconds between answers: a room of people with dashboards and ``det``
+open on a busy cluster. Printed:
 
 * the **baseline**: the same trials, schedule and client, but ``GET /info`` (a no-op endpoint)
   instead of the metric post, for ``--baseline-seconds``: what the HTTP layer alone sustains;
@@ -20,6 +30,7 @@ drops it. Printed:
 * the master's **CPU per request** of each phase (user + system time of the master process,
   from ``/proc``, over the requests answered): what a request costs, less sensitive to the
   other jobs on the machine than the rate;
+* the **readers**: latency p50 / p99 / max of all reads and of each kind;
 * **nothing lost**: every post answered 200, and for each trial the rows the master committed
   (read from its database after the run) and ``summaryMetrics.avg_metrics.loss.count`` (read
   through the API) equal the reports sent.
@@ -143,8 +154,29 @@ def make_trials(url: str, n: int) -> tuple[str, list[dict[str, Any]]]:
         trials = s.get(url + f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
         trial_id = int(trials[0]["id"])
         body = s.post(url + f"/api/v1/dev/trials/{trial_id}/allocate", json={}).json()
-        out.append({"id": trial_id, "runId": int(body["runId"]), "token": body["token"]})
+        out.append(
+            {
+                "id": trial_id,
+                "experiment": exp_id,
+                "task": body["taskId"],
+                "runId": int(body["runId"]),
+                "token": body["token"],
+            }
+        )
     return admin, out
+
+
+def add_logs(url: str, trials: list[dict[str, Any]], lines: int) -> None:
+    """``lines`` log lines for each trial, posted by the trial as its log shipper does."""
+    for t in trials:
+        s = requests.Session()
+        s.headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {t['token']}"
+        for start in range(0, lines, 1000):
+            logs = [
+                {"taskId": t["task"], "log": f"step {i}: loss {1.0 / (i + 1):.6f}\n"}
+                for i in range(start, min(lines, start + 1000))
+            ]
+            s.post(url + "/api/v1/task/logs", json={"logs": logs}).raise_for_status()
 
 
 # ----------------------------------------------------------------------------- client side
@@ -165,15 +197,25 @@ class Conn:
         self.writer.write(head + body)
         status_line = await self.reader.readline()
         status = int(status_line.split()[1])
-        length = 0
+        length, chunked = 0, False
         while True:
             line = await self.reader.readline()
             if line in (b"\r\n", b""):
                 break
             name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
+            name = name.strip().lower()
+            if name == b"content-length":
                 length = int(value)
-        return status, await self.reader.readexactly(length)
+            elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+        if not chunked:
+            return status, await self.reader.readexactly(length)
+        parts = []
+        while True:  # a streamed answer (NDJSON): chunks until the empty one
+            size = int((await self.reader.readline()).split(b";")[0], 16)
+            parts.append(await self.reader.readexactly(size + 2))
+            if size == 0:
+                return status, b"".join(p[:-2] for p in parts)
 
 
 def _metric_body(trial: dict[str, Any], step: int) -> bytes:
@@ -222,6 +264,64 @@ async def _drive_trial(
     return {"id": trial["id"], "latencies": latencies, "statuses": statuses, "behind": behind}
 
 
+# What a reader asks, in turn: a page of the experiment list, one experiment, one trial's
+# training metrics (the web UI's chart: up to 200 points), the last 20 lines of one trial's logs.
+READS = ("list", "describe", "metrics", "logs-tail")
+
+
+def _read_path(kind: str, trial: dict[str, Any]) -> str:
+    if kind == "list":
+        return "/api/v1/experiments?limit=100"
+    if kind == "describe":
+        return f"/api/v1/experiments/{trial['experiment']}"
+    if kind == "metrics":
+        return (
+            f"/api/v1/trials/time-series?trialIds={trial['id']}"
+            "&metricType=METRIC_TYPE_TRAINING&maxDatapoints=200"
+        )
+    return f"/api/v1/trials/{trial['id']}/logs?tail=20"
+
+
+async def _drive_reader(
+    port: int, admin: str, trials: list[dict[str, Any]], seed: int, pause: float, until: float
+) -> dict[str, list[float]]:
+    """One reader: the READS in turn, each as soon as the last answered plus ``pause``,
+    until ``until`` (monotonic)."""
+    conn = Conn(port)
+    latencies: dict[str, list[float]] = {k: [] for k in READS}
+    k = seed
+    while time.monotonic() < until:
+        kind = READS[k % len(READS)]
+        trial = trials[(k * 7919) % len(trials)]
+        head = (
+            f"GET {_read_path(kind, trial)} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Authorization: Bearer {admin}\r\n\r\n"
+        ).encode()
+        start = time.monotonic()
+        status, answer = await conn.request(head, b"")
+        latencies[kind].append(time.monotonic() - start)
+        if status != 200:
+            raise RuntimeError(f"reader: {kind}: HTTP {status}: {answer[:300]!r}")
+        k += 1
+        await asyncio.sleep(pause)
+    if conn.writer is not None:
+        conn.writer.close()
+    return latencies
+
+
+def _readers(args: tuple[int, str, list[dict[str, Any]], int, float, float, float]) -> Any:
+    port, admin, trials, n, pause, t0_wall, seconds = args
+
+    async def main() -> Any:
+        start = time.monotonic() + (t0_wall - time.time())
+        await asyncio.sleep(max(0.0, start - time.monotonic()))
+        return await asyncio.gather(
+            *(_drive_reader(port, admin, trials, i, pause, start + seconds) for i in range(n))
+        )
+
+    return asyncio.run(main())
+
+
 def _client(args: tuple[int, list[dict[str, Any]], str, float, int, float]) -> list[Any]:
     port, trials, mode, hz, count, t0_wall = args
 
@@ -243,6 +343,9 @@ def drive(
     seconds: float,
     procs: int,
     phase: str = "spread",
+    readers: int = 0,
+    reader_pause: float = 0.1,
+    admin: str = "",
 ) -> dict[str, Any]:
     count = max(1, round(hz * seconds))
     # spread: trial i starts i / (N * H) s late, so reports arrive evenly (independent trials);
@@ -251,10 +354,16 @@ def drive(
     trials = [{**t, "offset": i * step} for i, t in enumerate(trials)]
     t0 = time.time() + 1.0  # every client process starts the schedule together
     chunks = [trials[i::procs] for i in range(procs) if trials[i::procs]]
-    with multiprocessing.get_context("spawn").Pool(len(chunks)) as pool:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(len(chunks)) as pool, ctx.Pool(1) as reader_pool:
+        reading = None
+        if readers:
+            reader_args = (port, admin, trials, readers, reader_pause, t0, seconds)
+            reading = reader_pool.apply_async(_readers, (reader_args,))
         begin = time.time()
         parts = pool.map(_client, [(port, c, mode, hz, count, t0) for c in chunks])
         end = time.time()
+        reads = reading.get() if reading is not None else []
     results = [r for part in parts for r in part]
     lat = sorted(x for r in results for x in r["latencies"])
     statuses: dict[int, int] = {}
@@ -272,6 +381,7 @@ def drive(
         "max": lat[-1],
         "behind": max(r["behind"] for r in results),
         "per_trial": {r["id"]: r["statuses"].get(200, 0) for r in results},
+        "reads": {k: sorted(x for r in reads for x in r[k]) for k in READS} if reads else {},
     }
 
 
@@ -310,6 +420,11 @@ def stored_counts(url: str, admin: str, db_url: str, trial_ids: list[int]) -> An
     return rows, summary
 
 
+def _pct(sorted_seconds: list[float], q: float) -> float:
+    """The q-quantile of sorted latencies, in ms."""
+    return sorted_seconds[min(len(sorted_seconds) - 1, int(q * len(sorted_seconds)))] * 1e3
+
+
 def _line(name: str, r: dict[str, Any]) -> str:
     return (
         f"{name:<10} sent {r['sent']:>7}  ok/s {r['rate']:>8.1f}  "
@@ -332,6 +447,19 @@ def main() -> int:
         default="spread",
         help="spread: the trials' reports evenly spaced in time (independent trials); "
         "aligned: all trials report at the same instants (bursts of N)",
+    )
+    p.add_argument(
+        "--readers",
+        type=int,
+        default=20,
+        help="concurrent readers during the metric run (0: none); each asks for "
+        f"{', '.join(READS)} in turn",
+    )
+    p.add_argument(
+        "--reader-pause", type=float, default=0.1, help="seconds a reader waits between reads"
+    )
+    p.add_argument(
+        "--log-lines", type=int, default=2000, help="log lines of each trial before the run"
     )
     p.add_argument("--keep", action="store_true", help="keep the master's data dir")
     p.add_argument("--profile", metavar="PATH", help="cProfile the master into PATH (pstats)")
@@ -361,10 +489,34 @@ def main() -> int:
             proc.pid, port, trials, "info", args.hz, args.baseline_seconds, args.procs, args.phase
         )
         print(_line("GET /info", base))
+        if args.readers:
+            add_logs(url, trials, args.log_lines)
         run = drive_measured(
-            proc.pid, port, trials, "metrics", args.hz, args.seconds, args.procs, args.phase
+            proc.pid,
+            port,
+            trials,
+            "metrics",
+            args.hz,
+            args.seconds,
+            args.procs,
+            args.phase,
+            args.readers,
+            args.reader_pause,
+            admin,
         )
         print(_line("metrics", run))
+        if run["reads"]:
+            every = sorted(x for lat in run["reads"].values() for x in lat)
+            print(
+                f"readers    {args.readers} readers ({args.reader_pause:g} s between reads), "
+                f"{len(every)} reads: p50 {_pct(every, 0.5):.1f} ms  p99 {_pct(every, 0.99):.1f} "
+                f"ms  max {every[-1] * 1e3:.1f} ms"
+            )
+            for kind, lat in run["reads"].items():
+                print(
+                    f"  {kind:<10} {len(lat):>6} reads  p50 {_pct(lat, 0.5):7.1f} ms  "
+                    f"p99 {_pct(lat, 0.99):7.1f} ms  max {lat[-1] * 1e3:7.1f} ms"
+                )
         print(
             f"ratio metrics/baseline: rate {run['rate'] / base['rate']:.3f}x, "
             f"p50 {run['p50'] / base['p50']:.2f}x, p99 {run['p99'] / base['p99']:.2f}x; "

@@ -83,6 +83,23 @@ class LogFilter:
                 "timestampBefore/timestampAfter must be RFC 3339 times (2021-10-26T23:17:12Z)"
             ) from e
 
+    def is_empty(self) -> bool:
+        """No filter given: every line is kept."""
+        return not any(
+            (
+                self.agent_ids,
+                self.container_ids,
+                self.allocation_ids,
+                self.rank_ids,
+                self.levels,
+                self.stdtypes,
+                self.sources,
+                self.timestamp_before,
+                self.timestamp_after,
+                self.search_text,
+            )
+        )
+
     def keep(self) -> Callable[[dict[str, Any]], bool]:
         before, after = self._times()
         columns = (
@@ -171,9 +188,12 @@ def _task_lines(
     desc: bool,
     follow: bool,
     keep: Callable[[dict[str, Any]], bool],
+    newest: int | None = None,
 ) -> Iterator[bytes]:
+    """``picked`` of the task's kept lines (of its ``newest`` lines only, if given), then with
+    ``follow`` the lines that come after them."""
     with store.read() as conn:
-        rows = _logs.read(conn, task_id)
+        rows = _logs.read(conn, task_id) if newest is None else _logs.newest(conn, task_id, newest)
     after = rows[-1]["id"] if rows else 0
     rows = _select([r for r in rows if keep(r)], 0, 0, limit, desc)
     for row in rows:
@@ -230,9 +250,12 @@ def _trial_lines(
     picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
     follow: bool,
     keep: Callable[[dict[str, Any]], bool],
+    newest: int | None = None,
 ) -> Iterator[bytes]:
+    """``picked`` of the task's kept lines (of its ``newest`` lines only, if given), then with
+    ``follow`` the lines that come after them."""
     with store.read() as conn:
-        rows = _logs.read(conn, task_id)
+        rows = _logs.read(conn, task_id) if newest is None else _logs.newest(conn, task_id, newest)
     after = rows[-1]["id"] if rows else 0
     rows = picked([r for r in rows if keep(r)])
     for row in rows:
@@ -281,5 +304,10 @@ def trial_logs(
         return _select(rows, head, tail, limit, desc)
 
     keep = filters.keep()
-    lines = _trial_lines(store, trial_id, str(trial["task_id"]), picked, follow, keep)
+    # Unfiltered, the newest N lines are all a tail (or a newest-first page) can show: read
+    # only those, not every line the trial ever logged.
+    newest = None
+    if filters.is_empty() and not head:
+        newest = tail or (limit if desc else None) or None
+    lines = _trial_lines(store, trial_id, str(trial["task_id"]), picked, follow, keep, newest)
     return StreamingResponse(lines, media_type="application/json")

@@ -30,6 +30,17 @@ def read(
     return [dict(r) for r in conn.execute(q).mappings()]
 
 
+def newest(conn: sa.Connection, task_id: str, n: int) -> list[dict[str, Any]]:
+    """The task's last ``n`` lines, oldest first."""
+    q = (
+        sa.select(task_logs)
+        .where(task_logs.c.task_id == task_id)
+        .order_by(task_logs.c.id.desc())
+        .limit(n)
+    )
+    return [dict(r) for r in conn.execute(q).mappings()][::-1]
+
+
 def log_json(row: dict[str, Any], trial_id: int | None = None) -> dict[str, Any]:
     """``v1TaskLog`` for one stored line."""
     return {
