@@ -4,6 +4,7 @@ searcher's best validation, and the task context directory a trial downloads."""
 from __future__ import annotations
 
 import base64
+from functools import partial
 from typing import Any
 
 import yaml
@@ -176,11 +177,16 @@ def list_experiments(
             ids = _projects.project_experiment_ids(conn, project_id)
         else:
             ids = _experiments.list_experiment_ids(conn)
-        rows = [_experiments.get_experiment(conn, i) for i in ids]
-        found = [experiment_json(conn, e) for e in rows if e is not None]
-    found = [e for e in found if wanted.keeps(e)]
-    found = _experiment_filters.sort_experiments(found, sort_by, order_by)
-    chunk, pagination = _wire.page(found, offset, limit)
+        rows = {e["id"]: e for e in map(partial(_experiments.get_experiment, conn), ids) if e}
+        # Filters and most sorts need only each experiment's head: build the whole of it
+        # (checkpoints, best trial) for the page alone.
+        by_heads = _experiment_filters.SORT_KEYS.get(sort_by) in _wire.HEAD_FIELDS
+        build = partial(_wire.experiment_head if by_heads else experiment_json, conn)
+        found = [e for e in map(build, rows.values()) if wanted.keeps(e)]
+        found = _experiment_filters.sort_experiments(found, sort_by, order_by)
+        chunk, pagination = _wire.page(found, offset, limit)
+        if by_heads:
+            chunk = [experiment_json(conn, rows[e["id"]]) for e in chunk]
     return {"experiments": chunk, "pagination": pagination}
 
 

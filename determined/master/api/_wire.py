@@ -87,10 +87,56 @@ def experiment_json(
     """``v1Experiment``: every field the reference's bindings require, and the optional ones
     this master knows. ``config`` and ``originalConfig`` have their secrets hidden unless
     ``redacted`` is False (for the experiment's own trials only; see ``_redact``)."""
-    config = exp["config"]
-    owner = _users.require_user(conn, exp["owner_id"])
-    metric, smaller = experiment.searcher_metric(config)
     trials = _trials.trials_of(conn, int(exp["id"]))
+    return {**experiment_head(conn, exp, trials), **_experiment_rest(conn, exp, trials, redacted)}
+
+
+# The fields of ``experiment_head``: an experiment list can filter and sort on these without
+# the rest of each experiment (its checkpoints, best trial and config).
+HEAD_FIELDS = frozenset(
+    {
+        "id", "name", "description", "labels", "state", "archived", "startTime", "endTime",
+        "progress", "username", "displayName", "userId", "forkedFrom", "resourcePool",
+        "numTrials", "projectId", "projectName", "projectOwnerId", "workspaceId",
+        "workspaceName", "parentArchived",
+    }
+)  # fmt: skip
+
+
+def experiment_head(
+    conn: sa.Connection, exp: ExperimentRow, trials: list[TrialRow] | None = None
+) -> dict[str, Any]:
+    """The ``HEAD_FIELDS`` of ``experiment_json``: what its row, owner, trials' states and
+    project give, without reading checkpoints or metrics."""
+    config = exp["config"]
+    if trials is None:
+        trials = _trials.trials_of(conn, int(exp["id"]))
+    owner = _users.require_user(conn, exp["owner_id"])
+    return {
+        "id": exp["id"],
+        "name": config.get("name") or "",
+        "description": config.get("description") or "",
+        "labels": list(config.get("labels") or []),
+        "state": _experiment_display_state(conn, exp, trials),
+        "archived": bool(exp["archived"]),
+        "startTime": _time.rfc3339(exp["start_time"]),
+        "endTime": _time.rfc3339(exp["end_time"]),
+        "progress": exp["progress"],
+        "username": owner["username"],
+        "displayName": owner["display_name"] or "",
+        "userId": exp["owner_id"],
+        "forkedFrom": exp["parent_id"],
+        "resourcePool": (config.get("resources") or {}).get("resource_pool") or "default",
+        "numTrials": len(trials),
+        **placement(conn, int(exp.get("project_id") or 1)),
+    }
+
+
+def _experiment_rest(
+    conn: sa.Connection, exp: ExperimentRow, trials: list[TrialRow], redacted: bool
+) -> dict[str, Any]:
+    config = exp["config"]
+    metric, smaller = experiment.searcher_metric(config)
     ckpts = [
         c
         for t in trials
@@ -104,32 +150,17 @@ def experiment_json(
         stop = _time.as_utc(end) if end is not None else _time.now()
         duration = int((stop - _time.as_utc(start)).total_seconds() * 1000)
     return {
-        "id": exp["id"],
-        "name": config.get("name") or "",
-        "description": config.get("description") or "",
-        "labels": list(config.get("labels") or []),
         "notes": exp["notes"],
-        "state": _experiment_display_state(conn, exp, trials),
-        "archived": bool(exp["archived"]),
         "config": _redact.redact(config) if redacted else config,
         "originalConfig": (
             _redact.redact_text(exp["original_config"]) if redacted else exp["original_config"]
         ),
-        "startTime": _time.rfc3339(start),
-        "endTime": _time.rfc3339(end),
         "duration": duration,
-        "progress": exp["progress"],
-        "username": owner["username"],
-        "displayName": owner["display_name"] or "",
-        "userId": exp["owner_id"],
         "parentId": exp["parent_id"],
-        "forkedFrom": exp["parent_id"],
         "jobId": f"experiment-{exp['id']}",
-        "resourcePool": (config.get("resources") or {}).get("resource_pool") or "default",
         "searcherType": (config.get("searcher") or {}).get("name") or "",
         "searcherMetric": metric,
         "hyperparameters": config.get("hyperparameters") or {},
-        "numTrials": len(trials),
         "trialIds": [int(t["id"]) for t in trials],
         "bestTrialId": best_trial,
         "bestTrialSearcherMetric": best_value,
@@ -139,7 +170,6 @@ def experiment_json(
         "unmanaged": _unmanaged.is_unmanaged(conn, int(exp["id"])),
         "externalExperimentId": _unmanaged.experiment_external_id(conn, int(exp["id"])),
         "externalTrialId": None,
-        **placement(conn, int(exp.get("project_id") or 1)),
     }
 
 
