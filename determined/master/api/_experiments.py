@@ -4,7 +4,6 @@ searcher's best validation, and the task context directory a trial downloads."""
 from __future__ import annotations
 
 import base64
-from functools import partial
 from typing import Any
 
 import yaml
@@ -177,16 +176,20 @@ def list_experiments(
             ids = _projects.project_experiment_ids(conn, project_id)
         else:
             ids = _experiments.list_experiment_ids(conn)
-        rows = {e["id"]: e for e in map(partial(_experiments.get_experiment, conn), ids) if e}
+        by_id = _experiments.experiments_by_id(conn, ids)
+        rows = [by_id[i] for i in ids if i in by_id]
         # Filters and most sorts need only each experiment's head: build the whole of it
         # (checkpoints, best trial) for the page alone.
-        by_heads = _experiment_filters.SORT_KEYS.get(sort_by) in _wire.HEAD_FIELDS
-        build = partial(_wire.experiment_head if by_heads else experiment_json, conn)
-        found = [e for e in map(build, rows.values()) if wanted.keeps(e)]
-        found = _experiment_filters.sort_experiments(found, sort_by, order_by)
-        chunk, pagination = _wire.page(found, offset, limit)
-        if by_heads:
-            chunk = [experiment_json(conn, rows[e["id"]]) for e in chunk]
+        if _experiment_filters.SORT_KEYS.get(sort_by) in _wire.HEAD_FIELDS:
+            facts = _wire.ExperimentFacts(conn, rows, whole=False)
+            found = [e for e in (_wire.experiment_head(facts, r) for r in rows) if wanted.keeps(e)]
+            found = _experiment_filters.sort_experiments(found, sort_by, order_by)
+            chunk, pagination = _wire.page(found, offset, limit)
+            chunk = _wire.experiment_jsons(conn, [by_id[e["id"]] for e in chunk])
+        else:
+            found = [e for e in _wire.experiment_jsons(conn, rows) if wanted.keeps(e)]
+            found = _experiment_filters.sort_experiments(found, sort_by, order_by)
+            chunk, pagination = _wire.page(found, offset, limit)
     return {"experiments": chunk, "pagination": pagination}
 
 

@@ -3,14 +3,16 @@ messages as null, int64 as strings where the gateway writes them so)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
 from determined.master import experiment
+from determined.master._errors import NotFound
 from determined.master.api import _redact
 from determined.master.experiment import State
 from determined.master.store import (
+    AllocationRow,
     AllocationState,
     CheckpointRow,
     ExperimentRow,
@@ -29,9 +31,15 @@ from determined.master.store import (
 def placement(conn: sa.Connection, project_id: int) -> dict[str, Any]:
     """The experiment's project and workspace fields of ``v1Experiment``."""
     project = _projects.get_project(conn, project_id)
+    workspace = None if project is None else _projects.get_workspace(conn, project["workspace_id"])
+    return _placement(project_id, project, workspace)
+
+
+def _placement(
+    project_id: int, project: dict[str, Any] | None, workspace: dict[str, Any] | None
+) -> dict[str, Any]:
     if project is None:  # not possible through the API; say so instead of failing the read
         return {"projectId": project_id, "projectName": "", "projectOwnerId": 0}
-    workspace = _projects.get_workspace(conn, int(project["workspace_id"]))
     return {
         "projectId": project_id,
         "projectName": project["name"],
@@ -87,8 +95,15 @@ def experiment_json(
     """``v1Experiment``: every field the reference's bindings require, and the optional ones
     this master knows. ``config`` and ``originalConfig`` have their secrets hidden unless
     ``redacted`` is False (for the experiment's own trials only; see ``_redact``)."""
-    trials = _trials.trials_of(conn, int(exp["id"]))
-    return {**experiment_head(conn, exp, trials), **_experiment_rest(conn, exp, trials, redacted)}
+    return experiment_jsons(conn, [exp], redacted=redacted)[0]
+
+
+def experiment_jsons(
+    conn: sa.Connection, exps: list[ExperimentRow], *, redacted: bool = True
+) -> list[dict[str, Any]]:
+    """``experiment_json`` of each of ``exps``, read with a few queries for all of them."""
+    facts = ExperimentFacts(conn, exps, whole=True)
+    return [{**experiment_head(facts, e), **_experiment_rest(facts, e, redacted)} for e in exps]
 
 
 # The fields of ``experiment_head``: an experiment list can filter and sort on these without
@@ -103,21 +118,72 @@ HEAD_FIELDS = frozenset(
 )  # fmt: skip
 
 
-def experiment_head(
-    conn: sa.Connection, exp: ExperimentRow, trials: list[TrialRow] | None = None
-) -> dict[str, Any]:
+class ExperimentFacts:
+    """What the ``v1Experiment`` of some experiments needs beyond their rows, read for all of
+    them at once (a listing of N experiments makes a dozen queries, not ten per experiment).
+
+    Args:
+        conn: a connection.
+        exps: the experiments' rows.
+        whole: also read what only the whole ``v1Experiment`` needs (checkpoints, the
+            trials' best validations); without it, enough for ``experiment_head``.
+    """
+
+    def __init__(self, conn: sa.Connection, exps: list[ExperimentRow], *, whole: bool) -> None:
+        ids = [int(e["id"]) for e in exps]
+        self.owners = _users.users_by_id(conn, {int(e["owner_id"]) for e in exps})
+        self.trials = _trials.trials_of_experiments(conn, ids)
+        trial_ids = [int(t["id"]) for ts in self.trials.values() for t in ts]
+        self.external_ids = _unmanaged.external_ids(conn, ids)  # keys: the unmanaged ones
+        self.live = _trials.live_allocations_of(conn, trial_ids)
+        self.projects = _projects.projects_by_id(conn, {_project_of(e) for e in exps})
+        workspace_ids = {int(p["workspace_id"]) for p in self.projects.values()}
+        self.workspaces = _projects.workspaces_by_id(conn, workspace_ids)
+        self.checkpoints: dict[int, list[CheckpointRow]] = {}
+        self.best_rows: dict[int, dict[str, Any]] = {}
+        if whole:
+            self.checkpoints = _checkpoints.of_trials(conn, trial_ids)
+            best = [t["best_validation_id"] for ts in self.trials.values() for t in ts]
+            self.best_rows = _metrics.rows_by_id(conn, [b for b in best if b is not None])
+
+    def owner(self, exp: ExperimentRow) -> dict[str, Any]:
+        owner = self.owners.get(int(exp["owner_id"]))
+        if owner is None:
+            raise NotFound(f"user {exp['owner_id']} not found")
+        return owner
+
+    def placement(self, exp: ExperimentRow) -> dict[str, Any]:
+        project = self.projects.get(_project_of(exp))
+        workspace = None if project is None else self.workspaces.get(project["workspace_id"])
+        return _placement(_project_of(exp), project, workspace)
+
+    def display_state(self, exp: ExperimentRow) -> str:
+        # As the reference's API derives it: an ACTIVE experiment is RUNNING while any of its
+        # trials runs (this master launches processes, so there is no PULLING/STARTING stage),
+        # else QUEUED. Every other state shows as stored.
+        if exp["state"] != State.ACTIVE.value:
+            return str(exp["state"])
+        unmanaged = int(exp["id"]) in self.external_ids
+        trials = self.trials[int(exp["id"])]
+        running = any(_runs(t, unmanaged, self.live.get(int(t["id"]))) for t in trials)
+        return "STATE_RUNNING" if running else "STATE_QUEUED"
+
+
+def _project_of(exp: ExperimentRow) -> int:
+    return int(exp.get("project_id") or 1)
+
+
+def experiment_head(facts: ExperimentFacts, exp: ExperimentRow) -> dict[str, Any]:
     """The ``HEAD_FIELDS`` of ``experiment_json``: what its row, owner, trials' states and
-    project give, without reading checkpoints or metrics."""
+    project give, without its checkpoints or metrics."""
     config = exp["config"]
-    if trials is None:
-        trials = _trials.trials_of(conn, int(exp["id"]))
-    owner = _users.require_user(conn, exp["owner_id"])
+    owner = facts.owner(exp)
     return {
         "id": exp["id"],
         "name": config.get("name") or "",
         "description": config.get("description") or "",
         "labels": list(config.get("labels") or []),
-        "state": _experiment_display_state(conn, exp, trials),
+        "state": facts.display_state(exp),
         "archived": bool(exp["archived"]),
         "startTime": _time.rfc3339(exp["start_time"]),
         "endTime": _time.rfc3339(exp["end_time"]),
@@ -127,28 +193,29 @@ def experiment_head(
         "userId": exp["owner_id"],
         "forkedFrom": exp["parent_id"],
         "resourcePool": (config.get("resources") or {}).get("resource_pool") or "default",
-        "numTrials": len(trials),
-        **placement(conn, int(exp.get("project_id") or 1)),
+        "numTrials": len(facts.trials[int(exp["id"])]),
+        **facts.placement(exp),
     }
 
 
-def _experiment_rest(
-    conn: sa.Connection, exp: ExperimentRow, trials: list[TrialRow], redacted: bool
-) -> dict[str, Any]:
+def _experiment_rest(facts: ExperimentFacts, exp: ExperimentRow, redacted: bool) -> dict[str, Any]:
     config = exp["config"]
     metric, smaller = experiment.searcher_metric(config)
+    trials = facts.trials[int(exp["id"])]
     ckpts = [
         c
         for t in trials
-        for c in _checkpoints.of_trial(conn, int(t["id"]))
+        for c in facts.checkpoints.get(int(t["id"]), [])
         if c["state"] != _checkpoints.DELETED
     ]
-    best_trial, best_value = _best_trial(conn, trials, metric, smaller)
+    best_trial, best_value = _best_trial(facts.best_rows, trials, metric, smaller)
     start, end = exp["start_time"], exp["end_time"]
     duration = None
     if start is not None:
         stop = _time.as_utc(end) if end is not None else _time.now()
         duration = int((stop - _time.as_utc(start)).total_seconds() * 1000)
+    # experiments_by_id leaves the definition's bytes out and gives their length.
+    size = cast(dict[str, Any], exp).get("model_definition_size")
     return {
         "notes": exp["notes"],
         "config": _redact.redact(config) if redacted else config,
@@ -166,19 +233,21 @@ def _experiment_rest(
         "bestTrialSearcherMetric": best_value,
         "checkpointCount": len(ckpts),
         "checkpointSize": str(sum(int(c["size"]) for c in ckpts)),
-        "modelDefinitionSize": len(exp["model_definition"] or b""),
-        "unmanaged": _unmanaged.is_unmanaged(conn, int(exp["id"])),
-        "externalExperimentId": _unmanaged.experiment_external_id(conn, int(exp["id"])),
+        "modelDefinitionSize": int(size)
+        if size is not None
+        else len(exp["model_definition"] or b""),
+        "unmanaged": int(exp["id"]) in facts.external_ids,
+        "externalExperimentId": facts.external_ids.get(int(exp["id"])),
         "externalTrialId": None,
     }
 
 
 def _best_trial(
-    conn: sa.Connection, trials: list[TrialRow], metric: str, smaller: bool
+    rows: dict[int, dict[str, Any]], trials: list[TrialRow], metric: str, smaller: bool
 ) -> tuple[int | None, float | None]:
     best: tuple[int | None, float | None] = (None, None)
     for t in trials:
-        row = _metrics.get_row(conn, t["best_validation_id"])
+        row = None if t["best_validation_id"] is None else rows.get(t["best_validation_id"])
         value = None if row is None else (row["metrics"] or {}).get(metric)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
@@ -187,27 +256,13 @@ def _best_trial(
     return best
 
 
-def _experiment_display_state(
-    conn: sa.Connection, exp: ExperimentRow, trials: list[TrialRow]
-) -> str:
-    # As the reference's API derives it: an ACTIVE experiment is RUNNING while any of its
-    # trials has a live allocation (this master launches processes, so there is no
-    # PULLING/STARTING stage), else QUEUED. Every other state shows as stored.
-    if exp["state"] != State.ACTIVE.value:
-        return str(exp["state"])
-    unmanaged = _unmanaged.is_unmanaged(conn, int(exp["id"]))
-    running = any(_runs(conn, t, unmanaged) for t in trials)
-    return "STATE_RUNNING" if running else "STATE_QUEUED"
-
-
-def _runs(conn: sa.Connection, trial: TrialRow, unmanaged: bool) -> bool:
-    """Whether an ACTIVE trial runs now: it has a live allocation, or (unmanaged: no
-    allocations) its user's process has started a run."""
+def _runs(trial: TrialRow, unmanaged: bool, live: AllocationRow | None) -> bool:
+    """Whether an ACTIVE trial runs now: it has a live allocation (``live``), or (unmanaged:
+    no allocations) its user's process has started a run."""
     if trial["state"] != State.ACTIVE.value:
         return False
     if unmanaged:
         return int(trial["run_id"]) > 0
-    live = _trials.live_allocation(conn, int(trial["id"]))
     # PENDING: its resources are not there yet (a Slurm job in Slurm's queue).
     return live is not None and live["state"] != AllocationState.PENDING.value
 
@@ -217,7 +272,8 @@ def _display_state(conn: sa.Connection, trial: TrialRow) -> str:
     if trial["state"] != State.ACTIVE.value:
         return str(trial["state"])
     unmanaged = _unmanaged.is_unmanaged(conn, int(trial["experiment_id"]))
-    return "STATE_RUNNING" if _runs(conn, trial, unmanaged) else "STATE_QUEUED"
+    live = None if unmanaged else _trials.live_allocation(conn, int(trial["id"]))
+    return "STATE_RUNNING" if _runs(trial, unmanaged, live) else "STATE_QUEUED"
 
 
 def trial_json(conn: sa.Connection, trial: TrialRow) -> dict[str, Any]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any, cast
 
 import sqlalchemy as sa
 
 from determined.master._errors import Conflict, InvalidArgument, NotFound
 from determined.master.store import _time
-from determined.master.store._engine import inserted_id
+from determined.master.store._engine import chunked, inserted_id
 from determined.master.store._rows import CheckpointRow
 from determined.master.store._schema import checkpoints, storage_backends
 
@@ -145,6 +146,20 @@ def of_trial(conn: sa.Connection, trial_id: int) -> list[CheckpointRow]:
         .order_by(checkpoints.c.steps_completed, checkpoints.c.report_time)
     )
     return [cast(CheckpointRow, dict(r)) for r in conn.execute(q).mappings()]
+
+
+def of_trials(conn: sa.Connection, trial_ids: Iterable[int]) -> dict[int, list[CheckpointRow]]:
+    """``of_trial`` for many trials: every one of ``trial_ids`` is a key."""
+    out: dict[int, list[CheckpointRow]] = {int(t): [] for t in trial_ids}
+    for chunk in chunked(out):
+        q = (
+            sa.select(checkpoints)
+            .where(checkpoints.c.trial_id.in_(chunk))
+            .order_by(checkpoints.c.steps_completed, checkpoints.c.report_time)
+        )
+        for r in conn.execute(q).mappings():
+            out[int(r["trial_id"])].append(cast(CheckpointRow, dict(r)))
+    return out
 
 
 def latest_completed(conn: sa.Connection, trial_id: int) -> CheckpointRow | None:

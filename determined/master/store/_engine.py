@@ -4,6 +4,7 @@ the Alembic upgrade run on every start."""
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,6 +28,17 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
+
+
+# Ids per ``IN (...)`` of a bulk read: SQLite before 3.32 takes at most 999 parameters.
+IN_CHUNK = 500
+
+
+def chunked(ids: Iterable[int]) -> Iterator[list[int]]:
+    """``ids`` (deduplicated, sorted) in lists short enough for one ``IN (...)``."""
+    ordered = sorted(set(ids))
+    for i in range(0, len(ordered), IN_CHUNK):
+        yield ordered[i : i + IN_CHUNK]
 
 
 def make_engine(url: str) -> sa.Engine:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, cast
 
 import sqlalchemy as sa
 
 from determined.master._errors import NotFound
 from determined.master.store import _time, _token_cache, _trial_sources
-from determined.master.store._engine import inserted_id
+from determined.master.store._engine import chunked, inserted_id
 from determined.master.store._enums import State
 from determined.master.store._rows import ExperimentRow
 from determined.master.store._schema import (
@@ -84,6 +85,19 @@ def owner_of(conn: sa.Connection, experiment_id: int) -> int:
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     return int(row[0])
+
+
+def experiments_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, ExperimentRow]:
+    """The experiments among ``ids`` that exist, by id, without their model definition's
+    bytes (``model_definition`` is None; ``model_definition_size`` is its length)."""
+    columns = [c for c in experiments.c if c.name != "model_definition"]
+    size = sa.func.coalesce(sa.func.length(experiments.c.model_definition), 0)
+    out: dict[int, ExperimentRow] = {}
+    for chunk in chunked(ids):
+        q = sa.select(*columns, size.label("model_definition_size"))
+        for r in conn.execute(q.where(experiments.c.id.in_(chunk))).mappings():
+            out[int(r["id"])] = cast(ExperimentRow, {**r, "model_definition": None})
+    return out
 
 
 def list_experiment_ids(conn: sa.Connection) -> list[int]:

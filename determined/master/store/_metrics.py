@@ -17,13 +17,14 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
+from collections.abc import Iterable
 from typing import Any, cast
 
 import sqlalchemy as sa
 
 from determined.master._errors import InvalidArgument
 from determined.master.store import _time, _trials
-from determined.master.store._engine import inserted_id
+from determined.master.store._engine import chunked, inserted_id
 from determined.master.store._enums import Partition
 from determined.master.store._rows import TrialRow
 from determined.master.store._schema import metrics, trials
@@ -406,6 +407,15 @@ def recompute(
         latest_validation_id=latest,
         best_validation_id=best,
     )
+
+
+def rows_by_id(conn: sa.Connection, row_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """``get_row`` for many rows: those that exist, by id."""
+    out: dict[int, dict[str, Any]] = {}
+    for chunk in chunked(row_ids):
+        for r in conn.execute(sa.select(metrics).where(metrics.c.id.in_(chunk))).mappings():
+            out[int(r["id"])] = dict(r)
+    return out
 
 
 def get_row(conn: sa.Connection, row_id: int | None) -> dict[str, Any] | None:

@@ -7,13 +7,14 @@ immutable. A project's ``key`` is unique across the cluster, as in 0.37.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
 
 from determined.master._errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
 from determined.master.store import _time
-from determined.master.store._engine import inserted_id
+from determined.master.store._engine import chunked, inserted_id
 from determined.master.store._schema import (
     experiments,
     models,
@@ -152,6 +153,25 @@ def models_in_workspace(conn: sa.Connection, workspace_id: int) -> int:
 def get_project(conn: sa.Connection, project_id: int) -> dict[str, Any] | None:
     row = conn.execute(sa.select(projects).where(projects.c.id == project_id)).mappings().first()
     return None if row is None else dict(row)
+
+
+def projects_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """``get_project`` for many projects: those that exist, by id."""
+    out: dict[int, dict[str, Any]] = {}
+    for chunk in chunked(ids):
+        for r in conn.execute(sa.select(projects).where(projects.c.id.in_(chunk))).mappings():
+            out[int(r["id"])] = dict(r)
+    return out
+
+
+def workspaces_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """``get_workspace`` for many workspaces: those that exist, by id."""
+    out: dict[int, dict[str, Any]] = {}
+    for chunk in chunked(ids):
+        q = sa.select(workspaces).where(workspaces.c.id.in_(chunk))
+        for r in conn.execute(q).mappings():
+            out[int(r["id"])] = dict(r)
+    return out
 
 
 def require_project(conn: sa.Connection, project_id: int) -> dict[str, Any]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, cast
 
 import sqlalchemy as sa
 
 from determined.master._errors import NotFound
 from determined.master.store import _time
-from determined.master.store._engine import inserted_id
+from determined.master.store._engine import chunked, inserted_id
 from determined.master.store._enums import AllocationState, State
 from determined.master.store._experiments import next_id
 from determined.master.store._rows import AllocationRow, LiveAllocationRow, TrialRow
@@ -97,6 +98,31 @@ def warm_start_checkpoints(conn: sa.Connection) -> set[str]:
 def trials_of(conn: sa.Connection, experiment_id: int) -> list[TrialRow]:
     q = sa.select(trials).where(trials.c.experiment_id == experiment_id).order_by(trials.c.id)
     return [cast(TrialRow, dict(r)) for r in conn.execute(q).mappings()]
+
+
+def trials_of_experiments(
+    conn: sa.Connection, experiment_ids: Iterable[int]
+) -> dict[int, list[TrialRow]]:
+    """``trials_of`` for many experiments: every one of ``experiment_ids`` is a key."""
+    out: dict[int, list[TrialRow]] = {int(e): [] for e in experiment_ids}
+    for chunk in chunked(out):
+        q = sa.select(trials).where(trials.c.experiment_id.in_(chunk)).order_by(trials.c.id)
+        for r in conn.execute(q).mappings():
+            out[int(r["experiment_id"])].append(cast(TrialRow, dict(r)))
+    return out
+
+
+def live_allocations_of(conn: sa.Connection, trial_ids: Iterable[int]) -> dict[int, AllocationRow]:
+    """``live_allocation`` for many trials: those that have one."""
+    out: dict[int, AllocationRow] = {}
+    for chunk in chunked(trial_ids):
+        q = sa.select(allocations).where(
+            allocations.c.trial_id.in_(chunk),
+            allocations.c.state != AllocationState.TERMINATED.value,
+        )
+        for r in conn.execute(q).mappings():
+            out.setdefault(int(r["trial_id"]), cast(AllocationRow, dict(r)))
+    return out
 
 
 def update_trial(conn: sa.Connection, trial_id: int, **values: Any) -> None:

@@ -3,8 +3,11 @@ external ids a rerun of the same script uses to find its experiment and trial ag
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import sqlalchemy as sa
 
+from determined.master.store._engine import chunked
 from determined.master.store._schema import unmanaged_experiments, unmanaged_trials
 
 _IS_UNMANAGED = sa.select(unmanaged_experiments.c.experiment_id).where(
@@ -23,6 +26,17 @@ def mark_experiment(conn: sa.Connection, experiment_id: int, external_id: str | 
 
 def is_unmanaged(conn: sa.Connection, experiment_id: int) -> bool:
     return conn.execute(_IS_UNMANAGED, {"experiment_id": experiment_id}).first() is not None
+
+
+def external_ids(conn: sa.Connection, experiment_ids: Iterable[int]) -> dict[int, str | None]:
+    """Of ``experiment_ids``, the unmanaged ones (the keys) and their external ids."""
+    out: dict[int, str | None] = {}
+    table = unmanaged_experiments
+    for chunk in chunked(experiment_ids):
+        q = sa.select(table.c.experiment_id, table.c.external_id)
+        for exp_id, external in conn.execute(q.where(table.c.experiment_id.in_(chunk))):
+            out[int(exp_id)] = external
+    return out
 
 
 def experiment_by_external(conn: sa.Connection, external_id: str) -> int | None:

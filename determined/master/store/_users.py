@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterable
 from typing import Any
 
 import argon2
@@ -23,7 +24,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import Conflict, NotFound
 from determined.master.store import _time, _token_cache
-from determined.master.store._engine import inserted_id
+from determined.master.store._engine import chunked, inserted_id
 from determined.master.store._schema import tokens, users
 
 PASSWORD_SALT = "GubPEmmotfiK9TMD6Zdw"  # the reference clients' fixed client-side salt
@@ -234,6 +235,15 @@ def _revoke_user_tokens(conn: sa.Connection, user_id: int, keep: str | None = No
 def get_user(conn: sa.Connection, user_id: int) -> dict[str, Any] | None:
     row = conn.execute(sa.select(users).where(users.c.id == user_id)).mappings().first()
     return None if row is None else dict(row)
+
+
+def users_by_id(conn: sa.Connection, user_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """``get_user`` for many users: those that exist, by id."""
+    out: dict[int, dict[str, Any]] = {}
+    for chunk in chunked(user_ids):
+        for r in conn.execute(sa.select(users).where(users.c.id.in_(chunk))).mappings():
+            out[int(r["id"])] = dict(r)
+    return out
 
 
 def require_user(conn: sa.Connection, user_id: int) -> dict[str, Any]:
