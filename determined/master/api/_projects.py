@@ -447,11 +447,9 @@ def list_project_experiments(
         _projects.require_project(conn, project_id)
         ids = _projects.project_experiment_ids(conn, project_id)
         chunk, pagination = _wire.page(ids, offset, limit)
-        rows = [_experiments.require_experiment(conn, i) for i in chunk]
-        return {
-            "experiments": [_wire.experiment_json(conn, e) for e in rows],
-            "pagination": pagination,
-        }
+        by_id = _experiments.experiments_by_id(conn, chunk)
+        rows = [by_id[i] for i in chunk if i in by_id]
+        return {"experiments": _wire.experiment_jsons(conn, rows), "pagination": pagination}
 
 
 # --- moving experiments -------------------------------------------------------------------
