@@ -8,6 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 from _kit.master import MasterProcess, Run
 
 pytestmark = pytest.mark.e2e
@@ -149,3 +150,21 @@ def test_context_directory(shared_master: MasterProcess) -> None:
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(tgz["b64Tgz"]))) as tar:
         member = tar.extractfile("train.py")
         assert member is not None and member.read() == b"print('hi')\n"
+
+
+def test_task_logs_of_another_users_task_are_refused(shared_master: MasterProcess) -> None:
+    """A user's token adds lines only to its own tasks' logs (an admin's to any): the
+    experiment's owner is admin here, so the default user 'determined' is refused."""
+    from _kit.master import login
+
+    run = Run(shared_master)
+    line = {"taskId": run.task_id, "log": "not mine\n"}
+    url = shared_master.url + "/api/v1/task/logs"
+    other = {"Authorization": f"Bearer {login(shared_master.url, 'determined')}"}
+    r = requests.post(url, json={"logs": [line]}, headers=other)
+    assert r.status_code == 403 and "another user's" in r.json()["message"]
+    r = requests.post(url, json={"logs": [{**line, "taskId": "no-such-task"}]}, headers=other)
+    assert r.status_code == 404
+    assert run.admin.post(url, json={"logs": [{**line, "log": "admin\n"}]}).status_code == 200
+    logs = run.get(f"/api/v1/tasks/{run.task_id}/logs")["logs"]
+    assert [entry["log"] for entry in logs] == ["admin\n"]

@@ -9,15 +9,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
-from determined.master._errors import InvalidArgument, NotFound
-from determined.master.api._auth import Caller
+from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
+from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, LogHookDep, StoreDep
 from determined.master.api._models import PostTaskLogs
 from determined.master.experiment import State
-from determined.master.store import Store, _logs, _tasks, _time, _trials
+from determined.master.store import Store, _experiments, _logs, _tasks, _time, _trials
 
 router = APIRouter(prefix="/api/v1")
 FOLLOW_POLL_S = 0.25
@@ -54,9 +55,32 @@ def post_task_logs(
             }
         )
     with store.tx() as conn:
+        if rows:
+            _check_log_writer(conn, caller, str(rows[0]["task_id"]))
         _logs.append(conn, rows)
         on_logs(conn, rows)
     return {}
+
+
+def _check_log_writer(conn: sa.Connection, caller: Principal, task_id: str) -> None:
+    """Who may add lines to a task's logs: its own allocation's token (checked per line), its
+    owner (a trial's experiment's owner: unmanaged trials and the reference's harness send the
+    user's token), or an admin. Nobody else writes into another user's logs."""
+    if caller.is_allocation or caller.info.admin:
+        return
+    trial = _trials.trial_by_task(conn, task_id)
+    if trial is not None:
+        owner: int | None = _experiments.owner_of(conn, int(trial["experiment_id"]))
+    else:
+        task = _tasks.get(conn, task_id)
+        if task is None:
+            raise NotFound(f"task {task_id} not found")
+        owner = int(task["owner_id"])
+    if owner != caller.info.user_id:
+        raise PermissionDenied(
+            f"task {task_id} is another user's: only its own processes, its owner or an admin "
+            "may add to its logs"
+        )
 
 
 @dataclasses.dataclass
