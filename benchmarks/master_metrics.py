@@ -283,12 +283,19 @@ def _read_path(kind: str, trial: dict[str, Any]) -> str:
 
 
 async def _drive_reader(
-    port: int, admin: str, trials: list[dict[str, Any]], seed: int, pause: float, until: float
+    port: int,
+    admin: str,
+    trials: list[dict[str, Any]],
+    seed: int,
+    pause: float,
+    delay: float,
+    until: float,
 ) -> dict[str, list[float]]:
-    """One reader: the READS in turn, each as soon as the last answered plus ``pause``,
-    until ``until`` (monotonic)."""
+    """One reader: after ``delay`` s, the READS in turn, each as soon as the last answered
+    plus ``pause``, until ``until`` (monotonic)."""
     conn = Conn(port)
     latencies: dict[str, list[float]] = {k: [] for k in READS}
+    await asyncio.sleep(delay)
     k = seed
     while time.monotonic() < until:
         kind = READS[k % len(READS)]
@@ -315,8 +322,12 @@ def _readers(args: tuple[int, str, list[dict[str, Any]], int, float, float, floa
     async def main() -> Any:
         start = time.monotonic() + (t0_wall - time.time())
         await asyncio.sleep(max(0.0, start - time.monotonic()))
+        # Readers start spread over one pause, as people do, not all in the same instant.
         return await asyncio.gather(
-            *(_drive_reader(port, admin, trials, i, pause, start + seconds) for i in range(n))
+            *(
+                _drive_reader(port, admin, trials, i, pause, i * pause / n, start + seconds)
+                for i in range(n)
+            )
         )
 
     return asyncio.run(main())
@@ -344,7 +355,7 @@ def drive(
     procs: int,
     phase: str = "spread",
     readers: int = 0,
-    reader_pause: float = 0.1,
+    reader_pause: float = 1.0,
     admin: str = "",
 ) -> dict[str, Any]:
     count = max(1, round(hz * seconds))
@@ -456,7 +467,7 @@ def main() -> int:
         f"{', '.join(READS)} in turn",
     )
     p.add_argument(
-        "--reader-pause", type=float, default=0.1, help="seconds a reader waits between reads"
+        "--reader-pause", type=float, default=1.0, help="seconds a reader waits between reads"
     )
     p.add_argument(
         "--log-lines", type=int, default=2000, help="log lines of each trial before the run"

@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal
@@ -315,7 +315,7 @@ def trial_logs(
     limit: Limit = 0,
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
     filters: LogFilter = Depends(),
-) -> StreamingResponse:
+) -> Response:
     """The trial's log lines as NDJSON ``{"result": v1TrialLog}``; ``head``/``tail`` keep the
     first/last N, ``limit`` + ``orderBy`` as in the reference (after the filters); ``follow``
     then streams new lines until the trial is terminal and quiet."""
@@ -334,4 +334,6 @@ def trial_logs(
     if filters.is_empty() and not head:
         newest = tail or (limit if desc else None) or None
     lines = _trial_lines(store, trial_id, str(trial["task_id"]), picked, follow, keep, newest)
+    if not follow:  # one body, not a chunk (and a thread hop) per line
+        return Response(b"".join(lines), media_type="application/json")
     return StreamingResponse(lines, media_type="application/json")
