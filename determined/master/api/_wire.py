@@ -3,6 +3,7 @@ messages as null, int64 as strings where the gateway writes them so)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -132,7 +133,7 @@ class ExperimentFacts:
     def __init__(self, conn: sa.Connection, exps: list[ExperimentRow], *, whole: bool) -> None:
         ids = [int(e["id"]) for e in exps]
         self.owners = _users.users_by_id(conn, {int(e["owner_id"]) for e in exps})
-        self.trials = _trials.trials_of_experiments(conn, ids)
+        self.trials = _trials.trial_status_of_experiments(conn, ids)
         trial_ids = [int(t["id"]) for ts in self.trials.values() for t in ts]
         self.external_ids = _unmanaged.external_ids(conn, ids)  # keys: the unmanaged ones
         self.live = _trials.live_allocations_of(conn, trial_ids)
@@ -243,7 +244,7 @@ def _experiment_rest(facts: ExperimentFacts, exp: ExperimentRow, redacted: bool)
 
 
 def _best_trial(
-    rows: dict[int, dict[str, Any]], trials: list[TrialRow], metric: str, smaller: bool
+    rows: dict[int, dict[str, Any]], trials: list[dict[str, Any]], metric: str, smaller: bool
 ) -> tuple[int | None, float | None]:
     best: tuple[int | None, float | None] = (None, None)
     for t in trials:
@@ -256,7 +257,7 @@ def _best_trial(
     return best
 
 
-def _runs(trial: TrialRow, unmanaged: bool, live: AllocationRow | None) -> bool:
+def _runs(trial: Mapping[str, Any], unmanaged: bool, live: AllocationRow | None) -> bool:
     """Whether an ACTIVE trial runs now: it has a live allocation (``live``), or (unmanaged:
     no allocations) its user's process has started a run."""
     if trial["state"] != State.ACTIVE.value:

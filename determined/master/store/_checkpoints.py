@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import Conflict, InvalidArgument, NotFound
 from determined.master.store import _time
-from determined.master.store._engine import chunked, inserted_id
+from determined.master.store._engine import chunked, ids_in, inserted_id
 from determined.master.store._rows import CheckpointRow
 from determined.master.store._schema import checkpoints, storage_backends
 
@@ -154,7 +154,7 @@ def of_trials(conn: sa.Connection, trial_ids: Iterable[int]) -> dict[int, list[C
     for chunk in chunked(out):
         q = (
             sa.select(checkpoints)
-            .where(checkpoints.c.trial_id.in_(chunk))
+            .where(ids_in(checkpoints.c.trial_id, chunk))
             .order_by(checkpoints.c.steps_completed, checkpoints.c.report_time)
         )
         for r in conn.execute(q).mappings():

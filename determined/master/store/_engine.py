@@ -41,6 +41,18 @@ def chunked(ids: Iterable[int]) -> Iterator[list[int]]:
         yield ordered[i : i + IN_CHUNK]
 
 
+def ids_in(column: sa.Column[Any], ids: list[int]) -> sa.ColumnElement[bool]:
+    """``column IN (ids)`` with the ids written into the statement. SQLAlchemy's expanding
+    ``in_`` rewrites the statement for each run at ~8 us per id (1.6 ms for 200 ids, most of
+    an experiment list's time); integers written as SQL cannot inject anything."""
+    if not ids:
+        return sa.false()
+    listed = ",".join(str(int(i)) for i in ids)
+    return sa.literal_column(f"{column.table.name}.{column.name}").op("IN")(
+        sa.literal_column(f"({listed})")
+    )
+
+
 def make_engine(url: str) -> sa.Engine:
     """An engine for ``url``: ``sqlite:///path``, or ``postgresql://user:pass@host/db`` (also
     ``postgres://``; psycopg 3 unless the URL names another driver, such as

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import NotFound
 from determined.master.store import _time, _token_cache, _trial_sources
-from determined.master.store._engine import chunked, inserted_id
+from determined.master.store._engine import chunked, ids_in, inserted_id
 from determined.master.store._enums import State
 from determined.master.store._rows import ExperimentRow
 from determined.master.store._schema import (
@@ -95,7 +95,7 @@ def experiments_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, Expe
     out: dict[int, ExperimentRow] = {}
     for chunk in chunked(ids):
         q = sa.select(*columns, size.label("model_definition_size"))
-        for r in conn.execute(q.where(experiments.c.id.in_(chunk))).mappings():
+        for r in conn.execute(q.where(ids_in(experiments.c.id, chunk))).mappings():
             out[int(r["id"])] = cast(ExperimentRow, {**r, "model_definition": None})
     return out
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -37,6 +38,12 @@ T = TypeVar("T")
 Combine = Callable[[sa.Connection, list[Callable[[sa.Connection], Any]]], list[Any]]
 
 MAX_BATCH = 256  # bounds how long one commit keeps the writer lock
+# Under a stream of writes (the last commit ended less than BUSY_S ago), the writer waits up to
+# LINGER_S for more before it commits: each commit costs a transaction, its statements and an
+# fsync whatever its size, and writes arriving one by one (2,000 reports a second from 200
+# trials) otherwise commit one or two at a time. A lone write commits at once.
+LINGER_S = 0.003
+BUSY_S = 0.02
 
 
 class _Write(Generic[T]):
@@ -84,6 +91,7 @@ class GroupCommit:
         self._pending: list[_Write[Any]] = []
         self._writer: threading.Thread | None = None
         self._closed = False
+        self._lingering = False  # the writer waits for more writes to join its batch
 
     def run(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> T:
         """Run ``fn`` in a committed transaction; returns its value or raises its error.
@@ -124,24 +132,45 @@ class GroupCommit:
                     target=self._write_forever, name="group-commit", daemon=True
                 )
                 self._writer.start()
-            self._cond.notify()
+            # A lingering writer wakes at its deadline or when the batch is full, not for
+            # every write that joins it.
+            if not self._lingering or len(self._pending) >= MAX_BATCH:
+                self._cond.notify()
 
     def _write_forever(self) -> None:
+        last_commit = 0.0
         while True:
             with self._cond:
                 while not self._pending and not self._closed:
                     self._cond.wait()
                 if not self._pending:
                     return
+                if time.monotonic() - last_commit < BUSY_S:
+                    self._linger()
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             try:
                 self._commit(batch)
+                last_commit = time.monotonic()
             except BaseException as e:  # noqa: BLE001 - the writer must outlive any write
                 for w in batch:
                     if not w.settled:
                         w.error = RuntimeError(f"the write was interrupted ({e!r}); nothing stored")
                         w.settled = True
             self._wake(batch)
+
+    def _linger(self) -> None:
+        """Under a stream of writes, wait up to LINGER_S for more to join the batch (holding
+        ``_cond``'s lock only while not waiting)."""
+        deadline = time.monotonic() + LINGER_S
+        self._lingering = True
+        try:
+            while len(self._pending) < MAX_BATCH and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+        finally:
+            self._lingering = False
 
     @staticmethod
     def _wake(batch: list[_Write[Any]]) -> None:

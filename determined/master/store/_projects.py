@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
 from determined.master.store import _time
-from determined.master.store._engine import chunked, inserted_id
+from determined.master.store._engine import chunked, ids_in, inserted_id
 from determined.master.store._schema import (
     experiments,
     models,
@@ -159,7 +159,7 @@ def projects_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, dict[st
     """``get_project`` for many projects: those that exist, by id."""
     out: dict[int, dict[str, Any]] = {}
     for chunk in chunked(ids):
-        for r in conn.execute(sa.select(projects).where(projects.c.id.in_(chunk))).mappings():
+        for r in conn.execute(sa.select(projects).where(ids_in(projects.c.id, chunk))).mappings():
             out[int(r["id"])] = dict(r)
     return out
 
@@ -168,7 +168,7 @@ def workspaces_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, dict[
     """``get_workspace`` for many workspaces: those that exist, by id."""
     out: dict[int, dict[str, Any]] = {}
     for chunk in chunked(ids):
-        q = sa.select(workspaces).where(workspaces.c.id.in_(chunk))
+        q = sa.select(workspaces).where(ids_in(workspaces.c.id, chunk))
         for r in conn.execute(q).mappings():
             out[int(r["id"])] = dict(r)
     return out

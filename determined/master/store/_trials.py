@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import NotFound
 from determined.master.store import _time
-from determined.master.store._engine import chunked, inserted_id
+from determined.master.store._engine import chunked, ids_in, inserted_id
 from determined.master.store._enums import AllocationState, State
 from determined.master.store._experiments import next_id
 from determined.master.store._rows import AllocationRow, LiveAllocationRow, TrialRow
@@ -100,15 +100,21 @@ def trials_of(conn: sa.Connection, experiment_id: int) -> list[TrialRow]:
     return [cast(TrialRow, dict(r)) for r in conn.execute(q).mappings()]
 
 
-def trials_of_experiments(
+# What a listing of experiments reads of their trials: not their hyperparameters or summaries.
+TRIAL_STATUS_COLUMNS = ("id", "experiment_id", "state", "run_id", "best_validation_id")
+
+
+def trial_status_of_experiments(
     conn: sa.Connection, experiment_ids: Iterable[int]
-) -> dict[int, list[TrialRow]]:
-    """``trials_of`` for many experiments: every one of ``experiment_ids`` is a key."""
-    out: dict[int, list[TrialRow]] = {int(e): [] for e in experiment_ids}
+) -> dict[int, list[dict[str, Any]]]:
+    """The ``TRIAL_STATUS_COLUMNS`` of every trial of ``experiment_ids`` (each a key), by
+    experiment, in ``trials_of``'s order."""
+    out: dict[int, list[dict[str, Any]]] = {int(e): [] for e in experiment_ids}
+    columns = [trials.c[name] for name in TRIAL_STATUS_COLUMNS]
     for chunk in chunked(out):
-        q = sa.select(trials).where(trials.c.experiment_id.in_(chunk)).order_by(trials.c.id)
+        q = sa.select(*columns).where(ids_in(trials.c.experiment_id, chunk)).order_by(trials.c.id)
         for r in conn.execute(q).mappings():
-            out[int(r["experiment_id"])].append(cast(TrialRow, dict(r)))
+            out[int(r["experiment_id"])].append(dict(r))
     return out
 
 
@@ -117,7 +123,7 @@ def live_allocations_of(conn: sa.Connection, trial_ids: Iterable[int]) -> dict[i
     out: dict[int, AllocationRow] = {}
     for chunk in chunked(trial_ids):
         q = sa.select(allocations).where(
-            allocations.c.trial_id.in_(chunk),
+            ids_in(allocations.c.trial_id, chunk),
             allocations.c.state != AllocationState.TERMINATED.value,
         )
         for r in conn.execute(q).mappings():

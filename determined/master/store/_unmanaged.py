@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
-from determined.master.store._engine import chunked
+from determined.master.store._engine import chunked, ids_in
 from determined.master.store._schema import unmanaged_experiments, unmanaged_trials
 
 _IS_UNMANAGED = sa.select(unmanaged_experiments.c.experiment_id).where(
@@ -34,7 +34,7 @@ def external_ids(conn: sa.Connection, experiment_ids: Iterable[int]) -> dict[int
     table = unmanaged_experiments
     for chunk in chunked(experiment_ids):
         q = sa.select(table.c.experiment_id, table.c.external_id)
-        for exp_id, external in conn.execute(q.where(table.c.experiment_id.in_(chunk))):
+        for exp_id, external in conn.execute(q.where(ids_in(table.c.experiment_id, chunk))):
             out[int(exp_id)] = external
     return out
 

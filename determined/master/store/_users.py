@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import Conflict, NotFound
 from determined.master.store import _time, _token_cache
-from determined.master.store._engine import chunked, inserted_id
+from determined.master.store._engine import chunked, ids_in, inserted_id
 from determined.master.store._schema import tokens, users
 
 PASSWORD_SALT = "GubPEmmotfiK9TMD6Zdw"  # the reference clients' fixed client-side salt
@@ -241,7 +241,7 @@ def users_by_id(conn: sa.Connection, user_ids: Iterable[int]) -> dict[int, dict[
     """``get_user`` for many users: those that exist, by id."""
     out: dict[int, dict[str, Any]] = {}
     for chunk in chunked(user_ids):
-        for r in conn.execute(sa.select(users).where(users.c.id.in_(chunk))).mappings():
+        for r in conn.execute(sa.select(users).where(ids_in(users.c.id, chunk))).mappings():
             out[int(r["id"])] = dict(r)
     return out
 
