@@ -23,8 +23,8 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from determined.master._errors import InvalidArgument
-from determined.master.store import _time, _trials
-from determined.master.store._engine import chunked, ids_in, inserted_id
+from determined.master.store import _engine, _time, _trials
+from determined.master.store._engine import inserted_id
 from determined.master.store._enums import Partition
 from determined.master.store._rows import TrialRow
 from determined.master.store._schema import metrics, trials
@@ -411,11 +411,7 @@ def recompute(
 
 def rows_by_id(conn: sa.Connection, row_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """``get_row`` for many rows: those that exist, by id."""
-    out: dict[int, dict[str, Any]] = {}
-    for chunk in chunked(row_ids):
-        for r in conn.execute(sa.select(metrics).where(ids_in(metrics.c.id, chunk))).mappings():
-            out[int(r["id"])] = dict(r)
-    return out
+    return _engine.rows_by_id(conn, metrics, row_ids)
 
 
 def get_row(conn: sa.Connection, row_id: int | None) -> dict[str, Any] | None:

@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined.master._errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
-from determined.master.store import _time
-from determined.master.store._engine import chunked, ids_in, inserted_id
+from determined.master.store import _engine, _time
+from determined.master.store._engine import inserted_id
 from determined.master.store._schema import (
     experiments,
     models,
@@ -157,21 +157,12 @@ def get_project(conn: sa.Connection, project_id: int) -> dict[str, Any] | None:
 
 def projects_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """``get_project`` for many projects: those that exist, by id."""
-    out: dict[int, dict[str, Any]] = {}
-    for chunk in chunked(ids):
-        for r in conn.execute(sa.select(projects).where(ids_in(projects.c.id, chunk))).mappings():
-            out[int(r["id"])] = dict(r)
-    return out
+    return _engine.rows_by_id(conn, projects, ids)
 
 
 def workspaces_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """``get_workspace`` for many workspaces: those that exist, by id."""
-    out: dict[int, dict[str, Any]] = {}
-    for chunk in chunked(ids):
-        q = sa.select(workspaces).where(ids_in(workspaces.c.id, chunk))
-        for r in conn.execute(q).mappings():
-            out[int(r["id"])] = dict(r)
-    return out
+    return _engine.rows_by_id(conn, workspaces, ids)
 
 
 def require_project(conn: sa.Connection, project_id: int) -> dict[str, Any]:

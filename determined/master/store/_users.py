@@ -23,8 +23,8 @@ import argon2
 import sqlalchemy as sa
 
 from determined.master._errors import Conflict, NotFound
-from determined.master.store import _time, _token_cache
-from determined.master.store._engine import chunked, ids_in, inserted_id
+from determined.master.store import _engine, _time, _token_cache
+from determined.master.store._engine import inserted_id
 from determined.master.store._schema import tokens, users
 
 PASSWORD_SALT = "GubPEmmotfiK9TMD6Zdw"  # the reference clients' fixed client-side salt
@@ -239,11 +239,7 @@ def get_user(conn: sa.Connection, user_id: int) -> dict[str, Any] | None:
 
 def users_by_id(conn: sa.Connection, user_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """``get_user`` for many users: those that exist, by id."""
-    out: dict[int, dict[str, Any]] = {}
-    for chunk in chunked(user_ids):
-        for r in conn.execute(sa.select(users).where(ids_in(users.c.id, chunk))).mappings():
-            out[int(r["id"])] = dict(r)
-    return out
+    return _engine.rows_by_id(conn, users, user_ids)
 
 
 def require_user(conn: sa.Connection, user_id: int) -> dict[str, Any]:
