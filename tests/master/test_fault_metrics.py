@@ -7,6 +7,7 @@ reports past step 5 are archived and run 2's replace them."""
 from __future__ import annotations
 
 import pathlib
+import time
 
 import pytest
 from _kit.master import MasterProcess
@@ -70,6 +71,17 @@ def test_kill_9_of_the_master_mid_experiment_keeps_every_metric_once(
         cluster = Cluster(m)
         exp_id = cluster.create(config(out, max_length=12), {"train.py": HANG_PY})
         pid = int(wait_file(out / "hanging"))  # run 1 reported steps 1-8, then hangs
+        # Reports are shipped from a background thread: kill the master once it has stored
+        # run 1's last ones (training and validation at step 8), not while they are in flight.
+        [first] = cluster.trials(exp_id)
+        deadline = time.monotonic() + 30
+
+        def stored_step_8(group: str) -> bool:
+            return (8, 1) in _rows(m, first["id"], group, archived=False)
+
+        while not (stored_step_8("training") and stored_step_8("validation")):
+            assert time.monotonic() < deadline, "run 1's reports of step 8 never arrived"
+            time.sleep(0.05)
         m.kill()
         m.start()
         wait_dead(pid, timeout=10)  # the restarted master killed the orphaned run
