@@ -20,7 +20,7 @@ from determined.common.storage import _manifest
 from determined.pytorch import _legacy, _state
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import _TrainingSetup, is_fsdp
-from determined.pytorch._staging import HostStaging, host_copy
+from determined.pytorch._staging import HostStaging, host_copy, no_release
 
 logger = logging.getLogger("determined.pytorch")
 
@@ -84,10 +84,6 @@ def build_state_dict(
     return state
 
 
-def _nothing() -> None:
-    pass
-
-
 @dataclasses.dataclass
 class Staged:
     """Everything the chief writes into a checkpoint, taken at one instant. With ``to_host``
@@ -100,7 +96,7 @@ class Staged:
     code_subdir: str
     rank_rngs: list[dict[str, Any]] | None = None  # every rank's RNG state, by rank
     # Called once ``state`` has been written: kept staging buffers may then be reused.
-    release: Callable[[], None] = _nothing
+    release: Callable[[], None] = no_release
 
 
 def stage(
@@ -121,7 +117,7 @@ def stage(
     for cb in callbacks.values():
         cb.on_checkpoint_save_start(state)
     load_data = settings.load_data
-    release = _nothing
+    release = no_release
     if to_host:
         if staging is not None:
             state, release = staging.copy(state)

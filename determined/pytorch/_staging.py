@@ -85,7 +85,7 @@ class HostStaging:
             devices: set[torch.device] = set()
             out = _walk(obj, lambda t: _to_host_async(t, devices))
             _synchronize(devices)
-            return out, _nothing
+            return out, no_release
         try:
             out = self._copy_into_kept(obj)
         except BaseException:
@@ -163,5 +163,5 @@ def _synchronize(devices: set[torch.device]) -> None:
         torch.cuda.synchronize(device)
 
 
-def _nothing() -> None:
-    pass
+def no_release() -> None:
+    """The release of host memory that no kept buffer backs: nothing to give back."""

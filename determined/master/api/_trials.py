@@ -142,13 +142,13 @@ async def record_report(state: State, trial_id: int, group: str, report: TrialMe
     # Group commit: one fsync for all reports arriving together. Awaited on the event loop,
     # no worker thread waits for it (see store/_group_commit).
     store: Store = state.store
-    await store.write_async(_ReportWrite(trial_id, group, report, state.webhooks), _write_reports)
+    write = _ReportWrite(trial_id, group, report, state.webhooks)
+    await store.write_async(write, _write_reports)
     signals: Signals = state.signals
     signals.notify(STREAM_KEY)  # /stream subscribers to metrics
     if group == "validation":
         exps: Experiments = state.experiments
-        avg = json_safe(report.metrics.avg_metrics)
-        await run_in_threadpool(exps.validation_reported, trial_id, report.steps_completed, avg)
+        await run_in_threadpool(exps.validation_reported, trial_id, write.steps, write.avg)
 
 
 @router.post("/trials/{trial_id}/metrics")
