@@ -214,6 +214,9 @@ def report(mb: int, times: dict[str, dict[str, list[float]]], first: float) -> N
         t - s for t, s in zip(times["async"]["total"], times["async"]["stall"], strict=True)
     )
     print(f"async  background write {behind:.3f} s: {plain / behind:5.2f}x plain write+fsync")
+    for name in ("plain write", "async"):  # the spread behind the medians
+        rounds = " ".join(f"{t:.3f}" for t in times[name]["total"])
+        print(f"rounds {name} total s: {rounds}")
     cpu = med["plain write"]["cpu"]
     print(
         f"cpu    plain write {cpu:.3f} s; per checkpoint, sync "
@@ -233,7 +236,7 @@ def _describe(device: torch.device) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100", help="comma-separated MB of parameters")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--dir", default=None, help="where to write (default: the temp dir)")
     ap.add_argument("--device", default="cpu", help="where the model lives: cpu, cuda, cuda:1")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")

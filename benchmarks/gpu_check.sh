@@ -52,6 +52,8 @@ print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torc
         tests/pytorch/test_to_device.py tests/pytorch/test_staging.py \
         tests/pytorch/test_async_checkpoint.py tests/pytorch/test_save_file.py \
         tests/pytorch/test_legacy.py
+    df -T "${TMPDIR:-/tmp}" | tail -1
+    grep -o 'sha_ni' /proc/cpuinfo | head -1 || echo "no sha_ni"
     step "bench cuda" 240 "$PY" benchmarks/checkpoint_stall.py --device cuda --sizes 100,1000
     step "bench cpu" 240 "$PY" benchmarks/checkpoint_stall.py --device cpu --sizes 100,1000
     echo

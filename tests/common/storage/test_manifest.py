@@ -102,15 +102,17 @@ def test_verify_reports_the_first_bad_file_in_sorted_order(tmp_path: pathlib.Pat
 def test_hashed_file_entry_is_the_files_hash(overlap: bool, chunks: list[bytes]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp, "f.bin")
-        old = (_manifest._OVERLAP, _manifest._overlap_hashing)
-        # A tiny threshold sends even these small writes through the hashing thread.
+        old = (_manifest._OVERLAP, _manifest._overlap_hashing, _manifest._WRITEBACK)
+        # Tiny thresholds send even these small writes through the hashing thread, and start
+        # writeback (which drops the written pages once clean) every few KB.
         _manifest._OVERLAP, _manifest._overlap_hashing = 1024, lambda: overlap
+        _manifest._WRITEBACK = 4096
         try:
             with _manifest.HashedFile(path) as f:
                 for c in chunks:
                     assert f.write(c) == len(c)
         finally:
-            _manifest._OVERLAP, _manifest._overlap_hashing = old
+            _manifest._OVERLAP, _manifest._overlap_hashing, _manifest._WRITEBACK = old
         data = b"".join(chunks)
         assert path.read_bytes() == data
         assert f.entry == FileEntry(len(data), hashlib.sha256(data).hexdigest())
