@@ -393,7 +393,7 @@ class CheckpointContext:
         return self._background.done()
 
     def _close(self) -> None:
-        self._background.wait()
+        self._background.close()
 
     # ---- reading and deleting ----------------------------------------------------------------
 

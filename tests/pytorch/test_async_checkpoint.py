@@ -360,6 +360,51 @@ def test_core_close_waits_for_the_background_write_and_raises_its_failure(
     assert [p.name for p in tmp_path.iterdir()] == [committed.name]
 
 
+def test_interpreter_exit_without_close_still_commits_the_background_write(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A script that never closes its context: the writer thread is kept between checkpoints,
+    and a normal interpreter exit waits for the write in progress, which is committed. The
+    second write reuses the first one's thread."""
+    script = f"""
+import pathlib, threading, time
+from determined import core
+ctx = core.init(checkpoint_storage={str(tmp_path)!r})
+threads = []
+def write(path, value):
+    threads.append(threading.current_thread().ident)
+    time.sleep(0.2 * value)
+    (path / "v").write_text(str(value))
+ctx.checkpoint.store_path_in_background(lambda p: write(p, 1), {{}})
+ctx.checkpoint.store_path_in_background(lambda p: write(p, 2), {{}})
+assert threads[0] != threading.current_thread().ident
+print("exiting", len(set(threads)), flush=True)
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert "exiting 1" in out.stdout
+    values = sorted((p / "v").read_text() for p in tmp_path.iterdir() if p.is_dir())
+    assert values == ["1", "2"]
+
+
+def test_close_stops_the_writer_thread(tmp_path: pathlib.Path) -> None:
+    from determined import core
+
+    def writers() -> int:
+        return sum(t.name.startswith("det-checkpoint-writer") for t in threading.enumerate())
+
+    before = writers()
+    ctx = core.init(checkpoint_storage=str(tmp_path))
+    ctx.checkpoint.store_path_in_background(lambda p: (p / "a").write_bytes(b"1"), {})
+    assert ctx.checkpoint.wait_for_background() is not None
+    assert writers() == before + 1  # kept for the next checkpoint
+    ctx.close()
+    assert writers() == before
+
+
 class PreemptedSlowWrite(PyTorchCallback):
     """The checkpoint the preemption asks for takes a while to write in the background."""
 
