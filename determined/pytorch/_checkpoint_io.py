@@ -20,7 +20,7 @@ from determined.common.storage import _manifest
 from determined.pytorch import _legacy, _state
 from determined.pytorch._callback import PyTorchCallback
 from determined.pytorch._context import _TrainingSetup, is_fsdp
-from determined.pytorch._staging import HostStaging, host_copy, no_release
+from determined.pytorch._staging import HostStaging, StagingTooLarge, host_copy, no_release
 
 logger = logging.getLogger("determined.pytorch")
 
@@ -97,6 +97,9 @@ class Staged:
     rank_rngs: list[dict[str, Any]] | None = None  # every rank's RNG state, by rank
     # Called once ``state`` has been written: kept staging buffers may then be reused.
     release: Callable[[], None] = no_release
+    # Whether ``state`` is a host copy (False: the live state, which the caller must not change
+    # until it has been written).
+    on_host: bool = False
 
 
 def stage(
@@ -118,11 +121,18 @@ def stage(
         cb.on_checkpoint_save_start(state)
     load_data = settings.load_data
     release = no_release
+    on_host = False
     if to_host:
-        if staging is not None:
-            state, release = staging.copy(state)
-        else:
-            state = host_copy(state)
+        try:
+            if staging is not None:
+                state, release = staging.copy(state)
+            else:
+                state = host_copy(state)
+            on_host = True
+        except StagingTooLarge as e:
+            logger.warning(
+                f"{e}: this checkpoint is written from the live state, and training waits"
+            )
         load_data = copy.deepcopy(load_data)
     return Staged(
         state=state,
@@ -132,6 +142,7 @@ def stage(
         code_subdir=settings.code_subdir,
         rank_rngs=host_copy(rank_rngs) if to_host and rank_rngs is not None else rank_rngs,
         release=release,
+        on_host=on_host,
     )
 
 

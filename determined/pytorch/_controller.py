@@ -12,6 +12,7 @@ When to validate, checkpoint and report is decided by the pure ``_periods.due``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import enum
@@ -68,7 +69,9 @@ class LoopSettings:
     load_data: dict[str, Any] = dataclasses.field(default_factory=dict)
     code_dir: pathlib.Path | None = None
     code_subdir: str = ""  # where code_dir goes under code/ (the trial module's package path)
-    async_checkpoints: bool = False  # stage to host memory, write in the background
+    # Stage to host memory, write in the background; None: unless a callback has checkpoint
+    # hooks the background would move (see _async_checkpoints).
+    async_checkpoints: bool | None = None
 
 
 class Controller:
@@ -96,11 +99,7 @@ class Controller:
         # Host buffers asynchronous checkpoints stage into, kept between them (chief only).
         self._staging = _staging.HostStaging()
         self._sharded = _checkpoint_io.is_sharded(self.setup)
-        if settings.async_checkpoints and self._sharded:
-            logger.warning(
-                "async_checkpoints is not supported with FSDP2 models yet: their sharded "
-                "checkpoints are written synchronously"
-            )
+        self._async = _async_checkpoints(settings.async_checkpoints, self.callbacks, self._sharded)
 
     # ---- entry point -----------------------------------------------------------------------
 
@@ -440,7 +439,7 @@ class Controller:
             "format": "pickle",
             "determined_version": det.__version__,
         }
-        if self.settings.async_checkpoints and not self._sharded:
+        if self._async:
             self._checkpoint_in_background(metadata)
             return
         shard = self.dist.get_size() > 1
@@ -479,7 +478,9 @@ class Controller:
             def write(path: pathlib.Path) -> None:
                 _checkpoint_io.write_staged(path, staged, callbacks)
 
-            self.core.checkpoint.store_path_in_background(write, metadata)
+            written = self.core.checkpoint.store_path_in_background(write, metadata)
+            if not staged.on_host:  # too large to stage: the loop waits while it is written
+                concurrent.futures.wait([written])
         self._writing = True
 
     def _collect_background(self, *, block: bool) -> None:
@@ -508,6 +509,42 @@ class Controller:
             raise errors.CheckpointFailed(f"on rank 0: {message}")
         for cb in self.callbacks.values():
             cb.on_checkpoint_upload_end(uuid)
+
+
+# Hooks an asynchronous checkpoint runs elsewhere than 0.37 does: the first two on the
+# background thread, the last at a later boundary.
+_MOVED_HOOKS = ("on_checkpoint_end", "on_checkpoint_write_end", "on_checkpoint_upload_end")
+
+
+def _async_checkpoints(
+    setting: bool | None, callbacks: dict[str, PyTorchCallback], sharded: bool
+) -> bool:
+    """Whether checkpoints are written in the background. None (the default) means yes unless
+    a callback overrides a hook that would then run on another thread or later than in 0.37
+    (such trials keep 0.37's timing unless they ask)."""
+    if sharded:
+        if setting:
+            logger.warning(
+                "async_checkpoints is not supported with FSDP2 models yet: their sharded "
+                "checkpoints are written synchronously"
+            )
+        return False
+    if setting is not None:
+        return setting
+    moved = [
+        f"{name}.{hook}"
+        for name, cb in callbacks.items()
+        for hook in _MOVED_HOOKS
+        if _overrides(cb, hook)
+    ]
+    if moved:
+        logger.info(
+            f"checkpoints are written synchronously: callback hooks {', '.join(moved)} would "
+            "run on a background thread or later with asynchronous checkpoints (set "
+            "optimizations.async_checkpoints: true to have them anyway)"
+        )
+        return False
+    return True
 
 
 def _warn_deprecated_hooks(callbacks: dict[str, PyTorchCallback]) -> None:

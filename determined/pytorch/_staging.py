@@ -13,7 +13,7 @@ import collections
 import copy
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -21,6 +21,16 @@ import torch
 logger = logging.getLogger("determined.pytorch")
 
 Take = Callable[[torch.Tensor], torch.Tensor]
+
+# New staging memory may take at most this share of the host's available memory: beyond it a
+# checkpoint is written from the live state instead (the loop waits), rather than risking the
+# out-of-memory killer for a copy.
+MAX_SHARE_OF_AVAILABLE = 0.5
+
+
+class StagingTooLarge(Exception):
+    """Staging would need more new host memory than :data:`MAX_SHARE_OF_AVAILABLE` of what the
+    host has available; nothing was copied."""
 
 
 def host_copy(obj: Any) -> Any:
@@ -59,7 +69,9 @@ class HostStaging:
     """Host buffers for staging, kept between checkpoints: one set per training loop, freed by
     :meth:`close`.
 
-    :meth:`copy` copies a state into the buffers (same shapes, strides and dtypes as last time:
+    :meth:`copy` raises :class:`StagingTooLarge`, copying nothing, where the new memory it
+    needs is more than :data:`MAX_SHARE_OF_AVAILABLE` of the host's available memory. It copies
+    a state into the buffers (same shapes, strides and dtypes as last time:
     the same buffers; otherwise new ones, which are then kept) and hands back a ``release``
     to call once the copy has been written. Until then the buffers are in use, and a further
     ``copy`` goes to new memory instead of overwriting what is still being written (the loop
@@ -80,6 +92,7 @@ class HostStaging:
             if owned:
                 self._in_use = True
         if not owned:
+            _check_fits(sum(_nbytes(t) for t in _tensors(obj)))
             if not self._closed:
                 logger.warning("staging buffers still in use: staging into new host memory")
             devices: set[torch.device] = set()
@@ -87,11 +100,22 @@ class HostStaging:
             _synchronize(devices)
             return out, no_release
         try:
+            _check_fits(self._new_bytes(obj))
             out = self._copy_into_kept(obj)
         except BaseException:
             self._release()
             raise
         return out, self._release_once()
+
+    def _new_bytes(self, obj: Any) -> int:
+        """Bytes of new host memory staging ``obj`` would allocate (tensors the kept buffers
+        do not match), found without copying anything."""
+        need = 0
+        for used, t in enumerate(_tensors(obj)):
+            kept = used < len(self._buffers) and self._buffers[used][0] == _key(t)
+            if not kept or not _plain(t):
+                need += _nbytes(t)
+        return need
 
     def _copy_into_kept(self, obj: Any) -> Any:
         used = 0
@@ -101,7 +125,7 @@ class HostStaging:
             nonlocal used
             if not _plain(t):
                 return t.detach().to("cpu", copy=True)
-            key = (t.shape, t.stride(), t.dtype, t.is_cuda)
+            key = _key(t)
             if used < len(self._buffers) and self._buffers[used][0] == key:
                 buf = self._buffers[used][1]
             else:
@@ -144,6 +168,51 @@ class HostStaging:
         with self._lock:
             self._closed = True
             self._buffers = []
+
+
+def _key(t: torch.Tensor) -> tuple[Any, ...]:
+    """What a kept buffer must match to take ``t``."""
+    return (t.shape, t.stride(), t.dtype, t.is_cuda)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.nelement() * t.element_size()
+
+
+def _tensors(obj: Any) -> Iterator[torch.Tensor]:
+    """The tensors :func:`_walk` visits in ``obj``, in its order."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif type(obj) in (dict, collections.OrderedDict):
+        for v in obj.values():
+            yield from _tensors(v)
+    elif type(obj) in (list, tuple):
+        for v in obj:
+            yield from _tensors(v)
+
+
+def available_host_memory() -> int | None:
+    """Bytes of host memory available without swapping (Linux ``MemAvailable``), or None where
+    that is not known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _check_fits(need: int) -> None:
+    if need == 0:
+        return
+    available = available_host_memory()
+    if available is not None and need > available * MAX_SHARE_OF_AVAILABLE:
+        raise StagingTooLarge(
+            f"staging the checkpoint needs {need / 2**20:.0f} MiB of new host memory, more than "
+            f"{MAX_SHARE_OF_AVAILABLE:.0%} of the {available / 2**20:.0f} MiB available"
+        )
 
 
 def _to_host_async(t: torch.Tensor, devices: set[torch.device]) -> torch.Tensor:

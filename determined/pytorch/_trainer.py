@@ -233,9 +233,10 @@ class Trainer:
         Returns why the loop ended (all work done, or stopped by preemption or a request).
 
         ``async_checkpoints`` (not in 0.37; None: the config's
-        ``optimizations.async_checkpoints``, default False) blocks training only while a
-        checkpoint is copied to host memory and writes it in the background; see
-        docs/pytorch.md for its failure semantics.
+        ``optimizations.async_checkpoints``; unset there too: on, unless a callback overrides
+        ``on_checkpoint_end``, ``on_checkpoint_write_end`` or ``on_checkpoint_upload_end``)
+        blocks training only while a checkpoint is copied to host memory and writes it in the
+        background; see docs/pytorch.md for its failure semantics.
         """
         if checkpoint_policy not in ("best", "all", "none"):
             raise ValueError(f"checkpoint_policy must be best, all or none: {checkpoint_policy!r}")
@@ -271,10 +272,10 @@ class Trainer:
         logger.info(f"training ended: {reason.value}")
         return reason
 
-    def _async_checkpoints(self, arg: bool | None) -> bool:
+    def _async_checkpoints(self, arg: bool | None) -> bool | None:
         if arg is None:
-            arg = (self._config().get("optimizations") or {}).get("async_checkpoints") or False
-        if not isinstance(arg, bool):
+            arg = (self._config().get("optimizations") or {}).get("async_checkpoints")
+        if arg is not None and not isinstance(arg, bool):
             raise TypeError(f"async_checkpoints must be True, False or None, not {arg!r}")
         return arg
 

@@ -155,8 +155,9 @@ def test_a_background_failure_surfaces_at_the_next_boundary_and_saves_nothing() 
 
 def test_config_field_turns_it_on_and_fit_overrides() -> None:
     """optimizations.async_checkpoints in the config; fit(async_checkpoints=False) wins; a
-    non-bool is a TypeError naming the keyword. Unset, checkpoints are synchronous (the
-    decision and its numbers: docs/pytorch.md, "Asynchronous checkpoints")."""
+    non-bool is a TypeError naming the keyword. Unset, a trial whose callback overrides
+    on_checkpoint_write_end checkpoints synchronously (the decision and its numbers:
+    docs/pytorch.md, "Asynchronous checkpoints")."""
     with pytest.raises(OSError, match="disk full"):  # the default: the hook's error itself
         run_local(FailingTrial, max_length=Batch(4), checkpoint_period=Batch(2))
     conf = {"optimizations": {"async_checkpoints": True}}
@@ -172,6 +173,82 @@ def test_config_field_turns_it_on_and_fit_overrides() -> None:
         )
     with pytest.raises(TypeError, match="async_checkpoints"):
         run_local(max_length=Batch(2), async_checkpoints="yes")
+
+
+class Probe:
+    """Put into the checkpoint by a callback's state_dict: pickling it takes 0.2 s and records
+    the thread it ran on and how many batches the loop had trained by then."""
+
+    seen: list[tuple[str, int]] = []
+    batches = 0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Probe:
+        return Probe()
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        time.sleep(0.2)
+        Probe.seen.append((threading.current_thread().name, Probe.batches))
+        return (Probe, ())
+
+
+class ProbeState(PyTorchCallback):  # overrides no checkpoint hook
+    def state_dict(self) -> dict[str, Any]:
+        return {"probe": Probe()}
+
+
+class ProbeTrial(MLPTrial):
+    def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
+        Probe.batches += 1
+        return super().train_batch(batch, epoch_idx, batch_idx)
+
+    def build_callbacks(self) -> dict[str, PyTorchCallback]:
+        return {"probe": ProbeState()}
+
+
+def _fit_probe(**fit: Any) -> list[tuple[str, int]]:
+    from determined import pytorch as det_torch
+
+    Probe.seen, Probe.batches = [], 0
+    with det_torch.init(hparams={"n": 40}) as ctx:
+        trial = ProbeTrial(ctx)
+        det_torch.Trainer(trial, ctx).fit(max_length=Batch(6), checkpoint_period=Batch(2), **fit)
+    return Probe.seen
+
+
+def test_the_default_is_asynchronous_without_checkpoint_hooks() -> None:
+    """Unset (and no callback overriding a checkpoint hook): checkpoints are pickled on the
+    writer thread while the loop trains on; async_checkpoints=False keeps them on the loop's
+    thread, at the checkpoint's own step."""
+    seen = _fit_probe()
+    assert {thread for thread, _ in seen} == {"det-checkpoint-writer_0"}, seen
+    assert seen[0][1] > 2  # the loop had moved past the step-2 checkpoint while it was written
+    assert _fit_probe(async_checkpoints=False) == [
+        ("MainThread", 2),
+        ("MainThread", 4),
+        ("MainThread", 6),
+    ]
+
+
+def test_a_state_too_large_to_stage_is_written_live_while_the_loop_waits(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Staging that would take more than its share of the available host memory copies
+    nothing: the writer thread writes the live state and the loop waits for it (each
+    checkpoint holds its own step's state), with a warning saying why."""
+    from determined.pytorch import _staging
+
+    monkeypatch.setattr(_staging, "MAX_SHARE_OF_AVAILABLE", 1e-12)
+    with caplog.at_level("WARNING"):
+        seen = _fit_probe(async_checkpoints=True)
+    assert [batches for _, batches in seen] == [2, 4, 6]
+    assert "written from the live state" in caplog.text
+    staging = _staging.HostStaging()
+    with pytest.raises(_staging.StagingTooLarge, match="MiB of new host memory"):
+        staging.copy({"w": torch.ones(1000)})
+    monkeypatch.setattr(_staging, "MAX_SHARE_OF_AVAILABLE", 0.5)
+    copied, release = staging.copy({"w": torch.ones(1000)})  # not left marked in use
+    assert torch.equal(copied["w"], torch.ones(1000))
+    release()
 
 
 KILL_SCRIPT = """
