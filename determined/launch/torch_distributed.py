@@ -19,6 +19,7 @@ and the workers use the local Core API backend, e.g.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -120,8 +121,11 @@ def local_layout(overrides: list[str]) -> Layout:
 def build_command(layout: Layout, overrides: list[str], script: list[str]) -> list[str]:
     """The whole chain as one argv (see the module docstring)."""
     py = sys.executable
-    # Per node: the containers of a simulated multi-node trial share one machine.
-    pid_socket = f"/tmp/pid_server-{layout.allocation_id}-{layout.node_rank}"
+    # Per node: the containers of a simulated multi-node trial share one machine. A random
+    # tail too: allocation ids repeat across masters (the request id in them comes from
+    # experiment_seed, by default the current second), and pid_server replaces a socket that
+    # is already there, another run's included.
+    pid_socket = f"/tmp/pid_server-{layout.allocation_id}-{layout.node_rank}-{secrets.token_hex(4)}"
     torchrun = [
         py, "-m", "determined.launch._torchrun",  # torchrun, failures reported in one line
         "--nnodes", str(layout.nnodes),

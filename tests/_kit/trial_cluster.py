@@ -133,6 +133,29 @@ class Cluster:
     def logs(self, task_id: str) -> list[dict[str, Any]]:
         return list(self.get(f"/api/v1/tasks/{task_id}/logs")["logs"])
 
+    def describe(self, exp_id: int, max_lines: int = 400) -> str:
+        """The experiment's state and, per trial, its state, restarts and task log (the last
+        ``max_lines`` lines), for an assertion message: why a wait failed, after the fact."""
+        try:
+            exp = self.experiment(exp_id)
+            parts = [f"experiment {exp_id}: state {exp.get('state')}"]
+            for trial in self.trials(exp_id):
+                lines = [
+                    f"{e.get('timestamp', '')} [{e.get('stdtype') or e.get('source', '')}] "
+                    f"{e.get('log', '').rstrip()}"
+                    for e in self.logs(str(trial["taskId"]))
+                ]
+                cut = len(lines) - max_lines
+                parts.append(
+                    f"trial {trial['id']}: state {trial.get('state')}, restarts "
+                    f"{trial.get('restarts')}, {len(lines)} log lines"
+                    + (f" (first {cut} left out)" if cut > 0 else "")
+                )
+                parts.extend("  " + line for line in lines[-max_lines:])
+            return "\n".join(parts)
+        except Exception as e:  # the master may be gone; the wait's own message still stands
+            return f"(cannot describe experiment {exp_id}: {type(e).__name__}: {e})"
+
     def wait_log(self, task_id: str, text: str, timeout: float = 15) -> list[str]:
         """The task's log lines once one contains ``text``."""
         deadline = time.monotonic() + timeout
@@ -151,7 +174,9 @@ class Cluster:
             if exp["state"] in states:
                 return exp
             if time.monotonic() > deadline:
-                raise AssertionError(f"experiment {exp_id} is {exp['state']}, not {states}")
+                raise AssertionError(
+                    f"experiment {exp_id} is {exp['state']}, not {states}\n" + self.describe(exp_id)
+                )
             time.sleep(0.1)
 
     def wait_trial(self, exp_id: int, *states: str, timeout: float = 30) -> dict[str, Any]:
@@ -161,7 +186,10 @@ class Cluster:
             if trial["state"] in states:
                 return trial
             if time.monotonic() > deadline:
-                raise AssertionError(f"trial {trial['id']} is {trial['state']}, not {states}")
+                raise AssertionError(
+                    f"trial {trial['id']} is {trial['state']}, not {states}\n"
+                    + self.describe(exp_id)
+                )
             time.sleep(0.1)
 
 

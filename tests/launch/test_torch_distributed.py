@@ -168,3 +168,17 @@ def test_a_bad_worker_count_is_refused() -> None:
     )
     assert out.returncode == 1
     assert b"--nproc_per_node" in out.stderr
+
+
+def test_the_pid_socket_is_unique_per_launch() -> None:
+    """Allocation ids repeat across masters on one machine: each launch gets a socket of its
+    own, and its pid_server and pid_clients agree on it."""
+    layout = td.Layout(1, 2, 0, "localhost", 29401, "1.same-id.1")
+    sockets = []
+    for _ in range(2):
+        cmd = td.build_command(layout, [], ["python", "train.py"])
+        server = cmd[cmd.index("WAIT") + 1]
+        client = cmd[cmd.index("determined.exec.pid_client") + 1]
+        assert server == client and server.startswith("/tmp/pid_server-1.same-id.1-0-")
+        sockets.append(server)
+    assert sockets[0] != sockets[1]

@@ -327,3 +327,34 @@ def test_a_master_restarted_after_kill_9_kills_the_old_run_and_resumes(
         assert trial["summaryMetrics"]["avg_metrics"]["loss"]["count"] == 60
     finally:
         m.stop()
+
+
+def test_a_restarted_master_kills_only_its_own_leftovers(tmp_path: pathlib.Path) -> None:
+    """Allocation ids repeat across masters (``<exp id>.<request id>.<run>``, the request id
+    drawn from ``experiment_seed``, which defaults to the current second): a master that comes
+    back after kill -9 must not kill another master's run that has the same id. (Two test
+    masters whose experiment 1 started in the same second did that: a run died of SIGKILL.)"""
+    a = MasterProcess(tmp_path / "a", cpu_slots=1)
+    with MasterProcess(tmp_path / "b", cpu_slots=1) as b:
+        a.start()
+        try:
+            pids = {}
+            task_ids = set()
+            for m, name in ((a, "a"), (b, "b")):
+                cluster = Cluster(m)
+                cfg = config(tmp_path / name, max_length=100000, sleep=0.05)
+                cfg["reproducibility"] = {"experiment_seed": 1234}  # the same ids in both
+                exp_id = cluster.create(cfg)
+                trial = cluster.wait_trial(exp_id, "STATE_RUNNING")
+                task_ids.add(trial["taskId"])
+                pids[name] = int(wait_file(tmp_path / name / f"{trial['id']}.1.pid"))
+            assert len(task_ids) == 1  # one allocation id, on two masters
+            a.kill()
+            assert alive(pids["a"])  # orphaned until its master comes back
+            a.start()
+            wait_dead(pids["a"], timeout=10)  # its own leftover: killed
+            time.sleep(0.5)
+            assert alive(pids["b"]), "master a killed master b's run"
+            assert Cluster(b).trials(1)[0]["state"] == "STATE_RUNNING"
+        finally:
+            a.stop()

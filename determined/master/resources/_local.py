@@ -69,18 +69,24 @@ def agent_ids(count: int) -> list[str]:
     return [host] if count == 1 else [f"{host}-{i}" for i in range(count)]
 
 
-def kill_leftovers(allocation_ids: list[str]) -> list[int]:
+def kill_leftovers(allocation_ids: list[str], cluster_id: str) -> list[int]:
     """SIGKILL the processes a previous master (killed with -9) left running for these
-    allocations, found by the ``DET_ALLOCATION_ID`` in their environment; returns their pids.
-    Only this user's processes are readable, which is all a master can have started."""
+    allocations, found by the ``DET_ALLOCATION_ID`` and ``DET_CLUSTER_ID`` in their
+    environment; returns their pids. Only this user's processes are readable, which is all a
+    master can have started.
+
+    The cluster id matters: allocation ids repeat across masters (the request id in them is
+    drawn from ``experiment_seed``, which defaults to the current second), and another master
+    on this machine may run an allocation of the same id right now."""
     wanted = {f"DET_ALLOCATION_ID={a}".encode() for a in allocation_ids}
+    ours = f"DET_CLUSTER_ID={cluster_id}".encode()
     killed = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             env = set((proc / "environ").read_bytes().split(b"\0"))
         except OSError:
             continue
-        if env & wanted:
+        if ours in env and env & wanted:
             try:
                 os.kill(int(proc.name), signal.SIGKILL)
                 killed.append(int(proc.name))
@@ -180,7 +186,7 @@ class LocalResourceManager:
         with self._store.read() as conn:
             stale = [str(a["id"]) for a in _trials.live_allocations(conn)]
         if stale:
-            for pid in kill_leftovers(stale):
+            for pid in kill_leftovers(stale, self._store.cluster_id):
                 logger.warning("killed process %d left running by a previous master", pid)
         for allocation_id in stale:
             self._exits[allocation_id] = (-1, True)
@@ -479,7 +485,8 @@ class LocalResourceManager:
         """Tasks a previous master ran are over: their processes are killed, rows ended."""
         with self._store.read() as conn:
             stale = [t for t in _task_rows.live(conn) if t["state"] == "RUNNING"]
-        for pid in kill_leftovers([str(t["allocation_id"]) for t in stale]):
+        stale_ids = [str(t["allocation_id"]) for t in stale]
+        for pid in kill_leftovers(stale_ids, self._store.cluster_id):
             logger.warning("killed task process %d left running by a previous master", pid)
         with self._store.tx() as conn:
             for task in stale:
