@@ -110,7 +110,10 @@ finally:
 
 
 def start_master(
-    data_dir: pathlib.Path, profile: str | None = None, db_url: str | None = None
+    data_dir: pathlib.Path,
+    profile: str | None = None,
+    db_url: str | None = None,
+    master_args: list[str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -121,6 +124,7 @@ def start_master(
     cmd += ["--data-dir", str(data_dir), "--dev-endpoints", "--resource-manager", "none"]
     if db_url:
         cmd += ["--db-url", db_url]
+    cmd += master_args or []
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env["PYTHONPATH"] = str(REPO)
     env["DET_HOME"] = str(data_dir)
@@ -480,13 +484,20 @@ def main() -> int:
         help="an empty database for the master (e.g. postgresql://postgres@/bench?host=/tmp); "
         "default: SQLite in a fresh data dir",
     )
+    p.add_argument(
+        "--read-workers",
+        type=int,
+        default=None,
+        help="the master's --read-workers (default: the master's own default)",
+    )
     args = p.parse_args()
 
     data_dir = pathlib.Path(tempfile.mkdtemp(prefix="master-metrics-"))
     from determined.master.store import sqlite_url
 
     db_url = args.db_url or sqlite_url(data_dir)
-    proc, url = start_master(data_dir, args.profile, args.db_url)
+    master_args = [] if args.read_workers is None else ["--read-workers", str(args.read_workers)]
+    proc, url = start_master(data_dir, args.profile, args.db_url, master_args)
     try:
         port = int(url.rsplit(":", 1)[1])
         admin, trials = make_trials(url, args.trials)

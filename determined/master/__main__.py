@@ -8,7 +8,6 @@ serve the master.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import pathlib
@@ -17,6 +16,7 @@ from typing import Any
 
 from determined._version import __version__
 from determined.common import _paths
+from determined.master._gc_tuning import tune_gc
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,6 +64,14 @@ def _parser() -> argparse.ArgumentParser:
         "--log-retention-schedule",
         default="24h",
         help="how often to drop logs past their retention, as a Go duration (default 24h)",
+    )
+    p.add_argument(
+        "--read-workers",
+        type=int,
+        default=2,
+        help="processes that answer the heavy reads (experiment list and details, metric "
+        "series) beside the master's own, which keeps a busy master's metric ingestion "
+        "responsive (default 2; 0: the master answers them itself)",
     )
     p.add_argument("--config-file", type=pathlib.Path, default=None, help="YAML master config")
     return p
@@ -280,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         slurm=slurm if args.resource_manager == "slurm" else None,
         log_retention_days=args.log_retention_days,
         log_retention_every=retention_every,
+        read_workers=args.read_workers,
     )
     app.state.master_config = shown_config(args, data_dir)
     from determined.master import _log_buffer
@@ -341,21 +350,9 @@ def _serve(app: Any, **options: Any) -> None:
 
     # The trials' long polls must not hold the shutdown for long.
     config = uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=2, **options)
-    _tune_gc()
+    tune_gc()
+    app.state.reads.start()  # forked now, while this process has one thread
     Server(config).run()
-
-
-def _tune_gc() -> None:
-    """Python's cyclic GC, left as it is, pauses the master for a full collection of every
-    object it holds (the imported FastAPI, pydantic and SQLAlchemy included; 50-150 ms) a few
-    times a second under a steady stream of metric reports: those pauses were the master's
-    slowest answers (benchmarks/master_metrics.py). What exists once the app is built lives as
-    long as the process, so it is moved out of the collector's sight (``gc.freeze``), and
-    young objects are collected less often (most die young without a collection: reference
-    counting frees them)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 100)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from determined._version import __version__
-from determined.master import api, resources, webhooks
+from determined.master import _read_workers, api, resources, webhooks
 from determined.master._errors import ApiError
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._hot import HotRoutes
@@ -298,6 +298,7 @@ def create_app(
     slurm: dict[str, Any] | None = None,
     log_retention_days: int = -1,
     log_retention_every: float = 86400.0,
+    read_workers: int = 0,
 ) -> MasterApp:
     """The master's HTTP API over ``store``.
 
@@ -310,6 +311,8 @@ def create_app(
             resource manager runs trials while the app serves; without it nothing runs them
             but the dev endpoints.
         work_root: where runs get their work dirs.
+        read_workers: processes that answer the heavy reads (the experiment list, an
+            experiment, metric series; see ``_read_workers``); 0 answers them in this one.
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
         webhooks_config: the master config's ``webhooks`` section (``signing_key``,
             ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
@@ -359,6 +362,7 @@ def create_app(
         )
 
     retention = resources.LogRetention(store, log_retention_days, log_retention_every)
+    reads = _read_workers.ReadWorkers(store, read_workers)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -367,11 +371,13 @@ def create_app(
         resources.resume_gc_async(store)  # GC a previous master may have cut short
         hooks.start()
         retention.start()
+        reads.start()
         yield
         retention.stop()
         if rm is not None:
             rm.stop()
         hooks.close()
+        reads.close()
 
     app = MasterApp(
         title="redetermined master", version=__version__, lifespan=lifespan, **_fastapi_options()
@@ -384,6 +390,7 @@ def create_app(
     app.state.webhooks = hooks
     app.state.log_retention = retention
     app.state.log_hook = on_logs
+    app.state.reads = reads
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
     app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 from pydantic import AfterValidator
 
+from determined.master._read_workers import ReadWorkers
 from determined.master._signals import Signals
 from determined.master.experiment import Experiments
 from determined.master.resources import ResourceManager
@@ -44,6 +45,10 @@ async def _log_hook(request: Request) -> LogHook:
     return request.app.state.log_hook
 
 
+async def _reads(request: Request) -> ReadWorkers:
+    return request.app.state.reads
+
+
 StoreDep = Annotated[Store, Depends(_store)]
 ExperimentsDep = Annotated[Experiments, Depends(_experiments)]
 SignalsDep = Annotated[Signals, Depends(_signals)]
@@ -52,6 +57,8 @@ ResourceManagerDep = Annotated[ResourceManager | None, Depends(_resource_manager
 # What every stored batch of task log lines goes through (log policies, webhooks), in its
 # transaction.
 LogHookDep = Annotated[LogHook, Depends(_log_hook)]
+# Where heavy reads are answered (worker processes, or this one): see _read_workers.
+ReadsDep = Annotated[ReadWorkers, Depends(_reads)]
 
 # ``limit`` on every listing: N items, 0 or -1 all (0.37's clients send -1 for "everything").
 # Handlers see 0 for both.

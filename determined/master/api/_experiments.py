@@ -6,14 +6,15 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import sqlalchemy as sa
 import yaml
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
 from determined.master.api import _experiment_filters, _redact, _templates, _unmanaged, _wire
 from determined.master.api._auth import Caller
-from determined.master.api._deps import ExperimentsDep, Limit, StoreDep
+from determined.master.api._deps import ExperimentsDep, Limit, ReadsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._models import CreateExperiment
 from determined.master.api._wire import EMPTY_EXPERIMENT, experiment_json, trial_json
@@ -119,20 +120,24 @@ def context_directory(task_id: str, caller: Caller, store: StoreDep) -> dict[str
     return {"b64Tgz": base64.b64encode(tgz).decode()}
 
 
-@router.get("/experiments/{experiment_id}")
-def get_experiment(experiment_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+@router.get("/experiments/{experiment_id}", response_model=None)
+def get_experiment(experiment_id: int, caller: Caller, reads: ReadsDep) -> Response:
     caller.check_experiment(experiment_id)
-    with store.read() as conn:
-        exp = _experiments.require_experiment(conn, experiment_id)
-        # Only the experiment's own trials read its secrets (check_experiment above).
-        body = experiment_json(conn, exp, redacted=not caller.is_allocation)
+    # Only the experiment's own trials read its secrets (check_experiment above).
+    return reads.answer(describe_experiment, experiment_id, not caller.is_allocation)
+
+
+def describe_experiment(conn: sa.Connection, experiment_id: int, redacted: bool) -> dict[str, Any]:
+    """``GET /experiments/{id}``'s body (a read function: see _read_workers)."""
+    exp = _experiments.require_experiment(conn, experiment_id)
+    body = experiment_json(conn, exp, redacted=redacted)
     return {"experiment": body, "config": body["config"], "jobSummary": None}
 
 
-@router.get("/experiments")
+@router.get("/experiments", response_model=None)
 def list_experiments(
     caller: Caller,
-    store: StoreDep,
+    reads: ReadsDep,
     offset: int = Query(0, ge=0),
     limit: Limit = 0,
     archived: bool | None = None,
@@ -151,7 +156,7 @@ def list_experiments(
     id_gte: int | None = Query(None, alias="experimentIdFilter.gte"),
     id_incl: list[int] = Query(default_factory=list, alias="experimentIdFilter.incl"),
     id_not_in: list[int] = Query(default_factory=list, alias="experimentIdFilter.notIn"),
-) -> dict[str, Any]:
+) -> Response:
     """``{experiments: [v1Experiment], pagination}``, filtered and sorted as 0.37's master
     does (api/_experiment_filters.py): ``archived`` (false over every project also hides
     archived projects' and workspaces' experiments), ``users``/``userIds``, ``projectId`` (0:
@@ -170,26 +175,38 @@ def list_experiments(
         hide_archived_parents=archived is False and not project_id,
         ids=_experiment_filters.IdFilter(id_lt, id_lte, id_gt, id_gte, id_incl, id_not_in),
     )
-    with store.read() as conn:
-        if project_id:
-            _projects.require_project(conn, project_id)
-            ids = _projects.project_experiment_ids(conn, project_id)
-        else:
-            ids = _experiments.list_experiment_ids(conn)
-        by_id = _experiments.experiments_by_id(conn, ids)
-        rows = [by_id[i] for i in ids if i in by_id]
-        # Filters and most sorts need only each experiment's head: build the whole of it
-        # (checkpoints, best trial) for the page alone.
-        if _experiment_filters.SORT_KEYS.get(sort_by) in _wire.HEAD_FIELDS:
-            facts = _wire.ExperimentFacts(conn, rows, whole=False)
-            found = [e for e in (_wire.experiment_head(facts, r) for r in rows) if wanted.keeps(e)]
-            found = _experiment_filters.sort_experiments(found, sort_by, order_by)
-            chunk, pagination = _wire.page(found, offset, limit)
-            chunk = _wire.experiment_jsons(conn, [by_id[e["id"]] for e in chunk])
-        else:
-            found = [e for e in _wire.experiment_jsons(conn, rows) if wanted.keeps(e)]
-            found = _experiment_filters.sort_experiments(found, sort_by, order_by)
-            chunk, pagination = _wire.page(found, offset, limit)
+    return reads.answer(experiment_page, wanted, project_id, sort_by, order_by, offset, limit)
+
+
+def experiment_page(
+    conn: sa.Connection,
+    wanted: _experiment_filters.ExperimentFilter,
+    project_id: int,
+    sort_by: str,
+    order_by: str,
+    offset: int,
+    limit: int,
+) -> dict[str, Any]:
+    """``GET /experiments``' body (a read function: see _read_workers)."""
+    if project_id:
+        _projects.require_project(conn, project_id)
+        ids = _projects.project_experiment_ids(conn, project_id)
+    else:
+        ids = _experiments.list_experiment_ids(conn)
+    by_id = _experiments.experiments_by_id(conn, ids)
+    rows = [by_id[i] for i in ids if i in by_id]
+    # Filters and most sorts need only each experiment's head: build the whole of it
+    # (checkpoints, best trial) for the page alone.
+    if _experiment_filters.SORT_KEYS.get(sort_by) in _wire.HEAD_FIELDS:
+        facts = _wire.ExperimentFacts(conn, rows, whole=False)
+        found = [e for e in (_wire.experiment_head(facts, r) for r in rows) if wanted.keeps(e)]
+        found = _experiment_filters.sort_experiments(found, sort_by, order_by)
+        chunk, pagination = _wire.page(found, offset, limit)
+        chunk = _wire.experiment_jsons(conn, [by_id[e["id"]] for e in chunk])
+    else:
+        found = [e for e in _wire.experiment_jsons(conn, rows) if wanted.keeps(e)]
+        found = _experiment_filters.sort_experiments(found, sort_by, order_by)
+        chunk, pagination = _wire.page(found, offset, limit)
     return {"experiments": chunk, "pagination": pagination}
 
 

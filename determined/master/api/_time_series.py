@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+import sqlalchemy as sa
+from fastapi import APIRouter, Query, Request, Response
 
 from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
-from determined.master.api._deps import StoreDep
+from determined.master.api._deps import ReadsDep
 from determined.master.api._wire import trial_json
 from determined.master.store import _metrics, _time, _trials
 
@@ -88,11 +89,11 @@ def _series(
     return downsample(points, most)
 
 
-@router.get("/trials/time-series")
+@router.get("/trials/time-series", response_model=None)
 def compare_trials(
     request: Request,
     caller: Caller,
-    store: StoreDep,
+    reads: ReadsDep,
     trial_ids: list[int] = Query(default_factory=list, alias="trialIds"),
     max_datapoints: int = Query(0, alias="maxDatapoints", ge=0),
     metric_names: list[str] = Query(default_factory=list, alias="metricNames"),
@@ -101,7 +102,7 @@ def compare_trials(
     end_batches: int = Query(0, alias="endBatches", ge=0),
     metric_type: str = Query("METRIC_TYPE_UNSPECIFIED", alias="metricType"),
     group: str = "",
-) -> dict[str, Any]:
+) -> Response:
     """``{trials: [{trial, metrics: [{type, group, data: [{batches, time, epoch?,
     values}]}]}]}`` in the order of ``trialIds``; a group with no matching points is left out."""
     # Refused rather than ignored: a chart filtered by them would silently show other data.
@@ -114,17 +115,29 @@ def compare_trials(
     wanted = metric_groups(metric_names, metric_ids, group, metric_type)
     most = max_datapoints or DEFAULT_MAX_DATAPOINTS
     end = end_batches or 2**31 - 1
+    for trial_id in trial_ids:
+        caller.check_trial(trial_id)
+    return reads.answer(trial_series, trial_ids, wanted, start_batches, end, most)
+
+
+def trial_series(
+    conn: sa.Connection,
+    trial_ids: list[int],
+    wanted: dict[str, list[str]],
+    start: int,
+    end: int,
+    most: int,
+) -> dict[str, Any]:
+    """``GET /trials/time-series``' body (a read function: see _read_workers)."""
     out = []
-    with store.read() as conn:
-        for trial_id in trial_ids:
-            caller.check_trial(trial_id)
-            trial = _trials.require_trial(conn, trial_id)
-            series = []
-            for g, names in wanted.items():
-                rows = _metrics.list_rows(conn, trial_id, g)
-                data = _series(rows, names, start_batches, end, most)
-                if data:
-                    kind = _PROTO_TYPES.get(g, "METRIC_TYPE_UNSPECIFIED")
-                    series.append({"type": kind, "group": g, "data": data})
-            out.append({"trial": trial_json(conn, trial), "metrics": series})
+    for trial_id in trial_ids:
+        trial = _trials.require_trial(conn, trial_id)
+        series = []
+        for g, names in wanted.items():
+            rows = _metrics.list_rows(conn, trial_id, g)
+            data = _series(rows, names, start, end, most)
+            if data:
+                kind = _PROTO_TYPES.get(g, "METRIC_TYPE_UNSPECIFIED")
+                series.append({"type": kind, "group": g, "data": data})
+        out.append({"trial": trial_json(conn, trial), "metrics": series})
     return {"trials": out}

@@ -1,0 +1,166 @@
+"""Heavy reads answered in worker processes, beside the master's own.
+
+The master is one Python process: every request, the metric reports that stream in from
+trials and the group-commit writer share one GIL. A read that builds a large answer (a page of
+the experiment list: ~20 ms of Python) holds that GIL in 5 ms slices, and every report waiting
+behind it waits too (benchmarks/master_metrics.py, readers beside 2,000 reports/s). Such reads
+are pure functions of the database, so a small pool of processes, each with its own engine on
+the same database (SQLite in WAL mode or PostgreSQL), can answer them: the master checks the
+caller, hands the worker the function and its arguments, and sends the JSON bytes it gets back.
+
+A read function is ``fn(conn, *args) -> JSON-able``, defined at module level (the worker
+imports it by name). The same function answers in-process where no pool runs, so both paths
+give the same bytes (``tests/master/test_read_workers.py``). Reads see what was committed, as
+``Store.read`` does: the master answers a write only after its commit.
+
+The pool starts with the first read that is sent to it; a worker that dies breaks the pool,
+which is then started anew, and that read is answered in-process.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import concurrent.futures.process
+import ctypes
+import ctypes.util
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from fastapi import Response
+
+from determined.master._gc_tuning import tune_gc
+from determined.master.store import Store, _engine
+
+logger = logging.getLogger("determined.master")
+
+ReadFn = Callable[..., Any]
+
+_worker_engine: sa.Engine | None = None  # in a worker process: its engine
+_PR_SET_PDEATHSIG = 1
+_PRELOAD = ["determined.master.api"]
+
+
+def encode(body: Any) -> bytes:
+    """JSON bytes as FastAPI's JSONResponse renders a plain dict (no spaces, UTF-8, no NaN)."""
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _start_worker(url: str, master_pid: int) -> None:
+    """A worker's start: ``master_pid`` is its parent's pid where it was forked from the
+    master (0 where a fork server started it)."""
+    global _worker_engine
+    _die_with(master_pid)
+    # Ctrl-C in the master's terminal reaches the whole process group: the master stops its
+    # pool; a worker's own traceback would only be noise.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _worker_engine = _engine.make_engine(url)
+    tune_gc()  # as in the master: full collections of the imported modules took 100+ ms
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """How to start workers: forked from this process while it has one thread (the master
+    starts them before its server's threads: cheap, and they share its imported modules),
+    else from a fork server (a fork of a threaded process may inherit a lock another thread
+    held), which imports the read functions' modules once (~1.5 s) before it forks them."""
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
+def _warm() -> None:
+    pass
+
+
+def _die_with(master_pid: int) -> None:
+    """End this worker when the master ends, even by SIGKILL (which runs no shutdown): the
+    kernel signals a child whose parent died (Linux). A worker is a child of the master, or of
+    the fork server, which ends with the master."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the master's own shutdown stops the pool
+        return
+    if master_pid and os.getppid() != master_pid:  # it died before the prctl
+        os._exit(0)
+
+
+def _answer_in_worker(fn: ReadFn, args: tuple[Any, ...]) -> bytes:
+    assert _worker_engine is not None, "not a read worker"
+    with _worker_engine.connect() as conn:
+        return encode(fn(conn, *args))
+
+
+class ReadWorkers:
+    """Answers read functions in ``processes`` worker processes (0: in this process)."""
+
+    def __init__(self, store: Store, processes: int) -> None:
+        self._store = store
+        self._processes = processes
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the workers now, in the background (a worker imports the master's modules,
+        about a second): the first reads then need not wait for them."""
+        pool = self._get_pool()
+        if pool is not None:
+            for _ in range(self._processes):
+                pool.submit(_warm)
+
+    def answer(self, fn: ReadFn, *args: Any) -> Response:
+        """``fn(conn, *args)`` as a JSON response. Errors ``fn`` raises (NotFound, ...) are
+        raised here, as they would be in-process."""
+        return Response(self.body(fn, *args), media_type="application/json")
+
+    def body(self, fn: ReadFn, *args: Any) -> bytes:
+        pool = self._get_pool()
+        if pool is not None:
+            try:
+                return pool.submit(_answer_in_worker, fn, args).result()
+            except concurrent.futures.process.BrokenProcessPool:
+                logger.error("a read worker died: starting the read workers again")
+                self._drop_pool(pool)
+                self.start()
+        with self._store.read() as conn:
+            return encode(fn(conn, *args))
+
+    def _get_pool(self) -> concurrent.futures.ProcessPoolExecutor | None:
+        if self._processes <= 0:
+            return None
+        with self._lock:
+            if self._pool is None and not self._closed:
+                context = _context()
+                forked = context.get_start_method() == "fork"
+                logger.info(
+                    f"read workers: {self._processes} processes ({context.get_start_method()})"
+                )
+                self._pool = concurrent.futures.ProcessPoolExecutor(
+                    self._processes,
+                    mp_context=context,
+                    initializer=_start_worker,
+                    initargs=(self._store.url, os.getpid() if forked else 0),
+                )
+            return self._pool
+
+    def _drop_pool(self, pool: concurrent.futures.ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
