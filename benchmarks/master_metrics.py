@@ -40,6 +40,10 @@ open on a busy cluster. Printed:
     .venv/bin/python benchmarks/master_metrics.py --trials 50 --seconds 10 --profile /tmp/m.prof
     .venv/bin/python benchmarks/master_metrics.py --db-url postgresql://postgres@/bench?host=/tmp
 
+``--read-workers N`` starts the master with that many read worker processes (default: the
+master's own default, 2; 0 answers the readers in the master's process, as before #16's last
+change: compare the two for what the workers buy).
+
 ``--profile PATH`` runs the master under cProfile (every thread, CPU time per thread) and writes
 the merged stats to PATH when it exits; the figures are then slower than without it. A thread
 still waiting when the stats are taken shows a bogus ``acquire`` time (its wait, timed against
