@@ -59,6 +59,9 @@ from determined.core._train import (
     _MasterTrainBackend,
 )
 
+# Tries per request of a task's session (see init's comment).
+TASK_ATTEMPTS = 8
+
 logger = logging.getLogger("determined.core")
 
 StorageArg = str | dict[str, Any] | None
@@ -384,7 +387,9 @@ def _cluster_init(
     cert: str | bool | None = info.master_cert_file
     if info.master_cert_name == "noverify":
         cert = False
-    session = Session(info.master_url, info.session_token, cert=cert)
+    # A task rides out a master restart (kill -9, then migrations and Slurm adoption: over
+    # 10 s on a loaded machine): 8 tries back off 0.5 s, 1 s, ... to 10 s, ~35 s in all.
+    session = Session(info.master_url, info.session_token, cert=cert, max_attempts=TASK_ATTEMPTS)
     if info.task_type != "TRIAL":
         return Context(
             checkpoint=CheckpointContext(

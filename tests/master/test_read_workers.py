@@ -1,7 +1,8 @@
 """determined/master/_read_workers.py: the heavy reads answered by the master's worker
 processes (the default, two of them) say what the same read functions say in-process; a read
 function's error is answered as it is in-process; a worker that dies is replaced and its read
-still answered; the workers end with the master, even on kill -9. On SQLite and PostgreSQL."""
+still answered; the workers end with the master, even on kill -9. The answers are compared on
+SQLite and PostgreSQL; the rest is the same code on both."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from determined.master.api._experiments import describe_experiment, experiment_p
 from determined.master.api._time_series import metric_groups, trial_series
 from determined.master.store import _engine
 
-pytestmark = [pytest.mark.e2e, pytest.mark.both_stores]
+pytestmark = pytest.mark.e2e
 
 
 def _children(pid: int) -> set[int]:
@@ -94,6 +95,7 @@ def _populate(master: MasterProcess) -> list[Run]:
     return runs
 
 
+@pytest.mark.both_stores
 def test_workers_answer_what_the_read_functions_answer_in_process(master: MasterProcess) -> None:
     assert len(_workers(master)) == 2  # the default
     runs = _populate(master)
