@@ -9,6 +9,7 @@ an uncommitted staging directory, which nothing lists or resumes from).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -104,7 +105,5 @@ def _wait_at_exit(writer: BackgroundWriter) -> None:
         if future is not None:
             concurrent.futures.wait([future])
 
-    try:
+    with contextlib.suppress(RuntimeError):  # exit has already begun: too late to wait
         register(wait)
-    except RuntimeError:  # exit has already begun
-        pass

@@ -77,7 +77,7 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 def _warm() -> None:
-    pass
+    """Nothing: submitted once per worker by ``start`` so that the pool starts them now."""
 
 
 def _die_with(master_pid: int) -> None:

@@ -10,6 +10,7 @@ device, which is how a device-to-host copy runs at full speed.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import logging
 import threading
@@ -194,13 +195,10 @@ def _tensors(obj: Any) -> Iterator[torch.Tensor]:
 def available_host_memory() -> int | None:
     """Bytes of host memory available without swapping (Linux ``MemAvailable``), or None where
     that is not known."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return None
 
 

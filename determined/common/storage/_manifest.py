@@ -9,6 +9,7 @@ raise :class:`determined.errors.CheckpointCorrupted` (wrong size or hash) or
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -160,10 +161,8 @@ def _start_writeback(fd: int, offset: int, length: int) -> None:
     fadvise = getattr(os, "posix_fadvise", None)
     if fadvise is None:
         return
-    try:
+    with contextlib.suppress(OSError):  # only a hint
         fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
-    except OSError:
-        pass
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, ...]:
