@@ -255,7 +255,7 @@ def test_a_job_slurm_queues_shows_queued_until_it_starts(
     and the trial's log says why; once Slurm starts it, RUNNING, then it completes."""
     blocker = slurm.run(
         "sbatch", "--parsable", "-J", "blocker", "-N", "2", "--ntasks-per-node", "2",
-        "--wrap", "sleep 120",
+        f"--output={tmp_path / 'blocker.out'}", "--wrap", "sleep 120",
     ).strip()  # fmt: skip
     try:
         deadline = time.monotonic() + 20

@@ -51,11 +51,17 @@ class LogWriter:
         self._store = store
         self._hook = hook
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(MAX_QUEUED_LINES)
+        # Started by the first line: the master forks its read workers at start-up, cheaply
+        # only while it has one thread (_read_workers._context).
         self._thread = threading.Thread(target=self._run, name="task-logs", daemon=True)
-        self._thread.start()
+        self._start_lock = threading.Lock()
 
     def put(self, row: dict[str, Any]) -> None:
         """Queue a line; blocks while :data:`MAX_QUEUED_LINES` wait (back-pressure)."""
+        if self._thread.ident is None:
+            with self._start_lock:
+                if self._thread.ident is None:
+                    self._thread.start()
         self._queue.put(row)
 
     def flush(self) -> None:
@@ -63,6 +69,9 @@ class LogWriter:
         self._queue.join()
 
     def close(self) -> None:
+        with self._start_lock:
+            if self._thread.ident is None:
+                return  # never started: nothing queued
         self._queue.put(None)
         self._thread.join(5)
 
