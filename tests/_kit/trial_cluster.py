@@ -169,11 +169,12 @@ class Cluster:
 
     def wait_experiment(self, exp_id: int, *states: str, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
+        settled = _Settled(states)
         while True:
             exp = self.experiment(exp_id)
             if exp["state"] in states:
                 return exp
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or settled.elsewhere(exp["state"]):
                 raise AssertionError(
                     f"experiment {exp_id} is {exp['state']}, not {states}\n" + self.describe(exp_id)
                 )
@@ -181,16 +182,42 @@ class Cluster:
 
     def wait_trial(self, exp_id: int, *states: str, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
+        settled = _Settled(states)
         while True:
             trial = self.trials(exp_id)[0]
             if trial["state"] in states:
                 return trial
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or settled.elsewhere(trial["state"]):
                 raise AssertionError(
                     f"trial {trial['id']} is {trial['state']}, not {states}\n"
                     + self.describe(exp_id)
                 )
             time.sleep(0.1)
+
+
+TERMINAL = ("STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR")
+# A terminal state other than the awaited one, seen this long without change, fails the wait
+# at once instead of at its timeout (a state may still leave it: continue, a restart).
+SETTLED_S = 3.0
+
+
+class _Settled:
+    """Whether a wait watches a terminal state it does not wait for, unchanged for
+    SETTLED_S."""
+
+    def __init__(self, wanted: tuple[str, ...]) -> None:
+        self.wanted = wanted
+        self.state: str | None = None
+        self.since = 0.0
+
+    def elsewhere(self, state: str) -> bool:
+        if state != self.state:
+            self.state, self.since = state, time.monotonic()
+        return (
+            state in TERMINAL
+            and state not in self.wanted
+            and time.monotonic() - self.since >= SETTLED_S
+        )
 
 
 def wait_file(path: pathlib.Path, timeout: float = 30) -> str:
