@@ -1,0 +1,147 @@
+"""The group-commit writer's own CPU per metric report (issue #16, item 11), without HTTP or
+other threads: what one commit of ``--batch`` training reports costs the writer thread.
+
+Two ways to write the same batch to the same SQLite schema, in the same process, timed by the
+thread's CPU clock (``time.thread_time``) over ``--rounds`` commits each:
+
+* **store**: ``_trials._write_reports`` in ``Store.tx`` (what the master's group commit runs:
+  SQLAlchemy Core, ``ReportBatch``'s reads, one multi-row insert, one update per trial);
+* **raw**: the floor under it: the same rows and trial updates through the ``sqlite3`` cursor
+  (``executemany`` of prepared tuples, JSON and times encoded by hand), none of the reads.
+
+The ratio store/raw says how much of the writer's CPU is the layers above SQLite, which is the
+case for taking the hot insert past SQLAlchemy's per-row parameter processing. Commits are
+fsynced in both (``synchronous=FULL``), but CPU time does not count the wait for the disk.
+
+    .venv/bin/python benchmarks/report_batch.py                 # 27 reports x 400 commits
+    .venv/bin/python benchmarks/report_batch.py --batch 100 --rounds 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import random
+import sqlite3
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from determined.master.api._models import TrialMetrics
+from determined.master.api._trials import _ReportWrite, _write_reports
+from determined.master.store import Store, _experiments, _trials, sqlite_url
+from determined.master.store._enums import State
+
+CONFIG = {"searcher": {"name": "single", "metric": "loss", "smaller_is_better": True}}
+WHEN = "2026-01-01T00:00:00Z"
+
+
+def make_trials(store: Store, n: int) -> list[int]:
+    ids = []
+    with store.tx() as conn:
+        for _ in range(n):
+            exp = _experiments.insert_experiment(
+                conn, config=CONFIG, original_config="", model_definition=None, owner_id=1
+            )
+            trial = _trials.insert_trial(
+                conn, experiment_id=exp, request_id="r", hparams={}, seed=0, state=State.ACTIVE
+            )
+            _trials.update_trial(conn, trial, run_id=1)  # its first run, as once allocated
+            ids.append(trial)
+    return ids
+
+
+def batch_of(ids: list[int], steps: dict[int, int], size: int, rng: random.Random) -> list[Any]:
+    """``size`` training reports of distinct trials, each the next step of its trial."""
+    out = []
+    for trial_id in rng.sample(ids, size):
+        steps[trial_id] += 1
+        s = steps[trial_id]
+        avg = {"loss": 1.0 / s, "lr": 0.1, "batches": s}
+        body = TrialMetrics(
+            trial_id=trial_id,
+            trial_run_id=1,
+            steps_completed=s,
+            report_time=WHEN,
+            metrics={"avgMetrics": avg, "batchMetrics": None},
+        )
+        out.append(_ReportWrite(trial_id, "training", body))
+    return out
+
+
+def time_store(store: Store, batches: list[list[Any]]) -> list[float]:
+    per_report = []
+    for writes in batches:
+        start = time.thread_time()
+        with store.tx() as conn:
+            _write_reports(conn, writes)
+        per_report.append((time.thread_time() - start) / len(writes))
+    return per_report
+
+
+def time_raw(path: pathlib.Path, batches: list[list[Any]]) -> list[float]:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    insert = (
+        "INSERT INTO metrics (trial_id, trial_run_id, metric_group, partition, steps_completed,"
+        " metrics, batch_metrics, report_time, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)"
+    )
+    update = "UPDATE trials SET total_batches = ?, summary_metrics = ? WHERE id = ?"
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc).isoformat(sep=" ")
+    per_report = []
+    for writes in batches:
+        start = time.thread_time()
+        rows = [
+            (w.trial_id, 1, "training", "TRAINING", w.steps, json.dumps(w.avg), None, when)
+            for w in writes
+        ]
+        summaries = [(w.steps, json.dumps({"avg_metrics": w.avg}), w.trial_id) for w in writes]
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany(insert, rows)
+        db.executemany(update, summaries)
+        db.execute("COMMIT")
+        per_report.append((time.thread_time() - start) / len(writes))
+    db.close()
+    return per_report
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--batch", type=int, default=27, help="reports per commit (the master's mean)")
+    p.add_argument("--rounds", type=int, default=400, help="commits per way")
+    args = p.parse_args()
+    rng = random.Random(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {}
+        for way in ("store", "raw"):
+            data = pathlib.Path(tmp) / way
+            data.mkdir()
+            store = Store(sqlite_url(data))
+            ids = make_trials(store, args.trials)
+            steps = dict.fromkeys(ids, 0)
+            batches = [batch_of(ids, steps, args.batch, rng) for _ in range(args.rounds)]
+            if way == "store":
+                results[way] = time_store(store, batches)
+                store.close()
+            else:
+                store.close()
+                results[way] = time_raw(data / "master.db", batches)
+        for way, values in results.items():
+            values.sort()
+            print(
+                f"{way:6} CPU per report: median {statistics.median(values) * 1e6:7.1f} us"
+                f"  p90 {values[int(0.9 * len(values))] * 1e6:7.1f} us"
+                f"  ({args.batch} reports x {args.rounds} commits)"
+            )
+        ratio = statistics.median(results["store"]) / statistics.median(results["raw"])
+        print(f"ratio store/raw (median): {ratio:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
