@@ -20,6 +20,7 @@ import requests
 import yaml
 
 from _kit.master import MasterProcess
+from determined.master.store._enums import TERMINAL
 
 TRAIN_PY = r"""
 import json, os, pathlib, sys, time
@@ -195,7 +196,6 @@ class Cluster:
             time.sleep(0.1)
 
 
-TERMINAL = ("STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR")
 # A terminal state other than the awaited one, seen this long without change, fails the wait
 # at once instead of at its timeout (a state may still leave it: continue, a restart).
 SETTLED_S = 3.0
@@ -214,7 +214,7 @@ class _Settled:
         if state != self.state:
             self.state, self.since = state, time.monotonic()
         return (
-            state in TERMINAL
+            state in TERMINAL  # State is a str enum: its wire names are members
             and state not in self.wanted
             and time.monotonic() - self.since >= SETTLED_S
         )
