@@ -517,6 +517,8 @@ def main() -> int:
         print(_line("GET /info", base))
         if args.readers:
             add_logs(url, trials, args.log_lines)
+        # Flushed: a profiler attached to the master (py-spy) can start on this line.
+        print(f"metric run: {args.seconds:g} s", flush=True)
         run = drive_measured(
             proc.pid,
             port,

@@ -4,12 +4,14 @@ beyond loopback with blank default passwords, and a private data dir."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import pathlib
 import stat
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import requests
@@ -28,6 +30,44 @@ def test_foreign_host_names_are_refused(shared_master: MasterProcess) -> None:
     assert r.status_code == 421
     for host in (f"localhost:{shared_master.port}", "127.0.0.1", "[::1]:80", "10.1.2.3:8080"):
         assert requests.get(url + "/info", headers={"Host": host}).status_code == 200, host
+
+
+def test_the_host_check_remembers_only_allowed_hosts_and_only_so_many() -> None:
+    """The check keeps the Host headers it allowed (it parses each header once), never a
+    refused one, and at most MAX_KNOWN of them: past that it checks every time, still right."""
+    from determined.master._app import _HostCheck
+
+    served: list[bytes] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        served.append(dict(scope["headers"])[b"host"])
+
+    statuses: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    check = _HostCheck(app, frozenset({"det.test"}))
+
+    def ask(host: bytes) -> bool:
+        before = len(served)
+        scope = {"type": "http", "method": "GET", "path": "/info", "headers": [(b"host", host)]}
+        asyncio.run(check(scope, receive, send))
+        return len(served) > before
+
+    for _ in range(2):  # the second round is answered from what the first one learnt
+        assert ask(b"det.test:8080") and ask(b"127.0.0.1:1")
+        assert not ask(b"evil.example") and not ask(b"evil.example:8080")
+    assert b"evil.example" not in check._known
+    for port in range(2 * _HostCheck.MAX_KNOWN):
+        assert ask(b"10.0.0.1:%d" % port)
+    assert len(check._known) == _HostCheck.MAX_KNOWN
+    assert ask(b"[::1]:9") and not ask(b"other.example")
+    assert statuses == [421] * 5
 
 
 def test_an_allowed_host_name_is_served(tmp_path: pathlib.Path) -> None:

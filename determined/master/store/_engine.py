@@ -130,3 +130,59 @@ def inserted_id(result: sa.CursorResult[Any]) -> int:
     if key is None:
         raise RuntimeError("the INSERT returned no primary key")
     return int(key[0])
+
+
+class ManyRows:
+    """One INSERT or UPDATE run for many rows through the driver's ``executemany``, past
+    SQLAlchemy's per-execution work (the compiled-cache lookup, ``construct_params`` and its
+    generic bind processing of every row: most of a group commit's CPU above SQLite).
+
+    The statement is compiled once per dialect, and each value still goes through its column
+    type's own bind processor for that dialect, so the rows stored are the rows
+    ``conn.execute(stmt, rows)`` would store (``tests/master/test_many_rows.py``).
+
+    Args:
+        stmt: the statement; every bind parameter it has must be one of ``keys``.
+        keys: the keys of each row given to :meth:`run`: columns to insert or SET, and the
+            statement's named bind parameters (a WHERE's ``bindparam``).
+    """
+
+    def __init__(self, stmt: sa.Insert | sa.Update, keys: Iterable[str]) -> None:
+        self._stmt = stmt
+        self._keys = list(keys)
+        self._compiled: dict[str, tuple[str, list[tuple[str, Any]], bool]] = {}
+
+    def run(self, conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
+        """Write ``rows`` (each with exactly the ``keys``) in ``conn``'s transaction."""
+        if not rows:
+            return
+        sql, processors, positional = self._for(conn.dialect)
+        if positional:
+            params: list[Any] = [
+                tuple(row[k] if p is None else p(row[k]) for k, p in processors) for row in rows
+            ]
+        else:
+            params = [
+                {k: row[k] if p is None else p(row[k]) for k, p in processors} for row in rows
+            ]
+        conn.exec_driver_sql(sql, params)
+
+    def _for(self, dialect: sa.Dialect) -> tuple[str, list[tuple[str, Any]], bool]:
+        found = self._compiled.get(dialect.name)
+        if found is None:
+            compiled = self._stmt.compile(
+                dialect=dialect, column_keys=self._keys, for_executemany=True
+            )
+            names = (
+                list(compiled.positiontup or []) if compiled.positional else list(compiled.binds)
+            )
+            extra = set(names) - set(self._keys)
+            if extra:  # a default or onupdate value SQLAlchemy would compute per row
+                raise ValueError(f"the statement has bind parameters {sorted(extra)} not in keys")
+            processors = [
+                (n, compiled.binds[n].type.dialect_impl(dialect).bind_processor(dialect))
+                for n in names
+            ]
+            found = (compiled.string, processors, bool(compiled.positional))
+            self._compiled[dialect.name] = found
+        return found

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import InvalidArgument
 from determined.master.store import _engine, _time, _trials
-from determined.master.store._engine import inserted_id
+from determined.master.store._engine import ManyRows, inserted_id
 from determined.master.store._enums import Partition
 from determined.master.store._rows import TrialRow
 from determined.master.store._schema import metrics, trials
@@ -95,6 +95,8 @@ def _check(
 
 
 def _is_number(v: Any) -> bool:
+    if type(v) in (float, int):  # the common case, without the ABC's isinstance machinery
+        return True
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
@@ -237,6 +239,33 @@ def _summary_changes(
     return values
 
 
+# A batch's writes, past SQLAlchemy's per-row work (see ManyRows): the new rows (the keys of
+# _new_row), and per set of changed columns, the trials' updates.
+_INSERT_MANY = ManyRows(
+    _INSERT,
+    (
+        "trial_id",
+        "trial_run_id",
+        "metric_group",
+        "partition",
+        "steps_completed",
+        "metrics",
+        "batch_metrics",
+        "report_time",
+        "archived",
+    ),
+)
+_UPDATES_MANY: dict[tuple[str, ...], ManyRows] = {}
+
+
+def _update_trials_many(columns: tuple[str, ...]) -> ManyRows:
+    found = _UPDATES_MANY.get(columns)
+    if found is None:
+        found = ManyRows(_UPDATE_TRIAL, (*columns, "trial_row_id"))
+        _UPDATES_MANY[columns] = found
+    return found
+
+
 # What a batch reads of each trial: all that _check, _new_row and _summary_changes use.
 _BATCH_TRIAL_COLUMNS = (
     trials.c.id,
@@ -321,15 +350,14 @@ class ReportBatch:
 
     def flush(self) -> None:
         """Write what :meth:`add` took."""
-        if self._rows:
-            self.conn.execute(_INSERT, self._rows)
+        _INSERT_MANY.run(self.conn, self._rows)
         by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for trial_id, changes in self._changed.items():
             if changes:
                 params = {"trial_row_id": trial_id, **changes}
                 by_columns.setdefault(tuple(sorted(changes)), []).append(params)
-        for many in by_columns.values():
-            self.conn.execute(_UPDATE_TRIAL, many)
+        for columns, many in by_columns.items():
+            _update_trials_many(columns).run(self.conn, many)
         self._rows, self._changed = [], {}
 
     def reload(self, trial_id: int, group: str, steps_completed: int) -> None:
