@@ -13,8 +13,15 @@ The ratio store/raw says how much of the writer's CPU is the layers above SQLite
 case for taking the hot insert past SQLAlchemy's per-row parameter processing. Commits are
 fsynced in both (``synchronous=FULL``), but CPU time does not count the wait for the disk.
 
+``--busy-loop`` times something else: the wall time of the store's commits while another
+thread of the process keeps the GIL busy two thirds of the time (3 ms of Python, 1.5 ms asleep,
+as the master's event loop under a stream of reports), at Python's default GIL switch interval
+and at the master's (``determined/master/_interpreter_tuning.py``). The writer lets go of the
+GIL in each SQLite call and waits to take it back; the ratio says what the shorter interval buys.
+
     .venv/bin/python benchmarks/report_batch.py                 # 27 reports x 400 commits
     .venv/bin/python benchmarks/report_batch.py --batch 100 --rounds 200
+    .venv/bin/python benchmarks/report_batch.py --busy-loop
 """
 
 from __future__ import annotations
@@ -26,10 +33,13 @@ import pathlib
 import random
 import sqlite3
 import statistics
+import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
+from determined.master._interpreter_tuning import SWITCH_INTERVAL_S
 from determined.master.api._models import TrialMetrics
 from determined.master.api._trials import _ReportWrite, _write_reports
 from determined.master.store import Store, _experiments, _trials, sqlite_url
@@ -109,12 +119,66 @@ def time_raw(path: pathlib.Path, batches: list[list[Any]]) -> list[float]:
     return per_report
 
 
+def _busy(stop: threading.Event) -> None:
+    """Hold the GIL 3 ms, sleep 1.5 ms, until ``stop``: a busy event loop."""
+    while not stop.is_set():
+        end = time.perf_counter() + 0.003
+        while time.perf_counter() < end:
+            pass
+        time.sleep(0.0015)
+
+
+def busy_loop(args: argparse.Namespace) -> int:
+    rng = random.Random(0)
+    walls: dict[float, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(sqlite_url(pathlib.Path(tmp)))
+        ids = make_trials(store, args.trials)
+        steps = dict.fromkeys(ids, 0)
+        default = sys.getswitchinterval()
+        # Alternate the two intervals, so that a slow spell of the machine hits both alike.
+        for i in range(2 * args.rounds // 50):
+            interval = (default, SWITCH_INTERVAL_S)[i % 2]
+            sys.setswitchinterval(interval)
+            stop = threading.Event()
+            busy = threading.Thread(target=_busy, args=(stop,), daemon=True)
+            busy.start()
+            for _ in range(50):
+                writes = batch_of(ids, steps, args.batch, rng)
+                start = time.perf_counter()
+                with store.tx() as conn:
+                    _write_reports(conn, writes)
+                walls.setdefault(interval, []).append(time.perf_counter() - start)
+            stop.set()
+            busy.join()
+        sys.setswitchinterval(default)
+        store.close()
+    for interval, values in walls.items():
+        values.sort()
+        print(
+            f"switch interval {interval * 1e3:.1f} ms: commit wall p50 "
+            f"{statistics.median(values) * 1e3:6.2f} ms  p90 "
+            f"{values[int(0.9 * len(values))] * 1e3:6.2f} ms  ({len(values)} commits of "
+            f"{args.batch} reports beside a busy thread)"
+        )
+    ratio = statistics.median(walls[default]) / statistics.median(walls[SWITCH_INTERVAL_S])
+    print(f"ratio default/master interval (median commit wall): {ratio:.2f}x")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--batch", type=int, default=27, help="reports per commit (the master's mean)")
     p.add_argument("--rounds", type=int, default=400, help="commits per way")
+    p.add_argument(
+        "--busy-loop",
+        action="store_true",
+        help="commit wall time beside a busy thread, at two GIL switch intervals",
+    )
     args = p.parse_args()
+    if args.busy_loop:
+        return busy_loop(args)
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         results = {}

@@ -16,7 +16,7 @@ from typing import Any
 
 from determined._version import __version__
 from determined.common import _paths
-from determined.master._gc_tuning import tune_gc
+from determined.master._interpreter_tuning import tune_gc, tune_gil
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -351,6 +351,7 @@ def _serve(app: Any, **options: Any) -> None:
     # The trials' long polls must not hold the shutdown for long.
     config = uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=2, **options)
     tune_gc()
+    tune_gil()
     app.state.reads.start()  # forked now, while this process has one thread
     Server(config).run()
 

@@ -35,7 +35,7 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi import Response
 
-from determined.master._gc_tuning import tune_gc
+from determined.master._interpreter_tuning import tune_gc
 from determined.master.store import Store, _engine
 
 logger = logging.getLogger("determined.master")
