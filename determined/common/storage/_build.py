@@ -159,9 +159,16 @@ def from_string(spec: str) -> StorageManager:
     """``core.init(checkpoint_storage="...")``: a path or ``file:`` URL (shared_fs there; ""
     is the working directory), ``s3://bucket/prefix`` or ``gs://bucket/prefix``.
 
-    Raises ValueError for a ``file:`` URL with a host, a cloud URL without a bucket, or any
-    other scheme."""
+    Raises ValueError for a ``file:`` URL with a host, a cloud URL without a bucket, any
+    other scheme, or a string with ``;params``, ``?query`` or ``#fragment`` (as the reference
+    does: such a path would otherwise be cut short there)."""
     parsed = urllib.parse.urlparse(spec)
+    if parsed.params or parsed.query or parsed.fragment:
+        cut = next(c for c in ";?#" if c in spec)
+        raise ValueError(
+            f"checkpoint_storage {spec!r} has {cut!r} in it, which a storage URL does not "
+            "take; give a path without ';', '?' or '#' (or a dict: {'type': 'shared_fs', ...})"
+        )
     if parsed.scheme in ("", "file"):
         if parsed.netloc:
             raise ValueError(

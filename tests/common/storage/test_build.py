@@ -172,6 +172,10 @@ def test_init_arg_gs_url_selects_gcs() -> None:
         ("hdfs://nn/x", "unsupported scheme"),
         ("azure://c/x", "unsupported scheme"),
         ("s3:///x", "no bucket"),
+        # The reference refuses these too ("Malformed"); urlparse would cut the path there.
+        ("/x/ck;pts", "';'"),
+        ("/x/ckpts?v=1", "'\\?'"),
+        ("s3://bucket/p#frag", "'#'"),
     ],
 )
 def test_init_arg_bad_strings_raise_value_error(spec: str, match: str) -> None:
