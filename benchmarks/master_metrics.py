@@ -27,6 +27,10 @@ open on a busy cluster. Printed:
 * the **metric run**: reports accepted per second (sent / wall time of the schedule), the
   latency p50 / p99 / max of one post (send to answer), how far behind schedule the trials
   fell, and the ratios of rate and latency to the baseline;
+* **inside** the master (its ``GET /api/v1/dev/group-commit``, over the metric run): how long
+  a report's write waited from its submission to the end of its commit, each commit's wall
+  time and the writer thread's CPU in it, and the commits' sizes: the store's share of the
+  latency, without the HTTP layer and the client processes;
 * the master's **CPU per request** of each phase (user + system time of the master process,
   from ``/proc``, over the requests answered): what a request costs, less sensitive to the
   other jobs on the machine than the rate;
@@ -418,6 +422,22 @@ def drive_measured(pid: int, *args: Any) -> dict[str, Any]:
     return result
 
 
+def group_commit(url: str, admin: str, reset: bool = False) -> dict[str, Any]:
+    """The master's own figures of its group commit (``GET /api/v1/dev/group-commit``); with
+    ``reset``, forget them instead (the measured phase starts)."""
+    headers = {"Authorization": f"Bearer {admin}"}
+    if reset:
+        requests.post(url + "/api/v1/dev/group-commit/reset", headers=headers).raise_for_status()
+        return {}
+    r = requests.get(url + "/api/v1/dev/group-commit", headers=headers)
+    r.raise_for_status()
+    return dict(r.json())
+
+
+def _spread(p: dict[str, float]) -> str:
+    return f"p50 {p.get('p50', 0):.1f} p99 {p.get('p99', 0):.1f} ms"
+
+
 # ----------------------------------------------------------------------------- checks
 
 
@@ -519,6 +539,7 @@ def main() -> int:
             add_logs(url, trials, args.log_lines)
         # Flushed: a profiler attached to the master (py-spy) can start on this line.
         print(f"metric run: {args.seconds:g} s", flush=True)
+        group_commit(url, admin, reset=True)
         run = drive_measured(
             proc.pid,
             port,
@@ -533,6 +554,13 @@ def main() -> int:
             admin,
         )
         print(_line("metrics", run))
+        inside = group_commit(url, admin)
+        print(
+            f"inside     {inside['writes']} writes, {inside['commits']} commits: wait (submit -> "
+            f"committed) {_spread(inside['waitMs'])}; commit wall {_spread(inside['commitWallMs'])}"
+            f", writer CPU {_spread(inside['commitCpuMs'])}; batch p50 "
+            f"{inside['batchSize'].get('p50', 0):.0f} p99 {inside['batchSize'].get('p99', 0):.0f}"
+        )
         if run["reads"]:
             every = sorted(x for lat in run["reads"].values() for x in lat)
             print(

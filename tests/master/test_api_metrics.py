@@ -105,3 +105,20 @@ def test_latest_and_best_validation(shared_master: MasterProcess) -> None:
     assert trial["latestValidation"]["totalBatches"] == 30
     assert trial["bestValidation"]["totalBatches"] == 20
     assert run.trial.get(shared_master.url + path).json() == {"metric": 0.7}
+
+
+def test_the_dev_endpoint_gives_the_group_commits_figures(shared_master: MasterProcess) -> None:
+    """``GET /api/v1/dev/group-commit`` (admins, ``--dev-endpoints``): what the reports'
+    writes waited inside the master; ``POST .../reset`` starts afresh."""
+    run = Run(shared_master)
+    url = shared_master.url + "/api/v1/dev/group-commit"
+    assert run.admin.post(url + "/reset").status_code == 200
+    for step in range(1, 6):
+        assert run.metrics("training", step, {"loss": 1.0 / step}).status_code == 200
+    figures = run.get("/api/v1/dev/group-commit")
+    assert figures["writes"] >= 5 and figures["commits"] >= 1
+    assert figures["waitMs"]["max"] >= figures["waitMs"]["p50"] > 0
+    assert run.trial.get(url).status_code in (401, 403)  # an allocation's token is no admin
+    assert run.trial.post(url + "/reset").status_code in (401, 403)
+    assert run.admin.post(url + "/reset").status_code == 200
+    assert run.get("/api/v1/dev/group-commit")["writes"] == 0

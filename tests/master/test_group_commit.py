@@ -170,3 +170,43 @@ def test_close_stops_the_writer_and_refuses_later_writes(tmp_path: pathlib.Path)
         store.write(_insert(2))
     assert _count(store, "k") == 1  # the engine still reads after close (it reconnects)
     store.engine.dispose()
+
+
+def test_commit_stats_count_every_write_and_commit(tmp_path: pathlib.Path) -> None:
+    """Each write's wait (submitted -> its commit ended) and each commit's wall time, writer
+    CPU and size; a failed write counts too; reset forgets them."""
+    store = Store(sqlite_url(tmp_path))
+    stats = store.commit_stats
+    stats.reset()
+    errors = _hammer(store, 40, bad=7)
+    assert set(errors) == {7}
+    summary = stats.summary()
+    assert summary["writes"] == 40
+    assert 1 <= summary["commits"] <= 40
+    waits, walls = summary["waitMs"], summary["commitWallMs"]
+    for p in (waits, walls, summary["commitCpuMs"], summary["batchSize"]):
+        assert 0 <= p["p50"] <= p["p90"] <= p["p99"] <= p["max"]
+    assert waits["max"] >= walls["max"] * 0.999  # a write waits at least for its commit
+    assert summary["batchSize"]["max"] <= _group_commit.MAX_BATCH
+    stats.reset()
+    assert stats.summary() == {
+        "writes": 0,
+        "commits": 0,
+        "waitMs": {},
+        "commitWallMs": {},
+        "commitCpuMs": {},
+        "batchSize": {},
+    }
+    store.close()
+
+
+def test_commit_stats_keep_only_the_newest() -> None:
+    stats = _group_commit.CommitStats(max_writes=3, max_commits=2)
+    for i in range(5):
+        w = _group_commit._Write(lambda conn: None)
+        w.submitted -= i  # waited i seconds more
+        stats.record([w], time.monotonic(), 0.001)
+    summary = stats.summary()
+    assert (summary["writes"], summary["commits"]) == (3, 2)
+    assert summary["waitMs"]["max"] >= 4000  # the newest three: 2, 3 and 4 s
+    assert summary["waitMs"]["p50"] >= 2000

@@ -1,4 +1,5 @@
-"""The resource manager's side of allocations, over HTTP, for tests and external launchers.
+"""The resource manager's side of allocations, over HTTP, for tests and external launchers;
+and the group commit's own figures, for benchmarks.
 
 Served only when the master runs with ``--dev-endpoints`` and only to admins: the local
 resource manager (next) calls :class:`Experiments` directly instead.
@@ -12,7 +13,7 @@ from fastapi import APIRouter
 
 from determined.master._errors import PermissionDenied
 from determined.master.api._auth import Caller
-from determined.master.api._deps import ExperimentsDep
+from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import Allocate, AllocationExit
 
 router = APIRouter(prefix="/api/v1/dev")
@@ -52,3 +53,18 @@ def exit_(
     """The allocation's processes exited with ``exitCode``: ``{trialState}`` afterwards."""
     _admin(caller)
     return {"trialState": exps.allocation_exited(allocation_id, body.exit_code).value}
+
+
+@router.get("/group-commit")
+def group_commit_stats(caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """What the recent writes waited inside the master (``_group_commit.CommitStats``)."""
+    _admin(caller)
+    return store.commit_stats.summary()
+
+
+@router.post("/group-commit/reset")
+def reset_group_commit_stats(caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """Forget the figures so far (a benchmark's measured phase starts)."""
+    _admin(caller)
+    store.commit_stats.reset()
+    return {}

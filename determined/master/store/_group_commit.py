@@ -26,6 +26,7 @@ holding a worker thread each (a thread-pool hop per report, and a herd of waitin
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 import time
 from collections.abc import Callable
@@ -46,8 +47,63 @@ LINGER_S = 0.003
 BUSY_S = 0.02
 
 
+class CommitStats:
+    """What the recent writes waited, seen from inside (``benchmarks/master_metrics.py`` reads
+    it through ``GET /api/v1/dev/group-commit``): a client's latency also counts its own
+    process and the HTTP layer, which on a shared machine can hide what the store does.
+
+    Per write: submitted -> its commit ended (or failed). Per commit: its wall time, the writer
+    thread's CPU time in it, and its size. The newest ``max_writes`` / ``max_commits`` are kept.
+    """
+
+    def __init__(self, max_writes: int = 200_000, max_commits: int = 20_000) -> None:
+        self._lock = threading.Lock()
+        self._waits: collections.deque[float] = collections.deque(maxlen=max_writes)
+        self._commits: collections.deque[tuple[float, float, int]] = collections.deque(
+            maxlen=max_commits
+        )
+
+    def record(self, batch: list[_Write[Any]], started: float, cpu: float) -> None:
+        ended = time.monotonic()
+        with self._lock:
+            self._commits.append((ended - started, cpu, len(batch)))
+            self._waits.extend(ended - w.submitted for w in batch)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._waits.clear()
+            self._commits.clear()
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, and p50 / p90 / p99 / max of: ``waitMs`` (per write), ``commitWallMs``,
+        ``commitCpuMs`` and ``batchSize`` (per commit)."""
+        with self._lock:
+            waits = sorted(self._waits)
+            commits = list(self._commits)
+        return {
+            "writes": len(waits),
+            "commits": len(commits),
+            "waitMs": _percentiles([w * 1e3 for w in waits]),
+            "commitWallMs": _percentiles(sorted(c[0] * 1e3 for c in commits)),
+            "commitCpuMs": _percentiles(sorted(c[1] * 1e3 for c in commits)),
+            "batchSize": _percentiles(sorted(float(c[2]) for c in commits)),
+        }
+
+
+def _percentiles(ordered: list[float]) -> dict[str, float]:
+    if not ordered:
+        return {}
+    at = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+    out = {
+        k: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3) for k, q in at.items()
+    }
+    out["max"] = round(ordered[-1], 3)
+    return out
+
+
 class _Write(Generic[T]):
     def __init__(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> None:
+        self.submitted = time.monotonic()
         self.fn = fn
         self.combine = combine
         self.settled = False  # value or error is final
@@ -92,6 +148,7 @@ class GroupCommit:
         self._writer: threading.Thread | None = None
         self._closed = False
         self._lingering = False  # the writer waits for more writes to join its batch
+        self.stats = CommitStats()
 
     def run(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> T:
         """Run ``fn`` in a committed transaction; returns its value or raises its error.
@@ -148,6 +205,7 @@ class GroupCommit:
                 if time.monotonic() - last_commit < BUSY_S:
                     self._linger()
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            started, cpu = time.monotonic(), time.thread_time()
             try:
                 self._commit(batch)
                 last_commit = time.monotonic()
@@ -156,6 +214,7 @@ class GroupCommit:
                     if not w.settled:
                         w.error = RuntimeError(f"the write was interrupted ({e!r}); nothing stored")
                         w.settled = True
+            self.stats.record(batch, started, time.thread_time() - cpu)
             self._wake(batch)
 
     def _linger(self) -> None:

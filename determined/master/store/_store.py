@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from determined.master.store import _engine, _projects, _token_cache, _users
-from determined.master.store._group_commit import Combine, GroupCommit
+from determined.master.store._group_commit import Combine, CommitStats, GroupCommit
 from determined.master.store._schema import cluster_info
 
 T = TypeVar("T")
@@ -83,6 +83,11 @@ class Store:
         """A connection for reads (no commit)."""
         with self.engine.connect() as conn:
             yield conn
+
+    @property
+    def commit_stats(self) -> CommitStats:
+        """What the group commit's recent writes waited (see ``_group_commit.CommitStats``)."""
+        return self._group.stats
 
     def close(self) -> None:
         self._group.close()
