@@ -17,21 +17,11 @@ from hypothesis import strategies as st
 from determined.master.store import Store, _experiments, _trials, sqlite_url
 from determined.master.store._engine import ManyRows
 from determined.master.store._enums import State
+from determined.master.store._metrics import ROW_KEYS
 from determined.master.store._schema import metrics, trials, users
 
 pytestmark = pytest.mark.both_stores
 
-ROW_KEYS = (
-    "trial_id",
-    "trial_run_id",
-    "metric_group",
-    "partition",
-    "steps_completed",
-    "metrics",
-    "batch_metrics",
-    "report_time",
-    "archived",
-)
 json_value = st.recursive(
     st.one_of(
         st.none(),

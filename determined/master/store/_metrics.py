@@ -239,22 +239,10 @@ def _summary_changes(
     return values
 
 
-# A batch's writes, past SQLAlchemy's per-row work (see ManyRows): the new rows (the keys of
-# _new_row), and per set of changed columns, the trials' updates.
-_INSERT_MANY = ManyRows(
-    _INSERT,
-    (
-        "trial_id",
-        "trial_run_id",
-        "metric_group",
-        "partition",
-        "steps_completed",
-        "metrics",
-        "batch_metrics",
-        "report_time",
-        "archived",
-    ),
-)
+# A batch's writes, past SQLAlchemy's per-row work (see ManyRows): the new rows (every column
+# but the id: the keys of _new_row), and per set of changed columns, the trials' updates.
+ROW_KEYS = tuple(c.name for c in metrics.c if c.name != "id")
+_INSERT_MANY = ManyRows(_INSERT, ROW_KEYS)
 _UPDATES_MANY: dict[tuple[str, ...], ManyRows] = {}
 
 
