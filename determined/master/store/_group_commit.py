@@ -77,9 +77,10 @@ class CommitStats:
     def summary(self) -> dict[str, Any]:
         """Counts, and p50 / p90 / p99 / max of: ``waitMs`` (per write), ``commitWallMs``,
         ``commitCpuMs`` and ``batchSize`` (per commit)."""
-        with self._lock:
-            waits = sorted(self._waits)
+        with self._lock:  # copied under the lock, sorted outside it: the writer records on
+            waits = list(self._waits)
             commits = list(self._commits)
+        waits.sort()
         return {
             "writes": len(waits),
             "commits": len(commits),
