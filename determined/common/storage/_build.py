@@ -155,38 +155,38 @@ def build(config: Mapping[str, Any], container_path: str | None = None) -> Stora
     return builder(config, container_path)
 
 
-def from_string(spec: str) -> StorageManager:
+def from_string(shortcut: str) -> StorageManager:
     """``core.init(checkpoint_storage="...")``: a path or ``file:`` URL (shared_fs there; ""
     is the working directory), ``s3://bucket/prefix`` or ``gs://bucket/prefix``.
 
     Raises ValueError for a ``file:`` URL with a host, a cloud URL without a bucket, any
     other scheme, or a string with ``;params``, ``?query`` or ``#fragment`` (as the reference
     does: such a path would otherwise be cut short there)."""
-    parsed = urllib.parse.urlparse(spec)
+    parsed = urllib.parse.urlparse(shortcut)
     if parsed.params or parsed.query or parsed.fragment:
-        cut = next(c for c in ";?#" if c in spec)
+        cut = next(c for c in ";?#" if c in shortcut)
         raise ValueError(
-            f"checkpoint_storage {spec!r} has {cut!r} in it, which a storage URL does not "
+            f"checkpoint_storage {shortcut!r} has {cut!r} in it, which a storage URL does not "
             "take; give a path without ';', '?' or '#' (or a dict: {'type': 'shared_fs', ...})"
         )
     if parsed.scheme in ("", "file"):
         if parsed.netloc:
             raise ValueError(
-                f"checkpoint_storage {spec!r} names a host ({parsed.netloc!r}); a file: URL must "
-                "be local, like file:///abs/path or a plain path"
+                f"checkpoint_storage {shortcut!r} names a host ({parsed.netloc!r}); a file: URL "
+                "must be local, like file:///abs/path or a plain path"
             )
         return SharedFSStorageManager(parsed.path or os.getcwd())
     if parsed.scheme in ("s3", "gs"):
         if not parsed.netloc:
             raise ValueError(
-                f"checkpoint_storage {spec!r} has no bucket; use {parsed.scheme}://b/p"
+                f"checkpoint_storage {shortcut!r} has no bucket; use {parsed.scheme}://b/p"
             )
         prefix = parsed.path.strip("/") or None
         if parsed.scheme == "s3":
             return S3StorageManager(bucket=parsed.netloc, prefix=prefix)
         return GCSStorageManager(bucket=parsed.netloc, prefix=prefix)
     raise ValueError(
-        f"checkpoint_storage {spec!r} has an unsupported scheme {parsed.scheme!r}; use a path, "
+        f"checkpoint_storage {shortcut!r} has an unsupported scheme {parsed.scheme!r}; use a path, "
         "file://, s3:// or gs://"
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import pathlib
@@ -181,6 +182,13 @@ def test_init_arg_gs_url_selects_gcs() -> None:
 def test_init_arg_bad_strings_raise_value_error(spec: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         storage.from_init_arg(spec, "/unused")
+
+
+def test_from_string_takes_the_references_parameter() -> None:
+    """0.37: ``from_string(shortcut: str)``; a keyword call binds the same name here."""
+    assert list(inspect.signature(storage.from_string).parameters) == ["shortcut"]
+    sm = storage.from_string(shortcut="/x/ckpts")
+    assert isinstance(sm, SharedFSStorageManager) and sm.base_path == pathlib.Path("/x/ckpts")
 
 
 def test_init_arg_shared_fs_dict_raises_value_error() -> None:
