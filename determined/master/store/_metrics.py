@@ -15,6 +15,7 @@ Rules (docs/reference/master.md §3.2):
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import numbers
 from collections.abc import Iterable
@@ -243,15 +244,11 @@ def _summary_changes(
 # but the id: the keys of _new_row), and per set of changed columns, the trials' updates.
 ROW_KEYS = tuple(c.name for c in metrics.c if c.name != "id")
 _INSERT_MANY = ManyRows(_INSERT, ROW_KEYS)
-_UPDATES_MANY: dict[tuple[str, ...], ManyRows] = {}
 
 
+@functools.cache
 def _update_trials_many(columns: tuple[str, ...]) -> ManyRows:
-    found = _UPDATES_MANY.get(columns)
-    if found is None:
-        found = ManyRows(_UPDATE_TRIAL, (*columns, "trial_row_id"))
-        _UPDATES_MANY[columns] = found
-    return found
+    return ManyRows(_UPDATE_TRIAL, (*columns, "trial_row_id"))
 
 
 # What a batch reads of each trial: all that _check, _new_row and _summary_changes use.
