@@ -78,7 +78,7 @@ class ListQuery:
     sort_by_attr: str = Query("SORT_BY_UNSPECIFIED", alias="sortByAttr")
     sort_by_metric: str = Query("", alias="sortByMetric")
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy")
-    states: list[str] = Query(default_factory=list)
+    states: list[str] = Query(default=[])
 
     def answer(self, rows: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
         """Filter, sort (``config`` gives smaller_is_better) and page ``rows``."""

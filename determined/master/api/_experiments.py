@@ -141,21 +141,21 @@ def list_experiments(
     offset: int = Query(0, ge=0),
     limit: Limit = 0,
     archived: bool | None = None,
-    users: list[str] = Query(default_factory=list),
-    user_ids: list[int] = Query(default_factory=list, alias="userIds"),
+    users: list[str] = Query(default=[]),
+    user_ids: list[int] = Query(default=[], alias="userIds"),
     project_id: int = Query(0, alias="projectId", ge=0),
     name: str = "",
     description: str = "",
-    labels: list[str] = Query(default_factory=list),
-    states: list[str] = Query(default_factory=list),
+    labels: list[str] = Query(default=[]),
+    states: list[str] = Query(default=[]),
     sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
     id_lt: int | None = Query(None, alias="experimentIdFilter.lt"),
     id_lte: int | None = Query(None, alias="experimentIdFilter.lte"),
     id_gt: int | None = Query(None, alias="experimentIdFilter.gt"),
     id_gte: int | None = Query(None, alias="experimentIdFilter.gte"),
-    id_incl: list[int] = Query(default_factory=list, alias="experimentIdFilter.incl"),
-    id_not_in: list[int] = Query(default_factory=list, alias="experimentIdFilter.notIn"),
+    id_incl: list[int] = Query(default=[], alias="experimentIdFilter.incl"),
+    id_not_in: list[int] = Query(default=[], alias="experimentIdFilter.notIn"),
 ) -> Response:
     """``{experiments: [v1Experiment], pagination}``, filtered and sorted as 0.37's master
     does (api/_experiment_filters.py): ``archived`` (false over every project also hides
@@ -237,7 +237,7 @@ def get_experiment_trials(
     limit: Limit = 0,
     sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
-    states: list[str] = Query(default_factory=list),
+    states: list[str] = Query(default=[]),
 ) -> dict[str, Any]:
     """``{trials: [v1Trial], pagination}`` by id unless ``sortBy`` says otherwise (ascending
     unless ``ORDER_BY_DESC``; trials without the value last); ``states`` filters on the

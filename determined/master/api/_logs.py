@@ -88,13 +88,13 @@ class LogFilter:
     """0.37's log filters (``TrialLogs``/``TaskLogs`` query): a line is kept when it matches
     every filter given; a line without a level counts as INFO, as it is shown."""
 
-    agent_ids: list[str] = Query(default_factory=list, alias="agentIds")
-    container_ids: list[str] = Query(default_factory=list, alias="containerIds")
-    allocation_ids: list[str] = Query(default_factory=list, alias="allocationIds")
-    rank_ids: list[int] = Query(default_factory=list, alias="rankIds")
-    levels: list[str] = Query(default_factory=list)
-    stdtypes: list[str] = Query(default_factory=list)
-    sources: list[str] = Query(default_factory=list)
+    agent_ids: list[str] = Query(default=[], alias="agentIds")
+    container_ids: list[str] = Query(default=[], alias="containerIds")
+    allocation_ids: list[str] = Query(default=[], alias="allocationIds")
+    rank_ids: list[int] = Query(default=[], alias="rankIds")
+    levels: list[str] = Query(default=[])
+    stdtypes: list[str] = Query(default=[])
+    sources: list[str] = Query(default=[])
     timestamp_before: str | None = Query(None, alias="timestampBefore")
     timestamp_after: str | None = Query(None, alias="timestampAfter")
     search_text: str = Query("", alias="searchText")

@@ -97,7 +97,7 @@ def _metrics_stream(caller: Caller, store: Store, trial_ids: list[int], group: s
 def trial_metrics(
     caller: Caller,
     store: StoreDep,
-    trial_ids: list[int] = Query(default_factory=list, alias="trialIds"),
+    trial_ids: list[int] = Query(default=[], alias="trialIds"),
     group: str = "",
 ) -> StreamingResponse:
     """The reports of ``group`` of the trials, oldest step first, as NDJSON."""
@@ -108,7 +108,7 @@ def trial_metrics(
 def training_metrics(
     caller: Caller,
     store: StoreDep,
-    trial_ids: list[int] = Query(default_factory=list, alias="trialIds"),
+    trial_ids: list[int] = Query(default=[], alias="trialIds"),
 ) -> StreamingResponse:
     return _metrics_stream(caller, store, trial_ids, "training")
 
@@ -117,7 +117,7 @@ def training_metrics(
 def validation_metrics(
     caller: Caller,
     store: StoreDep,
-    trial_ids: list[int] = Query(default_factory=list, alias="trialIds"),
+    trial_ids: list[int] = Query(default=[], alias="trialIds"),
 ) -> StreamingResponse:
     return _metrics_stream(caller, store, trial_ids, "validation")
 

@@ -173,8 +173,8 @@ def list_workspaces(
     name_case_sensitive: str | None = Query(None, alias="nameCaseSensitive"),
     sort_by: str = Query("SORT_BY_ID", alias="sortBy"),
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
-    users: list[str] = Query(default_factory=list),
-    user_ids: list[int] = Query(default_factory=list, alias="userIds"),
+    users: list[str] = Query(default=[]),
+    user_ids: list[int] = Query(default=[], alias="userIds"),
 ) -> dict[str, Any]:
     """``{workspaces, pagination}``; ``name`` matches case-insensitively."""
     caller.require_user()
@@ -302,8 +302,8 @@ def list_workspace_projects(
     name: str | None = None,
     sort_by: str = Query("SORT_BY_ID", alias="sortBy"),
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
-    users: list[str] = Query(default_factory=list),
-    user_ids: list[int] = Query(default_factory=list, alias="userIds"),
+    users: list[str] = Query(default=[]),
+    user_ids: list[int] = Query(default=[], alias="userIds"),
 ) -> dict[str, Any]:
     """``{projects, pagination}``; workspace 0: the projects of every workspace."""
     caller.require_user()

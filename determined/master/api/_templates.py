@@ -77,7 +77,7 @@ def list_templates(
     offset: int = Query(0, ge=0),
     limit: Limit = 0,
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
-    workspace_ids: list[int] = Query(default_factory=list, alias="workspaceIds"),
+    workspace_ids: list[int] = Query(default=[], alias="workspaceIds"),
 ) -> dict[str, Any]:
     """``{templates, pagination}`` by name; ``name`` is a case-insensitive substring."""
     caller.require_user()
