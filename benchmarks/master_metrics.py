@@ -31,9 +31,9 @@ open on a busy cluster. Printed:
   a report's write waited from its submission to the end of its commit, each commit's wall
   time and the writer thread's CPU in it, and the commits' sizes: the store's share of the
   latency, without the HTTP layer and the client processes;
-* the master's **CPU per request** of each phase (user + system time of the master process,
-  from ``/proc``, over the requests answered): what a request costs, less sensitive to the
-  other jobs on the machine than the rate;
+* the master's **CPU per request** of each phase (user + system time of the master process
+  and its worker processes, from ``/proc``, over the requests answered): what a request
+  costs, less sensitive to the other jobs on the machine than the rate;
 * the **readers**: latency p50 / p99 / max of all reads and of each kind;
 * **nothing lost**: every post answered 200, and for each trial the rows the master committed
   (read from its database after the run) and ``summaryMetrics.avg_metrics.loss.count`` (read
@@ -43,6 +43,10 @@ open on a busy cluster. Printed:
     .venv/bin/python benchmarks/master_metrics.py --trials 20 --seconds 5
     .venv/bin/python benchmarks/master_metrics.py --trials 50 --seconds 10 --profile /tmp/m.prof
     .venv/bin/python benchmarks/master_metrics.py --db-url postgresql://postgres@/bench?host=/tmp
+
+``--no-write-worker`` starts the master with ``--no-write-worker``: its group commit then
+writes the reports in the master's process (compare the two for what the write worker buys;
+the inside line's writer CPU is then the writer thread's, not the worker's).
 
 ``--read-workers N`` starts the master with that many read worker processes (default: the
 master's own default, 2; 0 answers the readers in the master's process, as before #16's last
@@ -409,13 +413,28 @@ def drive(
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time the process ``pid`` has used so far (Linux)."""
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time the process ``pid`` and its descendants (the master's read and
+    write workers, and a fork server's children) have used so far (Linux)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        times[child] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        frontier = [c for c, p in parents.items() if p in frontier and c not in tree]
+        tree.update(frontier)
+    return sum(times.get(p, 0.0) for p in tree)
 
 
 def drive_measured(pid: int, *args: Any) -> dict[str, Any]:
-    """``drive``, plus ``cpu``: the master's CPU seconds per request answered 200."""
+    """``drive``, plus ``cpu``: the CPU seconds of the master's processes per request
+    answered 200."""
     before = cpu_seconds(pid)
     result = drive(*args)
     result["cpu"] = (cpu_seconds(pid) - before) / max(1, result["statuses"].get(200, 0))
@@ -500,6 +519,12 @@ def main() -> int:
     p.add_argument(
         "--log-lines", type=int, default=2000, help="log lines of each trial before the run"
     )
+    p.add_argument(
+        "--write-worker",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the master's --write-worker / --no-write-worker (default: on, as the master)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the master's data dir")
     p.add_argument("--profile", metavar="PATH", help="cProfile the master into PATH (pstats)")
     p.add_argument(
@@ -521,6 +546,8 @@ def main() -> int:
 
     db_url = args.db_url or sqlite_url(data_dir)
     master_args = [] if args.read_workers is None else ["--read-workers", str(args.read_workers)]
+    if not args.write_worker:
+        master_args.append("--no-write-worker")
     proc, url = start_master(data_dir, args.profile, args.db_url, master_args)
     try:
         port = int(url.rsplit(":", 1)[1])

@@ -73,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
         "series) beside the master's own, which keeps a busy master's metric ingestion "
         "responsive (default 2; 0: the master answers them itself)",
     )
+    p.add_argument(
+        "--write-worker",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="commit the trials' metric reports in a process of their own, beside the "
+        "master's event loop (default on; --no-write-worker: in the master)",
+    )
     p.add_argument("--config-file", type=pathlib.Path, default=None, help="YAML master config")
     return p
 
@@ -289,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         log_retention_days=args.log_retention_days,
         log_retention_every=retention_every,
         read_workers=args.read_workers,
+        write_worker=args.write_worker,
     )
     app.state.master_config = shown_config(args, data_dir)
     from determined.master import _log_buffer
@@ -352,7 +360,10 @@ def _serve(app: Any, **options: Any) -> None:
     config = uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=2, **options)
     tune_gc()
     tune_gil()
-    app.state.reads.start()  # forked now, while this process has one thread
+    # Forked now, while this process has one thread (the read workers' pool starts one).
+    if app.state.write_worker is not None:
+        app.state.write_worker.start()
+    app.state.reads.start()
     Server(config).run()
 
 

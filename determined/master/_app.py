@@ -22,11 +22,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from determined._version import __version__
-from determined.master import _read_workers, api, resources, webhooks
+from determined.master import _read_workers, _write_worker, api, resources, webhooks
 from determined.master._errors import ApiError
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._hot import HotRoutes
 from determined.master.api._stream import Stamps
+from determined.master.api._trials import ReportOffload
 from determined.master.experiment import Experiments, scan_log_policies
 from determined.master.store import Store
 from determined.master.store._users import csrf_token
@@ -313,6 +314,7 @@ def create_app(
     log_retention_days: int = -1,
     log_retention_every: float = 86400.0,
     read_workers: int = 0,
+    write_worker: bool = False,
 ) -> MasterApp:
     """The master's HTTP API over ``store``.
 
@@ -327,6 +329,8 @@ def create_app(
         work_root: where runs get their work dirs.
         read_workers: processes that answer the heavy reads (the experiment list, an
             experiment, metric series; see ``_read_workers``); 0 answers them in this one.
+        write_worker: commit the metric reports in a process of their own (see
+            ``_write_worker``); False commits them in this one.
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
         webhooks_config: the master config's ``webhooks`` section (``signing_key``,
             ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
@@ -377,6 +381,7 @@ def create_app(
 
     retention = resources.LogRetention(store, log_retention_days, log_retention_every)
     reads = _read_workers.ReadWorkers(store, read_workers)
+    writer = _write_worker.WriteWorker(store.url) if write_worker else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -386,12 +391,16 @@ def create_app(
         hooks.start()
         retention.start()
         reads.start()
+        if writer is not None:
+            writer.start()
         yield
         retention.stop()
         if rm is not None:
             rm.stop()
         hooks.close()
         reads.close()
+        if writer is not None:
+            writer.close()  # writes still pending then are committed in this process
 
     app = MasterApp(
         title="redetermined master", version=__version__, lifespan=lifespan, **_fastapi_options()
@@ -405,6 +414,8 @@ def create_app(
     app.state.log_retention = retention
     app.state.log_hook = on_logs
     app.state.reads = reads
+    app.state.write_worker = writer
+    app.state.report_offload = None if writer is None else ReportOffload(writer, store, hooks)
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
     app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest

@@ -9,7 +9,8 @@ Hierarchy::
      ├── Unauthenticated   401  no token, or not a valid one
      ├── PermissionDenied  403  a valid token that may not touch this object
      ├── NotFound          404  no such object, or no data yet
-     └── Conflict          409  the object exists already
+     ├── Conflict          409  the object exists already
+     └── Unavailable       503  try again: the master could not do it now
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ class NotFound(ApiError):
 class Conflict(ApiError):
     status = 409
     code = 6
+
+
+class Unavailable(ApiError):
+    status = 503
+    code = 14
 
 
 class Unimplemented(ApiError):

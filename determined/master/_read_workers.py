@@ -56,7 +56,7 @@ def _start_worker(url: str, master_pid: int) -> None:
     """A worker's start: ``master_pid`` is its parent's pid where it was forked from the
     master (0 where a fork server started it)."""
     global _worker_engine
-    _die_with(master_pid)
+    die_with(master_pid)
     # Ctrl-C in the master's terminal reaches the whole process group: the master stops its
     # pool; a worker's own traceback would only be noise.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -64,7 +64,7 @@ def _start_worker(url: str, master_pid: int) -> None:
     tune_gc()  # as in the master: full collections of the imported modules took 100+ ms
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def start_context() -> multiprocessing.context.BaseContext:
     """How to start workers: forked from this process while it has one thread (the master
     starts them before its server's threads: cheap, and they share its imported modules),
     else from a fork server (a fork of a threaded process may inherit a lock another thread
@@ -80,7 +80,7 @@ def _warm() -> None:
     """Nothing: submitted once per worker by ``start`` so that the pool starts them now."""
 
 
-def _die_with(master_pid: int) -> None:
+def die_with(master_pid: int) -> None:
     """End this worker when the master ends, even by SIGKILL (which runs no shutdown): the
     kernel signals a child whose parent died (Linux). A worker is a child of the master, or of
     the fork server, which ends with the master."""
@@ -139,7 +139,7 @@ class ReadWorkers:
             return None
         with self._lock:
             if self._pool is None and not self._closed:
-                context = _context()
+                context = start_context()
                 forked = context.get_start_method() == "fork"
                 logger.info(
                     f"read workers: {self._processes} processes ({context.get_start_method()})"

@@ -196,7 +196,57 @@ def test_commit_stats_count_every_write_and_commit(tmp_path: pathlib.Path) -> No
         "commitWallMs": {},
         "commitCpuMs": {},
         "batchSize": {},
+        "offloaded": 0,
+        "offloadRolledBack": 0,
+        "offloadFailed": 0,
     }
+    store.close()
+
+
+def test_an_offloaded_run_commits_between_the_writes_around_it(tmp_path: pathlib.Path) -> None:
+    """A batch [offloaded, offloaded, here]: the offload gets its run (holding the store's
+    write lock, after the writes before it committed), then the write after it commits."""
+    store = Store(sqlite_url(tmp_path))
+    order: list[str] = []
+
+    def insert(key: str) -> Callable[[sa.Connection], str]:
+        def fn(conn: sa.Connection) -> str:
+            order.append(key)
+            conn.execute(cluster_info.insert().values(key=key, value=key))
+            return key
+
+        return fn
+
+    def offload(fns: list[Callable[[sa.Connection], object]]) -> list[object]:
+        assert store._write_lock._is_owned()  # type: ignore[attr-defined]
+        order.append("offload")
+        with store.engine.begin() as conn:  # a transaction of its own, as another process's
+            return [fn(conn) for fn in fns]
+
+    results: dict[str, object] = {}
+
+    def write(key: str, offloaded: bool) -> None:
+        results[key] = store.write(insert(key), offload=offload if offloaded else None)
+
+    threads = []
+    with store._write_lock:  # the writer takes the first write, then waits for the lock
+        for key, offloaded in [("k1", False), ("k2", True), ("k3", True), ("k4", False)]:
+            pending = len(store._group._pending)
+            threads.append(threading.Thread(target=write, args=(key, offloaded)))
+            threads[-1].start()
+            deadline = time.monotonic() + 10
+            while key != "k1" and len(store._group._pending) == pending:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            if key == "k1":
+                while not store._group._writer or store._group._pending:
+                    time.sleep(0.01)
+    for t in threads:
+        t.join(30)
+    assert results == {"k1": "k1", "k2": "k2", "k3": "k3", "k4": "k4"}
+    assert order == ["k1", "offload", "k2", "k3", "k4"]
+    assert _count(store, "k") == 4
+    assert store.commit_stats.summary()["offloaded"] == 2
     store.close()
 
 

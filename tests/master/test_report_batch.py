@@ -10,18 +10,16 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from _kit.reports import WHEN, example_trials
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from determined.master._errors import ApiError
+from determined.master._write_worker import WriteWorker
 from determined.master.api._models import TrialMetrics
-from determined.master.api._trials import _ReportWrite, _write_reports
-from determined.master.store import Store, _experiments, _group_commit, _trials, sqlite_url
-from determined.master.store._enums import State
+from determined.master.api._trials import ReportOffload, _ReportWrite, _write_reports
+from determined.master.store import Store, _group_commit, sqlite_url
 from determined.master.store._schema import metrics, trials
-
-CONFIG = {"searcher": {"name": "single", "metric": "loss", "smaller_is_better": True}}
-WHEN = "2026-01-01T00:00:00Z"  # a fixed report time: both stores' rows compare equal
 
 report = st.tuples(
     st.integers(0, 2),  # which trial of the example
@@ -45,27 +43,6 @@ valid_report = st.tuples(
     st.just(0),
     st.just(False),
 ).map(lambda r: (*r[:3], {key: r[2] + len(key) for key in r[3]}, *r[4:]))
-
-
-def _trials_of_example(store: Store) -> list[int]:
-    """Three trials: two in their first run, one in its second (reports roll back)."""
-    ids = []
-    with store.tx() as conn:
-        for run_id in (1, 1, 2):
-            exp = _experiments.insert_experiment(
-                conn, config=CONFIG, original_config="", model_definition=None, owner_id=1
-            )
-            trial = _trials.insert_trial(
-                conn,
-                experiment_id=exp,
-                request_id="r",
-                hparams={},
-                seed=0,
-                state=State.ACTIVE,
-            )
-            _trials.update_trial(conn, trial, run_id=run_id)
-            ids.append(trial)
-    return ids
 
 
 def _writes(ids: list[int], seq: list[Any]) -> list[_ReportWrite]:
@@ -130,8 +107,8 @@ def test_reports_written_together_equal_reports_written_alone(
     @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(valid_report if all_valid else report, min_size=1, max_size=12))
     def check(seq: list[Any]) -> None:
-        ids = _trials_of_example(alone_store)
-        assert _trials_of_example(together_store) == ids
+        ids = example_trials(alone_store)
+        assert example_trials(together_store) == ids
         alone = []
         for w in _writes(ids, seq):
             try:
@@ -152,11 +129,58 @@ def test_reports_written_together_equal_reports_written_alone(
     together_store.close()
 
 
+@pytest.mark.parametrize("all_valid", [False, True], ids=["any", "all-valid"])
+def test_reports_offloaded_to_the_write_worker_equal_reports_written_alone(
+    tmp_path: pathlib.Path, all_valid: bool
+) -> None:
+    """The same through the write worker (another process, its own engine): reports none of
+    which is refused are committed there; a refused one rolls the worker's transaction back
+    and the master writes that batch itself (each alone), with the same outcomes."""
+    alone_store = Store(sqlite_url(tmp_path / "alone"))
+    store = Store(sqlite_url(tmp_path / "offloaded"))
+    worker = WriteWorker(store.url)
+    worker.start()
+    offload = ReportOffload(worker, store, None)
+    sent = 0
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(valid_report if all_valid else report, min_size=1, max_size=12))
+    def check(seq: list[Any]) -> None:
+        nonlocal sent
+        ids = example_trials(alone_store)
+        assert example_trials(store) == ids
+        alone = []
+        for w in _writes(ids, seq):
+            try:
+                with alone_store.tx() as conn:
+                    w(conn)
+                alone.append("ok")
+            except ApiError as e:
+                alone.append(f"{type(e).__name__}: {e}")
+        batch = [_group_commit._Write(w, _write_reports, offload) for w in _writes(ids, seq)]
+        store._group._commit_elsewhere(batch, offload)
+        sent += len(batch)
+        assert [_outcome(w) for w in batch] == alone
+        assert _state(store, ids) == _state(alone_store, ids)
+
+    check()
+    stats = store.commit_stats.summary()
+    assert stats["offloadFailed"] == 0
+    assert stats["offloaded"] + stats["offloadRolledBack"] == sent
+    if all_valid:
+        assert stats["offloaded"] == sent
+    else:
+        assert stats["offloadRolledBack"] > 0 and stats["offloaded"] > 0
+    worker.close()
+    alone_store.close()
+    store.close()
+
+
 def test_a_batch_of_valid_reports_takes_few_statements(tmp_path: pathlib.Path) -> None:
     """The point of the batch: 50 new training reports of 10 trials in one transaction cost a
     handful of statements, not four each."""
     store = Store(sqlite_url(tmp_path))
-    ids = _trials_of_example(store)[:2]
+    ids = example_trials(store)[:2]
     seq = [(i % 2, "training", 1 + i // 2, {"loss": float(i)}, 0, False) for i in range(50)]
     statements: list[str] = []
     sa.event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))

@@ -2,7 +2,8 @@
 shapes (``_wire``), the FastAPI dependencies and the caller's authentication.
 
 Layering: imports ``experiment``, ``resources``, ``store``, ``searcher`` and ``webhooks`` (and
-the master's top-level ``_errors`` and ``_signals``); nothing imports it but the app.
+the master's top-level ``_errors``, ``_signals`` and ``_write_worker``); nothing imports it but
+the app.
 """
 
 from __future__ import annotations

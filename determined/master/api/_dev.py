@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from determined.master._errors import PermissionDenied
 from determined.master.api._auth import Caller
@@ -56,10 +56,15 @@ def exit_(
 
 
 @router.get("/group-commit")
-def group_commit_stats(caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """What the recent writes waited inside the master (``_group_commit.CommitStats``)."""
+def group_commit_stats(caller: Caller, store: StoreDep, request: Request) -> dict[str, Any]:
+    """What the recent writes waited inside the master (``_group_commit.CommitStats``), and
+    the pid of its write worker (``_write_worker``; null: none runs)."""
     _admin(caller)
-    return store.commit_stats.summary()
+    worker = request.app.state.write_worker
+    return {
+        **store.commit_stats.summary(),
+        "writeWorkerPid": None if worker is None else worker.pid,
+    }
 
 
 @router.post("/group-commit/reset")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Body, Query, Request
@@ -16,6 +16,7 @@ from determined.common.api._session import json_safe
 from determined.master import experiment
 from determined.master._errors import InvalidArgument
 from determined.master._signals import STREAM_KEY, Signals
+from determined.master._write_worker import WriteWorker
 from determined.master.api._auth import Caller, check_reporter
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import (
@@ -31,7 +32,7 @@ from determined.master.api._models import (
 from determined.master.api._wire import trial_json
 from determined.master.experiment import Experiments
 from determined.master.store import Store, _experiments, _metrics, _time, _trials
-from determined.master.webhooks import Webhooks
+from determined.master.webhooks import Webhooks, _events
 
 router = APIRouter(prefix="/api/v1")
 
@@ -54,13 +55,21 @@ def runner_metadata(
     return {}
 
 
+class MetricsHook(Protocol):
+    """Told of each stored report in its transaction (``Webhooks``: metric thresholds)."""
+
+    def metrics_reported(
+        self, conn: sa.Connection, trial_id: int, group: str, metrics: dict[str, Any]
+    ) -> None: ...
+
+
 class _ReportWrite:
     """The write storing one report, once the report is checked (InvalidArgument if not);
     ``hooks`` sees the metrics in the same transaction (metric threshold webhooks). Called
     with a connection it writes alone; ``_write_reports`` writes many at once."""
 
     def __init__(
-        self, trial_id: int, group: str, report: TrialMetrics, hooks: Webhooks | None = None
+        self, trial_id: int, group: str, report: TrialMetrics, hooks: MetricsHook | None = None
     ) -> None:
         if report.trial_id != trial_id:
             raise InvalidArgument(f"metrics for trial {report.trial_id} posted to trial {trial_id}")
@@ -74,6 +83,18 @@ class _ReportWrite:
         self.run_id, self.steps = report.trial_run_id, report.steps_completed
         self.avg = json_safe(report.metrics.avg_metrics)
         self.batch = json_safe(report.metrics.batch_metrics)
+
+    def plain(self) -> tuple[Any, ...]:
+        """What :meth:`from_plain` needs, as plain data (for the write worker)."""
+        return (self.trial_id, self.group, self.run_id, self.steps, self.avg, self.batch, self.when)
+
+    @classmethod
+    def from_plain(cls, plain: tuple[Any, ...], hooks: MetricsHook | None) -> _ReportWrite:
+        write = cls.__new__(cls)
+        write.trial_id, write.group, write.run_id, write.steps = plain[:4]
+        write.avg, write.batch, write.when = plain[4:]
+        write.hooks = hooks
+        return write
 
     def __call__(self, conn: sa.Connection) -> None:
         trial = _trials.require_trial(conn, self.trial_id)
@@ -135,6 +156,56 @@ def _flush(conn: sa.Connection, batch: _metrics.ReportBatch, taken: list[_Report
     taken.clear()
 
 
+class _Triggers:
+    """The write worker's :class:`MetricsHook`: the master's metric triggers of the moment."""
+
+    def __init__(self, triggers: list[dict[str, Any]], base_url: str) -> None:
+        self.triggers, self.base_url = triggers, base_url
+
+    def metrics_reported(
+        self, conn: sa.Connection, trial_id: int, group: str, metrics: dict[str, Any]
+    ) -> None:
+        _events.metrics_reported(conn, trial_id, group, metrics, self.triggers, self.base_url)
+
+
+def _write_plain_reports(conn: sa.Connection, arg: tuple[Any, ...]) -> list[Any]:
+    """In the write worker: ``_write_reports`` of reports sent as plain data."""
+    plain, triggers, base_url = arg
+    hooks = _Triggers(triggers, base_url) if triggers else None
+    return _write_reports(conn, [_ReportWrite.from_plain(p, hooks) for p in plain])
+
+
+class ReportOffload:
+    """The group commit's offload of metric reports: commits runs of them in the write worker
+    (``_write_worker``), which checks the metric-threshold webhooks as this process would.
+
+    Args:
+        worker: the write worker.
+        store: the master's store (to read the webhooks' triggers when they are stale).
+        webhooks: the master's webhooks (None: no metric-threshold checks).
+    """
+
+    def __init__(self, worker: WriteWorker, store: Store, webhooks: Webhooks | None) -> None:
+        self.worker, self.store, self.webhooks = worker, store, webhooks
+
+    def __call__(self, fns: list[Callable[[sa.Connection], Any]]) -> list[Any]:
+        reports = [cast(_ReportWrite, fn) for fn in fns]
+        triggers: list[dict[str, Any]] = []
+        if self.webhooks is not None:
+            cached = self.webhooks.cached_metric_triggers()
+            if cached is None:
+                with self.store.read() as conn:
+                    cached = self.webhooks.metric_triggers(conn)
+            triggers = cached
+        base_url = "" if self.webhooks is None else self.webhooks.base_url
+        values = self.worker.run(
+            _write_plain_reports, ([r.plain() for r in reports], triggers, base_url)
+        )
+        if triggers and self.webhooks is not None:
+            self.webhooks.wake()  # the worker may have queued events
+        return list(values)
+
+
 async def record_report(state: State, trial_id: int, group: str, report: TrialMetrics) -> None:
     """Store one metric report of ``trial_id`` (its caller checked) and tell who waits for it:
     /stream subscribers, the searcher for a validation. The three report routes and their hot
@@ -143,7 +214,7 @@ async def record_report(state: State, trial_id: int, group: str, report: TrialMe
     # no worker thread waits for it (see store/_group_commit).
     store: Store = state.store
     write = _ReportWrite(trial_id, group, report, state.webhooks)
-    await store.write_async(write, _write_reports)
+    await store.write_async(write, _write_reports, offload=state.report_offload)
     signals: Signals = state.signals
     signals.notify(STREAM_KEY)  # /stream subscribers to metrics
     if group == "validation":

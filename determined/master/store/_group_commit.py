@@ -18,6 +18,15 @@ A write may name a ``combine`` function: consecutive writes with the same one ru
 leave the database as running each ``fn`` in turn would. If it raises, the batch falls back to
 running each write alone, as above, with its own ``fn``.
 
+A write may also name an ``offload`` function: consecutive writes with the same one are
+handed to it, and it commits them in a transaction of its own elsewhere (another process, see
+``_write_worker``), so that their Python work does not hold this process's GIL. The writer commits
+the writes before them first and holds the store's write lock (``exclusive``) meanwhile, so
+writes still happen one transaction at a time, in arrival order. If the offload raises
+:class:`RolledBack` (nothing of it was committed), its writes run here instead, as above; any
+other error leaves their outcome unknown, and each of them fails with it rather than risk
+storing a report twice.
+
 Callers wait in their own thread (:meth:`GroupCommit.run`) or on the event loop
 (:meth:`GroupCommit.run_async`): the HTTP handlers of metric reports await their write without
 holding a worker thread each (a thread-pool hop per report, and a herd of waiting threads).
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +47,14 @@ import sqlalchemy as sa
 T = TypeVar("T")
 # Runs several writes' ``fn`` at once (see module doc): their values, in order.
 Combine = Callable[[sa.Connection, list[Callable[[sa.Connection], Any]]], list[Any]]
+# Commits several writes in a transaction of its own, elsewhere: their values, in order (see
+# module doc).
+Offload = Callable[[list[Callable[[sa.Connection], Any]]], list[Any]]
+
+
+class RolledBack(Exception):
+    """An offload committed nothing (its writes may run here instead): why."""
+
 
 MAX_BATCH = 256  # bounds how long one commit keeps the writer lock
 # Under a stream of writes (the last commit ended less than BUSY_S ago), the writer waits up to
@@ -47,13 +65,19 @@ LINGER_S = 0.003
 BUSY_S = 0.02
 
 
+OFFLOAD_OUTCOMES = ("offloaded", "offloadRolledBack", "offloadFailed")
+
+
 class CommitStats:
     """What the recent writes waited, seen from inside (``benchmarks/master_metrics.py`` reads
     it through ``GET /api/v1/dev/group-commit``): a client's latency also counts its own
     process and the HTTP layer, which on a shared machine can hide what the store does.
 
     Per write: submitted -> its commit ended (or failed). Per commit: its wall time, the writer
-    thread's CPU time in it, and its size. The newest ``max_writes`` / ``max_commits`` are kept.
+    thread's CPU time in it (an offload's own CPU is its process's), and its size. The newest
+    ``max_writes`` / ``max_commits`` are kept. Counted since the last reset: the writes an
+    offload committed (``offloaded``), ran here after it committed nothing
+    (``offloadRolledBack``), and failed with an unknown outcome (``offloadFailed``).
     """
 
     def __init__(self, max_writes: int = 200_000, max_commits: int = 20_000) -> None:
@@ -62,6 +86,12 @@ class CommitStats:
         self._commits: collections.deque[tuple[float, float, int]] = collections.deque(
             maxlen=max_commits
         )
+        self._offloads: collections.Counter[str] = collections.Counter()
+
+    def count_offload(self, outcome: str, writes: int) -> None:
+        """``outcome``: offloaded, offloadRolledBack or offloadFailed."""
+        with self._lock:
+            self._offloads[outcome] += writes
 
     def record(self, batch: list[_Write[Any]], started: float, cpu: float) -> None:
         ended = time.monotonic()
@@ -73,6 +103,7 @@ class CommitStats:
         with self._lock:
             self._waits.clear()
             self._commits.clear()
+            self._offloads.clear()
 
     def summary(self) -> dict[str, Any]:
         """Counts, and p50 / p90 / p99 / max of: ``waitMs`` (per write), ``commitWallMs``,
@@ -80,6 +111,7 @@ class CommitStats:
         with self._lock:  # copied under the lock, sorted outside it: the writer records on
             waits = list(self._waits)
             commits = list(self._commits)
+            offloads = {k: self._offloads[k] for k in OFFLOAD_OUTCOMES}
         waits.sort()
         return {
             "writes": len(waits),
@@ -88,6 +120,7 @@ class CommitStats:
             "commitWallMs": _percentiles(sorted(c[0] * 1e3 for c in commits)),
             "commitCpuMs": _percentiles(sorted(c[1] * 1e3 for c in commits)),
             "batchSize": _percentiles(sorted(float(c[2]) for c in commits)),
+            **offloads,
         }
 
 
@@ -103,10 +136,16 @@ def _percentiles(ordered: list[float]) -> dict[str, float]:
 
 
 class _Write(Generic[T]):
-    def __init__(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[sa.Connection], T],
+        combine: Combine | None = None,
+        offload: Offload | None = None,
+    ) -> None:
         self.submitted = time.monotonic()
         self.fn = fn
         self.combine = combine
+        self.offload = offload
         self.settled = False  # value or error is final
         self.value: Any = None
         self.error: BaseException | None = None
@@ -140,10 +179,15 @@ class GroupCommit:
     Args:
         begin: opens one write transaction (``Store.tx``): a context manager yielding a
             connection, committing on exit and rolling back if the block raises.
+        exclusive: holds off every other write of this process (the store's write lock, a
+            context manager) while an offload commits elsewhere.
     """
 
-    def __init__(self, begin: Callable[[], Any]) -> None:
+    def __init__(
+        self, begin: Callable[[], Any], exclusive: Callable[[], Any] = contextlib.nullcontext
+    ) -> None:
         self._begin = begin
+        self._exclusive = exclusive
         self._cond = threading.Condition()
         self._pending: list[_Write[Any]] = []
         self._writer: threading.Thread | None = None
@@ -151,21 +195,29 @@ class GroupCommit:
         self._lingering = False  # the writer waits for more writes to join its batch
         self.stats = CommitStats()
 
-    def run(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> T:
+    def run(
+        self,
+        fn: Callable[[sa.Connection], T],
+        combine: Combine | None = None,
+        offload: Offload | None = None,
+    ) -> T:
         """Run ``fn`` in a committed transaction; returns its value or raises its error.
-        ``combine``: see the module doc."""
-        write: _Write[T] = _Write(fn, combine)
+        ``combine``, ``offload``: see the module doc."""
+        write: _Write[T] = _Write(fn, combine, offload)
         write.event = threading.Event()
         self._submit(write)
         write.event.wait()
         return write.result()
 
     async def run_async(
-        self, fn: Callable[[sa.Connection], T], combine: Combine | None = None
+        self,
+        fn: Callable[[sa.Connection], T],
+        combine: Combine | None = None,
+        offload: Offload | None = None,
     ) -> T:
         """``run`` for a coroutine: the event loop is free while the write waits for its
         commit."""
-        write: _Write[T] = _Write(fn, combine)
+        write: _Write[T] = _Write(fn, combine, offload)
         write.loop = asyncio.get_running_loop()
         write.future = write.loop.create_future()
         self._submit(write)
@@ -208,7 +260,11 @@ class GroupCommit:
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             started, cpu = time.monotonic(), time.thread_time()
             try:
-                self._commit(batch)
+                for segment in _segments(batch):
+                    if segment[0].offload is None:
+                        self._commit(segment)
+                    else:
+                        self._commit_elsewhere(segment, segment[0].offload)
                 last_commit = time.monotonic()
             except BaseException as e:  # noqa: BLE001 - the writer must outlive any write
                 for w in batch:
@@ -262,6 +318,27 @@ class GroupCommit:
             w.value = value
             w.settled = True
 
+    def _commit_elsewhere(self, run: list[_Write[Any]], offload: Offload) -> None:
+        try:
+            with self._exclusive():
+                values = offload([w.fn for w in run])
+            if len(values) != len(run):
+                raise RuntimeError(f"the offload gave {len(values)} values for {len(run)} writes")
+        except RolledBack:
+            self.stats.count_offload("offloadRolledBack", len(run))
+            self._commit(run)
+            return
+        except Exception as e:  # noqa: BLE001 - committed or not: each write fails with it
+            self.stats.count_offload("offloadFailed", len(run))
+            for w in run:
+                w.error = e
+                w.settled = True
+            return
+        self.stats.count_offload("offloaded", len(run))
+        for w, value in zip(run, values, strict=True):
+            w.value = value
+            w.settled = True
+
     def _alone(self, write: _Write[Any]) -> None:
         try:
             with self._begin() as conn:
@@ -269,6 +346,18 @@ class GroupCommit:
         except Exception as e:
             write.error = e
         write.settled = True
+
+
+def _segments(batch: list[_Write[Any]]) -> list[list[_Write[Any]]]:
+    """The batch cut into runs committed one after the other: each run of writes with the same
+    offload, and the writes between them (committed here together)."""
+    segments: list[list[_Write[Any]]] = []
+    for w in batch:
+        if segments and segments[-1][0].offload is w.offload:
+            segments[-1].append(w)
+        else:
+            segments.append([w])
+    return segments
 
 
 def _run_all(conn: sa.Connection, batch: list[_Write[Any]]) -> list[Any]:

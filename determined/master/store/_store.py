@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from determined.master.store import _engine, _projects, _token_cache, _users
-from determined.master.store._group_commit import Combine, CommitStats, GroupCommit
+from determined.master.store._group_commit import Combine, CommitStats, GroupCommit, Offload
 from determined.master.store._schema import cluster_info
 
 T = TypeVar("T")
@@ -40,7 +40,7 @@ class Store:
         self.url = url
         self.engine = _engine.make_engine(url)
         self._write_lock = threading.RLock()
-        self._group = GroupCommit(self.tx)
+        self._group = GroupCommit(self.tx, exclusive=lambda: self._write_lock)
         self.tokens: _token_cache.TokenCache[Any] = _token_cache.TokenCache()
         _engine.migrate(self.engine)
         with self.tx() as conn:
@@ -64,19 +64,27 @@ class Store:
             # _token_cache). After a rollback too: dropping a live token only costs a read.
             self.tokens.forget(pending)
 
-    def write(self, fn: Callable[[sa.Connection], T], combine: Combine | None = None) -> T:
+    def write(
+        self,
+        fn: Callable[[sa.Connection], T],
+        combine: Combine | None = None,
+        offload: Offload | None = None,
+    ) -> T:
         """``fn(conn)`` committed, sharing its commit with concurrent ``write`` calls (group
         commit, see ``_group_commit``): for hot small writes such as metric reports. ``fn`` may
         run twice and must touch nothing but ``conn``. ``combine`` runs many such writes at
-        once (see ``_group_commit``)."""
-        return self._group.run(fn, combine)
+        once; ``offload`` commits them in another process (see ``_group_commit``)."""
+        return self._group.run(fn, combine, offload)
 
     async def write_async(
-        self, fn: Callable[[sa.Connection], T], combine: Combine | None = None
+        self,
+        fn: Callable[[sa.Connection], T],
+        combine: Combine | None = None,
+        offload: Offload | None = None,
     ) -> T:
         """:meth:`write` for a coroutine: awaits the commit without blocking the event loop or
         holding a worker thread."""
-        return await self._group.run_async(fn, combine)
+        return await self._group.run_async(fn, combine, offload)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:

@@ -54,14 +54,25 @@ class Webhooks:
     def metrics_reported(
         self, conn: sa.Connection, trial_id: int, group: str, metrics: dict[str, Any]
     ) -> None:
-        now = time.monotonic()
-        if self._metric_triggers is None or now - self._metric_triggers_at > TRIGGER_CACHE_S:
-            self._metric_triggers = _webhooks.triggers_of_type(conn, _events.METRIC_THRESHOLD)
-            self._metric_triggers_at = now
-        if self._metric_triggers:
-            _events.metrics_reported(
-                conn, trial_id, group, metrics, self._metric_triggers, self.base_url
-            )
+        triggers = self.metric_triggers(conn)
+        if triggers:
+            _events.metrics_reported(conn, trial_id, group, metrics, triggers, self.base_url)
+
+    def metric_triggers(self, conn: sa.Connection) -> list[dict[str, Any]]:
+        """The METRIC_THRESHOLD_EXCEEDED triggers, read through ``conn`` when the cached ones
+        are stale."""
+        triggers = self.cached_metric_triggers()
+        if triggers is None:
+            triggers = _webhooks.triggers_of_type(conn, _events.METRIC_THRESHOLD)
+            self._metric_triggers, self._metric_triggers_at = triggers, time.monotonic()
+        return triggers
+
+    def cached_metric_triggers(self) -> list[dict[str, Any]] | None:
+        """The metric triggers read less than TRIGGER_CACHE_S ago; None: read them again."""
+        triggers = self._metric_triggers
+        if triggers is None or time.monotonic() - self._metric_triggers_at > TRIGGER_CACHE_S:
+            return None
+        return triggers
 
     def triggers_changed(self) -> None:
         """A webhook was created, changed or deleted: read the triggers again."""

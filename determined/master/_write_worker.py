@@ -1,0 +1,199 @@
+"""A process of its own that commits the metric reports' writes (the group commit's offload,
+see ``store/_group_commit``).
+
+Why: the master is one Python process; its event loop (every request) and the group-commit
+writer share one GIL. Under 2,000 reports a second the writer's Python work (reading the
+trials, folding summaries, encoding rows) was a third of the GIL's busy time, and each SQLite
+call it made gave the GIL up and then waited to get it back from a busy loop
+(``benchmarks/master_metrics.py``). In a process of its own that work runs beside the loop.
+
+How: the master's writer thread sends ``(fn, arg)`` over a pipe, where ``fn`` is a
+module-level function (pickled by name) and ``arg`` plain data; the worker runs
+``fn(conn, arg)`` in a transaction on its own engine (same database), commits, and sends the
+value back. The writer waits holding the store's write lock, so the database still sees one
+writer at a time. :meth:`WriteWorker.run` raises :class:`RolledBack` when nothing was
+committed (the worker is not running, could not be reached, or ``fn`` raised and its
+transaction was rolled back): the group commit then runs the writes in this process. A worker
+that dies between the request and its answer leaves the outcome unknown:
+:class:`OutcomeUnknown` (503, the trial's client sends the report again, which the master
+merges as a repeated report). A dead worker is started again in the background.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master import _read_workers
+from determined.master._errors import Unavailable
+from determined.master._interpreter_tuning import tune_gc
+from determined.master.store import _engine
+from determined.master.store._group_commit import RolledBack
+
+logger = logging.getLogger("determined.master")
+
+WriteFn = Callable[[sa.Connection, Any], Any]
+
+# The longest one offloaded transaction may take before the worker counts as hung (SQLite's
+# own busy timeout is 30 s).
+ANSWER_TIMEOUT_S = 60.0
+
+
+class OutcomeUnknown(Unavailable):
+    """The worker went away after it was handed writes: they may or may not be committed."""
+
+
+def _serve(conn: multiprocessing.connection.Connection, url: str, master_pid: int) -> None:
+    """The worker's loop: ``(fn, arg)`` in, ``(True, value)`` or ``(False, why)`` out; None
+    ends it."""
+    _read_workers.die_with(master_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master stops it (see _read_workers)
+    tune_gc()
+    engine = _engine.make_engine(url)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:  # the master closed its end
+            return
+        if request is None:
+            return
+        fn, arg = request
+        try:
+            with engine.begin() as tx:
+                value = fn(tx, arg)
+        except Exception as e:  # noqa: BLE001 - rolled back: the master runs them itself
+            conn.send((False, f"{type(e).__name__}: {e}"))
+            continue
+        conn.send((True, value))
+
+
+class WriteWorker:
+    """The write worker of a master on the database at ``url`` (see module doc).
+
+    Args:
+        url: the store's database URL.
+        answer_timeout_s: how long :meth:`run` waits for an answer before it counts the worker
+            as hung, kills it and raises :class:`OutcomeUnknown`.
+    """
+
+    def __init__(self, url: str, *, answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+        self._url = url
+        self._answer_timeout_s = answer_timeout_s
+        self._lock = threading.Lock()  # one request at a time; guards the fields below
+        self._conn: multiprocessing.connection.Connection | None = None
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._starting = False
+        self._closed = False
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's pid while one runs."""
+        process = self._process
+        return None if process is None else process.pid
+
+    def start(self) -> None:
+        """Start the worker now (forked when this process has one thread: start it before the
+        server's threads, as the read workers are)."""
+        with self._lock:
+            if self._closed or self._process is not None:
+                return
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        context: Any = _read_workers.start_context()  # BaseContext types no Process
+        forked = context.get_start_method() == "fork"
+        parent, child = context.Pipe()
+        process = context.Process(
+            target=_serve,
+            args=(child, self._url, os.getpid() if forked else 0),
+            name="write-worker",
+            daemon=True,
+        )
+        process.start()
+        child.close()
+        self._conn, self._process = parent, process
+        logger.info("write worker: pid %s (%s)", process.pid, context.get_start_method())
+
+    def run(self, fn: WriteFn, arg: Any) -> Any:
+        """``fn(conn, arg)`` committed in the worker; its value.
+
+        Raises:
+            RolledBack: nothing was committed (run the writes here instead).
+            OutcomeUnknown: the worker died or hung after it got the request.
+        """
+        with self._lock:
+            conn, process = self._conn, self._process
+            if conn is None or process is None or not process.is_alive():
+                self._restart_later()
+                raise RolledBack("the write worker is not running")
+            try:
+                conn.send((fn, arg))
+            except Exception as e:  # noqa: BLE001 - unpicklable, or the pipe is gone
+                if not process.is_alive():
+                    self._restart_later()
+                raise RolledBack(f"could not hand the writes to the write worker: {e!r}") from e
+            try:
+                if not conn.poll(self._answer_timeout_s):
+                    raise TimeoutError(f"no answer in {self._answer_timeout_s:.0f} s")
+                ok, value = conn.recv()
+            except (EOFError, OSError, TimeoutError) as e:
+                self._restart_later()
+                raise OutcomeUnknown(
+                    f"the master's write worker stopped while it stored this ({e!r}); "
+                    "whether it was stored is unknown: send it again"
+                ) from e
+        if not ok:
+            raise RolledBack(value)
+        return value
+
+    def _restart_later(self) -> None:
+        """With ``_lock`` held: drop the dead (or hung) worker and start another in the
+        background (a fork server's start takes a second or two; writes meanwhile run in the
+        master)."""
+        process, self._process = self._process, None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if process is not None and process.is_alive():
+            process.kill()
+        if self._starting or self._closed:
+            return
+        logger.error("the write worker stopped: starting it again")
+        self._starting = True
+        threading.Thread(target=self._restart, name="write-worker-restart", daemon=True).start()
+
+    def _restart(self) -> None:
+        with self._lock:
+            self._starting = False
+            if self._closed or self._process is not None:
+                return
+            try:
+                self._start_locked()
+            except Exception:  # noqa: BLE001 - writes go on in the master; tried again later
+                logger.exception("could not start the write worker")
+
+    def close(self) -> None:
+        """Stop the worker (after the request it is answering, if any)."""
+        with self._lock:
+            self._closed = True
+            conn, process = self._conn, self._process
+            self._conn = self._process = None
+        if conn is not None:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+            conn.close()
+        if process is not None:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join(5)

@@ -1,0 +1,218 @@
+"""The write worker (``determined/master/_write_worker.py``): metric reports committed in a
+process of their own, and what happens when that process dies or hangs: nothing is lost,
+nothing is stored twice by the master, and the worker comes back. Real processes, real SQLite
+files, a real master for the end-to-end case."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+import sqlalchemy as sa
+from _kit.master import MasterProcess, Run
+from _kit.reports import example_trials, training_report
+
+from determined.master._write_worker import OutcomeUnknown, WriteWorker
+from determined.master.api._trials import ReportOffload, _write_plain_reports, _write_reports
+from determined.master.store import Store, sqlite_url
+from determined.master.store._group_commit import RolledBack
+from determined.master.store._schema import metrics
+
+
+@pytest.fixture
+def store(tmp_path: pathlib.Path) -> Iterator[Store]:
+    s = Store(sqlite_url(tmp_path))
+    yield s
+    s.close()
+
+
+def _rows(store: Store, trial_id: int) -> list[int]:
+    with store.read() as conn:
+        q = sa.select(metrics.c.steps_completed).where(metrics.c.trial_id == trial_id)
+        return sorted(int(n) for (n,) in conn.execute(q))
+
+
+def _plain(trial_id: int, steps: int) -> tuple[list[tuple[object, ...]], list[object], str]:
+    return ([training_report(trial_id, steps, {"loss": 1.0}).plain()], [], "")
+
+
+def _wait_for(check: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _stopped(pid: int) -> bool:
+    state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state == "T"
+
+
+def test_the_worker_commits_and_a_refused_write_commits_nothing(store: Store) -> None:
+    trial = example_trials(store)[0]
+    worker = WriteWorker(store.url)
+    worker.start()
+    assert worker.pid is not None and worker.pid != os.getpid()
+    assert worker.run(_write_plain_reports, _plain(trial, 1)) == [None]
+    assert _rows(store, trial) == [1]  # committed: this process's engine sees it
+    # A stale run id is refused: the worker's transaction (both reports) is rolled back.
+    good = training_report(trial, 2, {"loss": 0.5}).plain()
+    stale = (trial, "training", 7, 3, {"loss": 0.1}, None, None)
+    with pytest.raises(RolledBack, match="invalid run id 7"):
+        worker.run(_write_plain_reports, ([good, stale], [], ""))
+    assert _rows(store, trial) == [1]
+    worker.close()
+    assert worker.pid is None
+
+
+def test_a_dead_worker_rolls_back_and_comes_back(store: Store) -> None:
+    trial = example_trials(store)[0]
+    worker = WriteWorker(store.url)
+    worker.start()
+    first = worker.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    _wait_for(lambda: not pathlib.Path(f"/proc/{first}").exists() or _zombie(first))
+    with pytest.raises(RolledBack, match="not running"):
+        worker.run(_write_plain_reports, _plain(trial, 1))
+    assert _rows(store, trial) == []
+    _wait_for(lambda: worker.pid not in (None, first))  # started again in the background
+    assert worker.run(_write_plain_reports, _plain(trial, 1)) == [None]
+    assert _rows(store, trial) == [1]
+    worker.close()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_worker_that_dies_while_writing_leaves_the_outcome_unknown(store: Store) -> None:
+    trial = example_trials(store)[0]
+    worker = WriteWorker(store.url)
+    worker.start()
+    pid = worker.pid
+    assert pid is not None
+    assert worker.run(_write_plain_reports, _plain(trial, 1)) == [None]  # it is up
+    os.kill(pid, signal.SIGSTOP)
+    _wait_for(lambda: _stopped(pid))
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run(_write_plain_reports, _plain(trial, 2))
+        except BaseException as e:  # noqa: BLE001 - looked at below
+            errors.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.3)  # the request is in the pipe, the worker stopped before reading it
+    os.kill(pid, signal.SIGKILL)
+    thread.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], OutcomeUnknown), errors
+    assert errors[0].status == 503  # the trial's client sends it again
+    assert _rows(store, trial) == [1]
+    _wait_for(lambda: worker.pid not in (None, pid))
+    worker.close()
+
+
+def test_a_hung_worker_is_killed_after_the_answer_timeout(store: Store) -> None:
+    trial = example_trials(store)[0]
+    worker = WriteWorker(store.url, answer_timeout_s=1.0)
+    worker.start()
+    pid = worker.pid
+    assert pid is not None
+    assert worker.run(_write_plain_reports, _plain(trial, 1)) == [None]
+    os.kill(pid, signal.SIGSTOP)
+    _wait_for(lambda: _stopped(pid))
+    started = time.monotonic()
+    with pytest.raises(OutcomeUnknown, match="no answer in 1 s"):
+        worker.run(_write_plain_reports, _plain(trial, 2))
+    assert 0.9 < time.monotonic() - started < 10
+    _wait_for(lambda: _zombie(pid))  # killed, not left stopped
+    _wait_for(lambda: worker.pid not in (None, pid))
+    assert worker.run(_write_plain_reports, _plain(trial, 3)) == [None]
+    assert _rows(store, trial) == [1, 3]
+    worker.close()
+
+
+def test_group_commit_fails_writes_of_unknown_outcome_and_runs_rolled_back_ones_here(
+    store: Store,
+) -> None:
+    """Through ``Store.write_async`` as the report routes call it: a stopped worker's writes
+    fail with 503 (never written a second time by the master); a missing worker's writes are
+    committed by the master itself."""
+    trial = example_trials(store)[0]
+    worker = WriteWorker(store.url, answer_timeout_s=1.0)
+    worker.start()
+    offload = ReportOffload(worker, store, None)
+
+    async def report(steps: list[int]) -> list[BaseException | None]:
+        async def one(n: int) -> BaseException | None:
+            try:
+                await store.write_async(
+                    training_report(trial, n, {"loss": 1.0}), _write_reports, offload=offload
+                )
+            except BaseException as e:  # noqa: BLE001 - returned
+                return e
+            return None
+
+        return list(await asyncio.gather(*(one(n) for n in steps)))
+
+    assert asyncio.run(report([1, 2])) == [None, None]
+    assert store.commit_stats.summary()["offloaded"] == 2
+    pid = worker.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    _wait_for(lambda: _stopped(pid))
+    outcomes = asyncio.run(report([3, 4]))
+    assert all(isinstance(e, OutcomeUnknown) for e in outcomes), outcomes
+    assert _rows(store, trial) == [1, 2]
+    # Until the new worker is up, writes are committed here.
+    worker.close()
+    assert asyncio.run(report([5])) == [None]
+    stats = store.commit_stats.summary()
+    assert stats["offloadFailed"] == 2 and stats["offloadRolledBack"] == 1
+    assert _rows(store, trial) == [1, 2, 5]
+
+
+@pytest.mark.e2e
+def test_a_master_whose_write_worker_is_killed_loses_no_report(tmp_path: pathlib.Path) -> None:
+    """A real master, its write worker killed (-9) while a trial reports: each report is
+    answered 200 (stored once) or 503 (sent again, as the trial's client does); the worker
+    comes back and the reports go through it again."""
+    with MasterProcess(tmp_path / "master") as master:
+        run = Run(master)
+        stats_url = "/api/v1/dev/group-commit"
+        first = run.get(stats_url)["writeWorkerPid"]
+        assert isinstance(first, int)
+        steps, resent = 0, 0
+        killed_at = 20
+        while steps < 60:
+            if steps == killed_at:
+                os.kill(first, signal.SIGKILL)
+            answer = run.metrics("training", steps + 1, {"loss": 1.0})
+            if answer.status_code == 503:
+                resent += 1
+                continue
+            assert answer.status_code == 200, answer.text
+            steps += 1
+        _wait_for(lambda: run.get(stats_url)["writeWorkerPid"] not in (None, first))
+        before = run.get(stats_url)["offloaded"]
+        for step in range(61, 66):
+            assert run.metrics("training", step, {"loss": 1.0}).status_code == 200
+        assert run.get(stats_url)["offloaded"] >= before + 5
+        trial = run.get(f"/api/v1/trials/{run.trial_id}")["trial"]
+        assert trial["totalBatchesProcessed"] == 65
+        loss = trial["summaryMetrics"]["avg_metrics"]["loss"]
+        assert loss["count"] == 65, (loss, resent)
+        assert isinstance(requests.get(master.url + "/info", timeout=10).json(), dict)
