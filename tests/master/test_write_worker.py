@@ -186,33 +186,34 @@ def test_group_commit_fails_writes_of_unknown_outcome_and_runs_rolled_back_ones_
 
 
 @pytest.mark.e2e
-def test_a_master_whose_write_worker_is_killed_loses_no_report(tmp_path: pathlib.Path) -> None:
-    """A real master, its write worker killed (-9) while a trial reports: each report is
-    answered 200 (stored once) or 503 (sent again, as the trial's client does); the worker
-    comes back and the reports go through it again."""
-    with MasterProcess(tmp_path / "master") as master:
-        run = Run(master)
-        stats_url = "/api/v1/dev/group-commit"
-        first = run.get(stats_url)["writeWorkerPid"]
-        assert isinstance(first, int)
-        steps, resent = 0, 0
-        killed_at = 20
-        while steps < 60:
-            if steps == killed_at:
-                os.kill(first, signal.SIGKILL)
-            answer = run.metrics("training", steps + 1, {"loss": 1.0})
-            if answer.status_code == 503:
-                resent += 1
-                continue
-            assert answer.status_code == 200, answer.text
-            steps += 1
-        _wait_for(lambda: run.get(stats_url)["writeWorkerPid"] not in (None, first))
-        before = run.get(stats_url)["offloaded"]
-        for step in range(61, 66):
-            assert run.metrics("training", step, {"loss": 1.0}).status_code == 200
-        assert run.get(stats_url)["offloaded"] >= before + 5
-        trial = run.get(f"/api/v1/trials/{run.trial_id}")["trial"]
-        assert trial["totalBatchesProcessed"] == 65
-        loss = trial["summaryMetrics"]["avg_metrics"]["loss"]
-        assert loss["count"] == 65, (loss, resent)
-        assert isinstance(requests.get(master.url + "/info", timeout=10).json(), dict)
+@pytest.mark.both_stores
+def test_a_master_whose_write_worker_is_killed_loses_no_report(master: MasterProcess) -> None:
+    """A real master (SQLite and PostgreSQL), its write worker killed (-9) while a trial
+    reports: each report is answered 200 (stored once) or 503 (sent again, as the trial's
+    client does); the worker comes back and the reports go through it again."""
+    run = Run(master)
+    stats_url = "/api/v1/dev/group-commit"
+    first = run.get(stats_url)["writeWorkerPid"]
+    assert isinstance(first, int)
+    steps, resent, killed = 0, 0, False
+    while steps < 60:
+        if steps == 20 and not killed:
+            assert run.get(stats_url)["offloaded"] == 20  # all through the worker so far
+            os.kill(first, signal.SIGKILL)
+            killed = True
+        answer = run.metrics("training", steps + 1, {"loss": 1.0})
+        if answer.status_code == 503:
+            resent += 1
+            continue
+        assert answer.status_code == 200, answer.text
+        steps += 1
+    _wait_for(lambda: run.get(stats_url)["writeWorkerPid"] not in (None, first))
+    before = run.get(stats_url)["offloaded"]
+    for step in range(61, 66):
+        assert run.metrics("training", step, {"loss": 1.0}).status_code == 200
+    assert run.get(stats_url)["offloaded"] >= before + 5
+    trial = run.get(f"/api/v1/trials/{run.trial_id}")["trial"]
+    assert trial["totalBatchesProcessed"] == 65
+    loss = trial["summaryMetrics"]["avg_metrics"]["loss"]
+    assert loss["count"] == 65, (loss, resent)
+    assert isinstance(requests.get(master.url + "/info", timeout=10).json(), dict)
