@@ -90,6 +90,19 @@ def _state(store: Store, ids: list[int]) -> Any:
     return [tuple(r) for r in rows], summaries
 
 
+def _written_alone(store: Store, ids: list[int], seq: list[Any]) -> list[str]:
+    """Each report of ``seq`` written in a transaction of its own: "ok" or its error."""
+    outcomes = []
+    for w in _writes(ids, seq):
+        try:
+            with store.tx() as conn:
+                w(conn)
+            outcomes.append("ok")
+        except ApiError as e:
+            outcomes.append(f"{type(e).__name__}: {e}")
+    return outcomes
+
+
 def _outcome(write: Any) -> str:
     return "ok" if write.error is None else f"{type(write.error).__name__}: {write.error}"
 
@@ -109,14 +122,7 @@ def test_reports_written_together_equal_reports_written_alone(
     def check(seq: list[Any]) -> None:
         ids = example_trials(alone_store)
         assert example_trials(together_store) == ids
-        alone = []
-        for w in _writes(ids, seq):
-            try:
-                with alone_store.tx() as conn:
-                    w(conn)
-                alone.append("ok")
-            except ApiError as e:
-                alone.append(f"{type(e).__name__}: {e}")
+        alone = _written_alone(alone_store, ids, seq)
         batch = [_group_commit._Write(w, _write_reports) for w in _writes(ids, seq)]
         group._commit(batch)
         assert [_outcome(w) for w in batch] == alone
@@ -149,14 +155,7 @@ def test_reports_offloaded_to_the_write_worker_equal_reports_written_alone(
         nonlocal sent
         ids = example_trials(alone_store)
         assert example_trials(store) == ids
-        alone = []
-        for w in _writes(ids, seq):
-            try:
-                with alone_store.tx() as conn:
-                    w(conn)
-                alone.append("ok")
-            except ApiError as e:
-                alone.append(f"{type(e).__name__}: {e}")
+        alone = _written_alone(alone_store, ids, seq)
         batch = [_group_commit._Write(w, _write_reports, offload) for w in _writes(ids, seq)]
         store._group._commit_elsewhere(batch, offload)
         sent += len(batch)
