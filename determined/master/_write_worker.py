@@ -16,7 +16,9 @@ committed (the worker is not running, could not be reached, or ``fn`` raised and
 transaction was rolled back): the group commit then runs the writes in this process. A worker
 that dies between the request and its answer leaves the outcome unknown:
 :class:`OutcomeUnknown` (503, the trial's client sends the report again, which the master
-merges as a repeated report). A dead worker is started again in the background.
+merges as a repeated report). A dead worker is started again in the background (at most
+every RESTART_INTERVAL_S); until a new worker says it is ready (its engine connected), the
+master writes the reports itself rather than queue them behind the worker's start.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import multiprocessing.connection
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +48,9 @@ WriteFn = Callable[[sa.Connection, Any], Any]
 # The longest one offloaded transaction may take before the worker counts as hung (SQLite's
 # own busy timeout is 30 s).
 ANSWER_TIMEOUT_S = 60.0
+# A worker that cannot start (its database unreachable) is not started again more often.
+RESTART_INTERVAL_S = 5.0
+_READY = "ready"  # a worker's first message, once its engine is connected
 
 
 class OutcomeUnknown(Unavailable):
@@ -52,12 +58,15 @@ class OutcomeUnknown(Unavailable):
 
 
 def _serve(conn: multiprocessing.connection.Connection, url: str, master_pid: int) -> None:
-    """The worker's loop: ``(fn, arg)`` in, ``(True, value)`` or ``(False, why)`` out; None
-    ends it."""
+    """The worker's loop: ``_READY`` out, then ``(fn, arg)`` in, ``(True, value)`` or
+    ``(False, why)`` out; None ends it."""
     _read_workers.die_with(master_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master stops it (see _read_workers)
     tune_gc()
     engine = _engine.make_engine(url)
+    with engine.connect():
+        pass
+    conn.send(_READY)
     while True:
         try:
             request = conn.recv()
@@ -82,22 +91,59 @@ class WriteWorker:
         url: the store's database URL.
         answer_timeout_s: how long :meth:`run` waits for an answer before it counts the worker
             as hung, kills it and raises :class:`OutcomeUnknown`.
+        restart_interval_s: the least time between two starts of a worker.
     """
 
-    def __init__(self, url: str, *, answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        answer_timeout_s: float = ANSWER_TIMEOUT_S,
+        restart_interval_s: float = RESTART_INTERVAL_S,
+    ) -> None:
         self._url = url
         self._answer_timeout_s = answer_timeout_s
+        self._restart_interval_s = restart_interval_s
         self._lock = threading.Lock()  # one request at a time; guards the fields below
         self._conn: multiprocessing.connection.Connection | None = None
         self._process: multiprocessing.process.BaseProcess | None = None
+        self._ready = False  # the worker sent _READY
+        self._started_at = -restart_interval_s
         self._starting = False
         self._closed = False
 
     @property
     def pid(self) -> int | None:
-        """The worker's pid while one runs."""
-        process = self._process
-        return None if process is None else process.pid
+        """The worker's pid while one runs and is ready."""
+        with self._lock:
+            process = self._process
+            return process.pid if process is not None and self._check_ready() else None
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether a worker is ready within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self._check_ready():
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def _check_ready(self) -> bool:
+        """With ``_lock`` held: whether the worker is ready, reading its ready message if it
+        has come (a worker that died before it dropped, and started again)."""
+        if self._ready:
+            return True
+        conn = self._conn
+        if conn is None:
+            return False
+        try:
+            if conn.poll(0):
+                self._ready = conn.recv() == _READY
+        except (EOFError, OSError):
+            self._restart_later()
+        return self._ready
 
     def start(self) -> None:
         """Start the worker now (forked when this process has one thread: start it before the
@@ -119,7 +165,8 @@ class WriteWorker:
         )
         process.start()
         child.close()
-        self._conn, self._process = parent, process
+        self._conn, self._process, self._ready = parent, process, False
+        self._started_at = time.monotonic()
         logger.info("write worker: pid %s (%s)", process.pid, context.get_start_method())
 
     def run(self, fn: WriteFn, arg: Any) -> Any:
@@ -134,6 +181,8 @@ class WriteWorker:
             if conn is None or process is None or not process.is_alive():
                 self._restart_later()
                 raise RolledBack("the write worker is not running")
+            if not self._check_ready():
+                raise RolledBack("the write worker is starting")
             try:
                 conn.send((fn, arg))
             except Exception as e:  # noqa: BLE001 - unpicklable, or the pipe is gone
@@ -158,7 +207,7 @@ class WriteWorker:
         """With ``_lock`` held: drop the dead (or hung) worker and start another in the
         background (a fork server's start takes a second or two; writes meanwhile run in the
         master)."""
-        process, self._process = self._process, None
+        process, self._process, self._ready = self._process, None, False
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -171,6 +220,7 @@ class WriteWorker:
         threading.Thread(target=self._restart, name="write-worker-restart", daemon=True).start()
 
     def _restart(self) -> None:
+        time.sleep(max(0.0, self._started_at + self._restart_interval_s - time.monotonic()))
         with self._lock:
             self._starting = False
             if self._closed or self._process is not None:

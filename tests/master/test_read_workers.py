@@ -42,11 +42,17 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _write_worker(master: MasterProcess) -> int | None:
-    r = master.session().get(master.url + "/api/v1/dev/group-commit")
-    assert r.status_code == 200, r.text
-    pid = r.json()["writeWorkerPid"]
-    return None if pid is None else int(pid)
+def _write_worker(master: MasterProcess, timeout: float = 20.0) -> int:
+    """The pid of the master's write worker, once it is ready."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = master.session().get(master.url + "/api/v1/dev/group-commit")
+        assert r.status_code == 200, r.text
+        pid = r.json()["writeWorkerPid"]
+        if pid is not None:
+            return int(pid)
+        assert time.monotonic() < deadline, "the write worker never became ready"
+        time.sleep(0.1)
 
 
 def _workers(master: MasterProcess, count: int = 2, timeout: float = 20.0) -> set[int]:
@@ -192,7 +198,7 @@ def test_the_workers_end_with_the_master_even_on_kill_9(master: MasterProcess) -
     workers = _workers(master)
     assert len(workers) == 2
     writer = _write_worker(master)
-    assert writer is not None and _alive(writer)
+    assert _alive(writer)
     workers.add(writer)
     assert master.proc is not None
     master.proc.send_signal(signal.SIGKILL)
@@ -223,6 +229,6 @@ def test_the_local_resource_managers_master_forks_its_workers_directly(
         master_cmdline = pathlib.Path(f"/proc/{m.proc.pid}/cmdline").read_bytes()
         assert len(workers) == 2
         writer = _write_worker(m)
-        assert writer is not None and writer in _children(m.proc.pid)
+        assert writer in _children(m.proc.pid)
         for pid in workers | {writer}:
             assert pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() == master_cmdline

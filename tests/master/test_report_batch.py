@@ -146,6 +146,7 @@ def test_reports_offloaded_to_the_write_worker_equal_reports_written_alone(
     store = Store(sqlite_url(tmp_path / "offloaded"))
     worker = WriteWorker(store.url)
     worker.start()
+    assert worker.wait_ready(30)
     offload = ReportOffload(worker, store, None)
     sent = 0
 

@@ -62,8 +62,9 @@ def _started(store: Store, **kw: float) -> tuple[WriteWorker, int, int]:
     """A write worker that has committed a first report (steps 1) of a new trial: the
     worker, its pid and the trial's id."""
     trial = example_trials(store)[0]
-    worker = WriteWorker(store.url, **kw)
+    worker = WriteWorker(store.url, restart_interval_s=0.2, **kw)
     worker.start()
+    assert worker.wait_ready(30)
     pid = worker.pid
     assert pid is not None and pid != os.getpid()
     assert worker.run(_write_plain_reports, _plain(trial, 1)) == [None]
@@ -147,6 +148,7 @@ def test_group_commit_fails_writes_of_unknown_outcome_and_runs_rolled_back_ones_
     trial = example_trials(store)[0]
     worker = WriteWorker(store.url, answer_timeout_s=1.0)
     worker.start()
+    assert worker.wait_ready(30)
     offload = ReportOffload(worker, store, None)
 
     async def report(steps: list[int]) -> list[BaseException | None]:
@@ -190,6 +192,7 @@ def test_a_master_whose_write_worker_is_killed_loses_no_report(master: MasterPro
     client does); the worker comes back and the reports go through it again."""
     run = Run(master)
     stats_url = "/api/v1/dev/group-commit"
+    _wait_for(lambda: run.get(stats_url)["writeWorkerPid"] is not None)  # null until ready
     first = run.get(stats_url)["writeWorkerPid"]
     assert isinstance(first, int)
     steps, resent, killed = 0, 0, False
