@@ -90,7 +90,8 @@ class WriteWorker:
     Args:
         url: the store's database URL.
         answer_timeout_s: how long :meth:`run` waits for an answer before it counts the worker
-            as hung, kills it and raises :class:`OutcomeUnknown`.
+            as hung, kills it and raises :class:`OutcomeUnknown` (the attribute of that name
+            may be changed later).
         restart_interval_s: the least time between two starts of a worker.
     """
 
@@ -102,7 +103,7 @@ class WriteWorker:
         restart_interval_s: float = RESTART_INTERVAL_S,
     ) -> None:
         self._url = url
-        self._answer_timeout_s = answer_timeout_s
+        self.answer_timeout_s = answer_timeout_s
         self._restart_interval_s = restart_interval_s
         self._lock = threading.Lock()  # one request at a time; guards the fields below
         self._conn: multiprocessing.connection.Connection | None = None
@@ -190,8 +191,8 @@ class WriteWorker:
                     self._restart_later()
                 raise RolledBack(f"could not hand the writes to the write worker: {e!r}") from e
             try:
-                if not conn.poll(self._answer_timeout_s):
-                    raise TimeoutError(f"no answer in {self._answer_timeout_s:.0f} s")
+                if not conn.poll(self.answer_timeout_s):
+                    raise TimeoutError(f"no answer in {self.answer_timeout_s:.0f} s")
                 ok, value = conn.recv()
             except (EOFError, OSError, TimeoutError) as e:
                 self._restart_later()

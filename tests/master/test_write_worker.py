@@ -58,11 +58,11 @@ def _state(pid: int) -> str:
         return "Z"
 
 
-def _started(store: Store, **kw: float) -> tuple[WriteWorker, int, int]:
+def _started(store: Store) -> tuple[WriteWorker, int, int]:
     """A write worker that has committed a first report (steps 1) of a new trial: the
     worker, its pid and the trial's id."""
     trial = example_trials(store)[0]
-    worker = WriteWorker(store.url, restart_interval_s=0.2, **kw)
+    worker = WriteWorker(store.url, restart_interval_s=0.2)
     worker.start()
     assert worker.wait_ready(30)
     pid = worker.pid
@@ -126,7 +126,8 @@ def test_a_worker_that_dies_while_writing_leaves_the_outcome_unknown(store: Stor
 
 
 def test_a_hung_worker_is_killed_after_the_answer_timeout(store: Store) -> None:
-    worker, pid, trial = _started(store, answer_timeout_s=1.0)
+    worker, pid, trial = _started(store)
+    worker.answer_timeout_s = 1.0
     _stop(pid)
     started = time.monotonic()
     with pytest.raises(OutcomeUnknown, match="no answer in 1 s"):
@@ -134,6 +135,7 @@ def test_a_hung_worker_is_killed_after_the_answer_timeout(store: Store) -> None:
     assert 0.9 < time.monotonic() - started < 10
     _wait_for(lambda: _state(pid) == "Z")  # killed, not left stopped
     _wait_for(lambda: worker.pid not in (None, pid))
+    worker.answer_timeout_s = 60  # a new worker's first write compiles its statements
     assert worker.run(_write_plain_reports, _plain(trial, 3)) == [None]
     assert _rows(store, trial) == [1, 3]
     worker.close()
@@ -146,7 +148,7 @@ def test_group_commit_fails_writes_of_unknown_outcome_and_runs_rolled_back_ones_
     fail with 503 (never written a second time by the master); a missing worker's writes are
     committed by the master itself."""
     trial = example_trials(store)[0]
-    worker = WriteWorker(store.url, answer_timeout_s=1.0)
+    worker = WriteWorker(store.url)
     worker.start()
     assert worker.wait_ready(30)
     offload = ReportOffload(worker, store, None)
@@ -167,6 +169,7 @@ def test_group_commit_fails_writes_of_unknown_outcome_and_runs_rolled_back_ones_
     assert store.commit_stats.summary()["offloaded"] == 2
     pid = worker.pid
     assert pid is not None
+    worker.answer_timeout_s = 1.0
     _stop(pid)
     outcomes = asyncio.run(report([3, 4]))
     # The batch the stopped worker got fails; a later batch (if 4 came apart) finds the
