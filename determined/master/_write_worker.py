@@ -23,6 +23,7 @@ master writes the reports itself rather than queue them behind the worker's star
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -64,8 +65,9 @@ def _serve(conn: multiprocessing.connection.Connection, url: str, master_pid: in
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master stops it (see _read_workers)
     tune_gc()
     engine = _engine.make_engine(url)
-    with engine.connect():
-        pass
+    # Connect before saying ready: an unreachable database ends this worker here, and the
+    # master keeps writing the reports itself, instead of failing every offloaded run.
+    engine.connect().close()
     conn.send(_READY)
     while True:
         try:
@@ -238,10 +240,8 @@ class WriteWorker:
             conn, process = self._conn, self._process
             self._conn = self._process = None
         if conn is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError):  # the worker is gone already
                 conn.send(None)
-            except (OSError, ValueError):
-                pass
             conn.close()
         if process is not None:
             process.join(5)
