@@ -412,9 +412,9 @@ def drive(
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time the process ``pid`` and its descendants (the master's read and
-    write workers, and a fork server's children) have used so far (Linux)."""
+def cpu_seconds(pid: int) -> dict[int, float]:
+    """User + system CPU time the process ``pid`` and each of its descendants (the master's read
+    and write workers, and a fork server's children) have used so far, by pid (Linux)."""
     parents: dict[int, int] = {}
     times: dict[int, float] = {}
     for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
@@ -429,16 +429,28 @@ def cpu_seconds(pid: int) -> float:
     while frontier:
         frontier = [c for c, p in parents.items() if p in frontier and c not in tree]
         tree.update(frontier)
-    return sum(times.get(p, 0.0) for p in tree)
+    return {p: times.get(p, 0.0) for p in tree}
 
 
 def drive_measured(pid: int, *args: Any) -> dict[str, Any]:
     """``drive``, plus ``cpu``: the CPU seconds of the master's processes per request
-    answered 200."""
+    answered 200, and ``cpu_by_pid``: the same for each process."""
     before = cpu_seconds(pid)
     result = drive(*args)
-    result["cpu"] = (cpu_seconds(pid) - before) / max(1, result["statuses"].get(200, 0))
+    after = cpu_seconds(pid)
+    answered = max(1, result["statuses"].get(200, 0))
+    result["cpu_by_pid"] = {p: (t - before.get(p, 0.0)) / answered for p, t in after.items()}
+    result["cpu"] = sum(result["cpu_by_pid"].values())
     return result
+
+
+def cpu_roles(r: dict[str, Any], master: int, write_worker: int | None) -> str:
+    """``cpu_by_pid`` of a run as the master's process, its write worker and the rest."""
+    by_pid = r["cpu_by_pid"]
+    own = by_pid.get(master, 0.0)
+    worker = by_pid.get(write_worker, 0.0) if write_worker else 0.0
+    rest = sum(by_pid.values()) - own - worker
+    return f"master {own * 1e3:.3f}, write worker {worker * 1e3:.3f}, others {rest * 1e3:.3f}"
 
 
 def group_commit(url: str, admin: str, reset: bool = False) -> dict[str, Any]:
@@ -582,6 +594,10 @@ def main() -> int:
         )
         print(_line("metrics", run))
         inside = group_commit(url, admin)
+        print(
+            f"CPU ms per report by process: "
+            f"{cpu_roles(run, proc.pid, inside.get('writeWorkerPid'))}"
+        )
         print(
             f"inside     {inside['writes']} writes, {inside['commits']} commits: wait (submit -> "
             f"committed) {_spread(inside['waitMs'])}; commit wall {_spread(inside['commitWallMs'])}"

@@ -381,7 +381,9 @@ def create_app(
 
     retention = resources.LogRetention(store, log_retention_days, log_retention_every)
     reads = _read_workers.ReadWorkers(store, read_workers)
-    writer = _write_worker.WriteWorker(store.url) if write_worker else None
+    writer = None
+    if write_worker:
+        writer = _write_worker.WriteWorker(store.url, transactions=lambda: store.transactions)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

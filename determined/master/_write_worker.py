@@ -53,14 +53,31 @@ ANSWER_TIMEOUT_S = 60.0
 RESTART_INTERVAL_S = 5.0
 _READY = "ready"  # a worker's first message, once its engine is connected
 
+# In the worker: what write functions keep between requests (see kept()).
+_kept: dict[str, Any] = {}
+
+
+def kept() -> dict[str, Any]:
+    """In the worker: a dict where a write function may keep rows between requests (a cache of
+    the rows it read and wrote, so the next request need not read them again).
+
+    Whatever it holds was true when the previous request committed: the worker empties it
+    when a request does not commit, and when the master has ended a write transaction of its
+    own since the previous request (``Store.transactions`` moved; the master holds its write
+    lock while the worker writes, so nothing else writes meanwhile). A worker started without
+    that count empties it before every request.
+    """
+    return _kept
+
 
 class OutcomeUnknown(Unavailable):
     """The worker went away after it was handed writes: they may or may not be committed."""
 
 
 def _serve(conn: multiprocessing.connection.Connection, url: str, master_pid: int) -> None:
-    """The worker's loop: ``_READY`` out, then ``(fn, arg)`` in, ``(True, value)`` or
-    ``(False, why)`` out; None ends it."""
+    """The worker's loop: ``_READY`` out, then ``(fn, arg, generation)`` in, ``(True, value)``
+    or ``(False, why)`` out; None ends it. ``generation`` is the master's count of its own
+    write transactions (None: unknown), see :func:`kept`."""
     _read_workers.die_with(master_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master stops it (see _read_workers)
     tune_gc()
@@ -69,6 +86,7 @@ def _serve(conn: multiprocessing.connection.Connection, url: str, master_pid: in
     # master keeps writing the reports itself, instead of failing every offloaded run.
     engine.connect().close()
     conn.send(_READY)
+    last_generation: int | None = None
     while True:
         try:
             request = conn.recv()
@@ -76,11 +94,15 @@ def _serve(conn: multiprocessing.connection.Connection, url: str, master_pid: in
             return
         if request is None:
             return
-        fn, arg = request
+        fn, arg, generation = request
+        if generation is None or generation != last_generation:
+            _kept.clear()
+        last_generation = generation
         try:
             with engine.begin() as tx:
                 value = fn(tx, arg)
         except Exception as e:  # noqa: BLE001 - rolled back: the master runs them itself
+            _kept.clear()
             conn.send((False, f"{type(e).__name__}: {e}"))
             continue
         conn.send((True, value))
@@ -95,6 +117,9 @@ class WriteWorker:
             as hung, kills it and raises :class:`OutcomeUnknown` (the attribute of that name
             may be changed later).
         restart_interval_s: the least time between two starts of a worker.
+        transactions: the master's count of its own write transactions (``Store.transactions``),
+            read while the store's write lock is held; without it the worker keeps nothing
+            between requests (see :func:`kept`).
     """
 
     def __init__(
@@ -103,8 +128,10 @@ class WriteWorker:
         *,
         answer_timeout_s: float = ANSWER_TIMEOUT_S,
         restart_interval_s: float = RESTART_INTERVAL_S,
+        transactions: Callable[[], int] | None = None,
     ) -> None:
         self._url = url
+        self._transactions = transactions
         self.answer_timeout_s = answer_timeout_s
         self._restart_interval_s = restart_interval_s
         self._lock = threading.Lock()  # one request at a time; guards the fields below
@@ -173,7 +200,8 @@ class WriteWorker:
         logger.info("write worker: pid %s (%s)", process.pid, context.get_start_method())
 
     def run(self, fn: WriteFn, arg: Any) -> Any:
-        """``fn(conn, arg)`` committed in the worker; its value.
+        """``fn(conn, arg)`` committed in the worker; its value. Call it holding the store's
+        write lock.
 
         Raises:
             RolledBack: nothing was committed (run the writes here instead).
@@ -186,8 +214,9 @@ class WriteWorker:
                 raise RolledBack("the write worker is not running")
             if not self._check_ready():
                 raise RolledBack("the write worker is starting")
+            generation = None if self._transactions is None else self._transactions()
             try:
-                conn.send((fn, arg))
+                conn.send((fn, arg, generation))
             except Exception as e:  # noqa: BLE001 - unpicklable, or the pipe is gone
                 if not process.is_alive():
                     self._restart_later()

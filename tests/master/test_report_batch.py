@@ -139,28 +139,44 @@ def test_reports_written_together_equal_reports_written_alone(
 def test_reports_offloaded_to_the_write_worker_equal_reports_written_alone(
     tmp_path: pathlib.Path, all_valid: bool
 ) -> None:
-    """The same through the write worker (another process, its own engine): reports none of
-    which is refused are committed there; a refused one rolls the worker's transaction back
-    and the master writes that batch itself (each alone), with the same outcomes."""
+    """The same through the write worker (another process, its own engine), in runs that
+    take turns with runs the master commits itself: reports none of which is refused are
+    committed there; a refused one rolls the worker's transaction back and the master writes
+    that run itself (each alone), with the same outcomes. The worker keeps the trial rows it
+    wrote between runs (``_write_worker.kept``) until the master commits something itself."""
     alone_store = Store(sqlite_url(tmp_path / "alone"))
     store = Store(sqlite_url(tmp_path / "offloaded"))
-    worker = WriteWorker(store.url)
+    worker = WriteWorker(store.url, transactions=lambda: store.transactions)
     worker.start()
     assert worker.wait_ready(30)
     offload = ReportOffload(worker, store, None)
     sent = 0
+    runs = st.lists(
+        st.tuples(
+            st.sampled_from(["worker", "worker", "here"]),
+            st.lists(valid_report if all_valid else report, min_size=1, max_size=6),
+        ),
+        min_size=1,
+        max_size=4,
+    )
 
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(st.lists(valid_report if all_valid else report, min_size=1, max_size=12))
-    def check(seq: list[Any]) -> None:
+    @given(runs)
+    def check(seq: list[tuple[str, list[Any]]]) -> None:
         nonlocal sent
         ids = example_trials(alone_store)
         assert example_trials(store) == ids
-        alone = _written_alone(alone_store, ids, seq)
-        batch = [_group_commit._Write(w, _write_reports, offload) for w in _writes(ids, seq)]
-        store._group._commit_elsewhere(batch, offload)
-        sent += len(batch)
-        assert [_outcome(w) for w in batch] == alone
+        alone = _written_alone(alone_store, ids, [r for _, run in seq for r in run])
+        outcomes = []
+        for where, run in seq:
+            batch = [_group_commit._Write(w, _write_reports, offload) for w in _writes(ids, run)]
+            if where == "worker":
+                store._group._commit_elsewhere(batch, offload)
+                sent += len(batch)
+            else:
+                store._group._commit(batch)
+            outcomes += [_outcome(w) for w in batch]
+        assert outcomes == alone
         assert _state(store, ids) == _state(alone_store, ids)
 
     check()

@@ -23,7 +23,7 @@ from determined.master._write_worker import OutcomeUnknown, WriteWorker
 from determined.master.api._trials import ReportOffload, _write_plain_reports, _write_reports
 from determined.master.store import Store, sqlite_url
 from determined.master.store._group_commit import RolledBack
-from determined.master.store._schema import metrics
+from determined.master.store._schema import metrics, trials
 
 
 @pytest.fixture
@@ -138,6 +138,77 @@ def test_a_hung_worker_is_killed_after_the_answer_timeout(store: Store) -> None:
     worker.answer_timeout_s = 60  # a new worker's first write compiles its statements
     assert worker.run(_write_plain_reports, _plain(trial, 3)) == [None]
     assert _rows(store, trial) == [1, 3]
+    worker.close()
+
+
+def _loss_count(store: Store, trial_id: int) -> int:
+    with store.read() as conn:
+        summary = conn.execute(
+            sa.select(trials.c.summary_metrics).where(trials.c.id == trial_id)
+        ).scalar_one()
+    return int(summary["avg_metrics"]["loss"]["count"])
+
+
+def _forget_summary_behind_the_masters_back(store: Store, trial_id: int) -> None:
+    """A write on a connection of its own, not through ``Store.tx``: the master's count of
+    its transactions does not move (no write of this master's does that)."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            trials.update()
+            .where(trials.c.id == trial_id)
+            .values(summary_metrics={}, total_batches=0)
+        )
+
+
+def _worker(store: Store, **kwargs: object) -> WriteWorker:
+    worker = WriteWorker(store.url, **kwargs)  # type: ignore[arg-type]
+    worker.start()
+    assert worker.wait_ready(30)
+    return worker
+
+
+def test_the_worker_keeps_the_trial_rows_it_wrote_until_the_master_writes(store: Store) -> None:
+    """The worker reads a trial's row once and keeps it (``kept``): a change the master did
+    not make is not seen, which shows the row came from the worker's memory. A transaction of
+    the master's own (``Store.tx``) makes the worker read the row again."""
+    trial = example_trials(store)[0]
+    worker = _worker(store, transactions=lambda: store.transactions)
+    worker.run(_write_plain_reports, _plain(trial, 1))
+    assert _loss_count(store, trial) == 1
+    _forget_summary_behind_the_masters_back(store, trial)
+    worker.run(_write_plain_reports, _plain(trial, 2))
+    assert _loss_count(store, trial) == 2  # from the kept row (1), not the database's {}
+    with store.tx() as conn:  # the master's own write: what the worker kept may be stale
+        conn.execute(trials.update().where(trials.c.id == trial).values(summary_metrics={}))
+    worker.run(_write_plain_reports, _plain(trial, 3))
+    assert _loss_count(store, trial) == 1  # read again: {} and this report
+    worker.close()
+
+
+def test_a_worker_without_the_masters_count_keeps_nothing(store: Store) -> None:
+    trial = example_trials(store)[0]
+    worker = _worker(store)
+    worker.run(_write_plain_reports, _plain(trial, 1))
+    _forget_summary_behind_the_masters_back(store, trial)
+    worker.run(_write_plain_reports, _plain(trial, 2))
+    assert _loss_count(store, trial) == 1
+    worker.close()
+
+
+def test_a_rolled_back_run_leaves_nothing_kept(store: Store) -> None:
+    """The batch changes the kept rows as it writes; when its transaction rolls back (a
+    refused report after a good one), the worker drops them: the good report, sent again,
+    counts once."""
+    trial = example_trials(store)[0]
+    worker = _worker(store, transactions=lambda: store.transactions)
+    worker.run(_write_plain_reports, _plain(trial, 1))
+    good = training_report(trial, 2, {"loss": 0.5}).plain()
+    stale = (trial, "training", 7, 3, {"loss": 0.1}, None, None)
+    with pytest.raises(RolledBack):
+        worker.run(_write_plain_reports, ([good, stale], [], ""))
+    worker.run(_write_plain_reports, ([good], [], ""))
+    assert _rows(store, trial) == [1, 2]
+    assert _loss_count(store, trial) == 2
     worker.close()
 
 

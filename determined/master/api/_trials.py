@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
 
 from determined.common.api._session import json_safe
-from determined.master import experiment
+from determined.master import _write_worker, experiment
 from determined.master._errors import InvalidArgument
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master._write_worker import WriteWorker
@@ -32,6 +32,7 @@ from determined.master.api._models import (
 from determined.master.api._wire import trial_json
 from determined.master.experiment import Experiments
 from determined.master.store import Store, _experiments, _metrics, _time, _trials
+from determined.master.store._rows import TrialRow
 from determined.master.webhooks import Webhooks, _events
 
 router = APIRouter(prefix="/api/v1")
@@ -123,11 +124,17 @@ class _ReportWrite:
             self.hooks.metrics_reported(conn, self.trial_id, self.group, self.avg)
 
 
-def _write_reports(conn: sa.Connection, writes: list[Callable[[sa.Connection], Any]]) -> list[Any]:
+def _write_reports(
+    conn: sa.Connection,
+    writes: list[Callable[[sa.Connection], Any]],
+    known: dict[int, TrialRow] | None = None,
+) -> list[Any]:
     """Consecutive reports of one group commit, as each would be written alone, in order:
-    the common ones through one ``ReportBatch``, the others one by one."""
+    the common ones through one ``ReportBatch`` (``known``: its trial rows kept from earlier
+    commits, see ``ReportBatch``), the others one by one."""
     reports = [cast(_ReportWrite, w) for w in writes]
-    batch = _metrics.ReportBatch(conn, [(r.trial_id, r.group, r.steps) for r in reports])
+    keys = [(r.trial_id, r.group, r.steps) for r in reports]
+    batch = _metrics.ReportBatch(conn, keys, known)
     taken: list[_ReportWrite] = []
     for r in reports:
         kept = batch.add(
@@ -156,6 +163,10 @@ def _flush(conn: sa.Connection, batch: _metrics.ReportBatch, taken: list[_Report
     taken.clear()
 
 
+# The most trial rows the write worker keeps between runs of reports (a few hundred bytes each).
+KEPT_TRIALS = 10_000
+
+
 class _Triggers:
     """The write worker's :class:`MetricsHook`: the master's metric triggers of the moment."""
 
@@ -169,10 +180,15 @@ class _Triggers:
 
 
 def _write_plain_reports(conn: sa.Connection, arg: tuple[Any, ...]) -> list[Any]:
-    """In the write worker: ``_write_reports`` of reports sent as plain data."""
+    """In the write worker: ``_write_reports`` of reports sent as plain data. The trial rows
+    stay in the worker (``_write_worker.kept``): the next run of reports of those trials reads
+    none of them again (a bounded cache, emptied when it grows past KEPT_TRIALS)."""
     plain, triggers, base_url = arg
     hooks = _Triggers(triggers, base_url) if triggers else None
-    return _write_reports(conn, [_ReportWrite.from_plain(p, hooks) for p in plain])
+    known: dict[int, TrialRow] = _write_worker.kept().setdefault("report_trials", {})
+    if len(known) > KEPT_TRIALS:
+        known.clear()
+    return _write_reports(conn, [_ReportWrite.from_plain(p, hooks) for p in plain], known)
 
 
 class ReportOffload:

@@ -272,14 +272,26 @@ class ReportBatch:
     Args:
         conn: the transaction.
         keys: (trial id, group, steps completed) of every report the batch may see.
+        known: trial rows (at least the batch's columns) as the database holds them at the
+            start of this transaction, kept from earlier batches; only the others are read.
+            The batch reads into it and changes its rows as it writes them, so once the
+            transaction commits it still holds what the database holds (the caller drops it
+            if the transaction does not commit).
     """
 
-    def __init__(self, conn: sa.Connection, keys: list[tuple[int, str, int]]) -> None:
+    def __init__(
+        self,
+        conn: sa.Connection,
+        keys: list[tuple[int, str, int]],
+        known: dict[int, TrialRow] | None = None,
+    ) -> None:
         self.conn = conn
-        ids = sorted({k[0] for k in keys})
-        query = sa.select(*_BATCH_TRIAL_COLUMNS).where(trials.c.id.in_(ids))
-        rows = conn.execute(query).mappings()
-        self._trials: dict[int, TrialRow] = {int(r["id"]): cast(TrialRow, dict(r)) for r in rows}
+        self._trials: dict[int, TrialRow] = {} if known is None else known
+        ids = sorted({k[0] for k in keys if k[0] not in self._trials})
+        if ids:
+            query = sa.select(*_BATCH_TRIAL_COLUMNS).where(trials.c.id.in_(ids))
+            for r in conn.execute(query).mappings():
+                self._trials[int(r["id"])] = cast(TrialRow, dict(r))
         # A live training row is never past its trial's total_batches (the largest steps of
         # its training rows): a training report past it needs no look for a row to merge into.
         unknown = [

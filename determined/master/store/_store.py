@@ -25,8 +25,8 @@ class Store:
             ``postgresql://...`` (a driver such as psycopg must be installed).
 
     Writes go through :meth:`tx`, one at a time within this process (the master is the only
-    writer; serializing here keeps SQLite from answering "database is locked"). Reads use
-    :meth:`read` and never wait for writes (WAL).
+    writer; serializing here keeps SQLite from answering "database is locked"), and
+    ``transactions`` counts them. Reads use :meth:`read` and never wait for writes (WAL).
 
     ``tokens`` caches live tokens for the master's auth (see ``_token_cache``): :meth:`tx` drops
     the ones its transaction revoked or deleted once it has ended.
@@ -40,6 +40,9 @@ class Store:
         self.url = url
         self.engine = _engine.make_engine(url)
         self._write_lock = threading.RLock()
+        # Write transactions this process has ended (committed or not): the write worker's
+        # kept rows are stale once it moves (see _write_worker.kept).
+        self.transactions = 0
         self._group = GroupCommit(self.tx, exclusive=lambda: self._write_lock)
         self.tokens: _token_cache.TokenCache[Any] = _token_cache.TokenCache()
         _engine.migrate(self.engine)
@@ -53,12 +56,16 @@ class Store:
         """A write transaction: committed when the block ends, rolled back if it raises."""
         pending = _token_cache.Pending()
         try:
-            with self._write_lock, self.engine.begin() as conn:
-                conn.info[_token_cache.PENDING] = pending
+            with self._write_lock:
                 try:
-                    yield conn
+                    with self.engine.begin() as conn:
+                        conn.info[_token_cache.PENDING] = pending
+                        try:
+                            yield conn
+                        finally:
+                            del conn.info[_token_cache.PENDING]
                 finally:
-                    del conn.info[_token_cache.PENDING]
+                    self.transactions += 1
         finally:
             # After the commit: a token read before it cannot be cached after this (see
             # _token_cache). After a rollback too: dropping a live token only costs a read.
