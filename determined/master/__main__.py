@@ -356,6 +356,9 @@ def _serve(app: Any, **options: Any) -> None:
             app.state.signals.wake_all()
             super().handle_exit(sig, frame)
 
+    from determined.master._http_protocol import CoalescingHttpToolsProtocol
+
+    options.setdefault("http", CoalescingHttpToolsProtocol)
     # The trials' long polls must not hold the shutdown for long.
     config = uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=2, **options)
     tune_gc()
