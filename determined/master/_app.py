@@ -77,24 +77,97 @@ class BodyTooLarge(Exception):
         super().__init__(f"the request body is larger than {limit} bytes, the limit here")
 
 
-class _BodyLimit:
-    """Answers 413 to a body past the limit: at once from its Content-Length, or once that many
-    bytes have arrived (a chunked body; the app then sees a disconnect and its answer is
-    dropped)."""
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_BEARER_HEADERS = (b"authorization", b"grpc-metadata-x-allocation-token", b"x-allocation-token")
 
-    def __init__(self, app: Any) -> None:
+
+def allowed_host_names(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The names a request's Host header may carry: loopback names, the bound address, this
+    machine's name when bound beyond loopback, and ``extra`` (``--allowed-hosts``). Any IP
+    address is allowed too (see ``_Guards``)."""
+    names = {"localhost", bind.lower()}
+    if bind not in ("127.0.0.1", "::1", "localhost"):
+        names.update({socket.gethostname().lower(), socket.getfqdn().lower()})
+    names.update(e.strip().lower().rstrip(".") for e in extra if e.strip())
+    return frozenset(names)
+
+
+def _host_name(host: str) -> str:
+    if host.startswith("["):  # [v6]:port
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+class _Guards:
+    """What every request passes before anything else runs, in one middleware that reads the
+    headers once (as three middlewares they were copied three times for each of 2,000 metric
+    reports a second):
+
+    - **Host** (DNS rebinding): a page on ``evil.example`` whose name an attacker points at
+      127.0.0.1 reaches the master with ``Host: evil.example``. A request naming a host that is
+      neither an IP address nor an allowed name is refused with 421.
+    - **CSRF**: a browser sends the ``auth`` cookie with any site's form post. A
+      state-changing request authenticated only by that cookie must carry ``X-CSRF-Token``
+      (``csrf_token`` of the cookie's token, which the login answer hands out as
+      ``csrfToken``), or is refused with 403. Requests with a bearer token (CLI, SDK, trials,
+      the web UI) are not affected, nor those to ``/proxy/...`` (docs/tasks.md).
+    - **Body size**: 413 for a body past its limit, at once from its Content-Length, or, for a
+      chunked body, once that many bytes have arrived (the app then sees a disconnect and its
+      answer is dropped). Any other body needs no watching: the HTTP parser hands the app
+      exactly Content-Length bytes (none without one).
+    """
+
+    # Host headers already found allowed: parsing an address for every request was a few
+    # percent of the master's CPU. Bounded: any client chooses the header.
+    MAX_KNOWN = 256
+
+    def __init__(self, app: Any, allowed: frozenset[str]) -> None:
         self.app = app
+        self.allowed = allowed
+        self._known: set[bytes] = set()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"")
+        refusal = None if host in self._known else self._host_refusal(host)
+        if refusal is None and scope["method"] not in _SAFE_METHODS:
+            refusal = _csrf_refusal(scope["path"], headers)
         limit = MAX_CREATE_BODY_BYTES if scope["path"] in _LARGE_BODY_PATHS else MAX_BODY_BYTES
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > limit:
-            response = JSONResponse(_error_body(3, str(BodyTooLarge(limit))), status_code=413)
-            await response(scope, receive, send)
-            return
+        declared = headers.get(b"content-length", b"")
+        if refusal is None and declared.isdigit() and int(declared) > limit:
+            refusal = JSONResponse(_error_body(3, str(BodyTooLarge(limit))), status_code=413)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+        elif b"transfer-encoding" in headers:  # chunked: no length known before it arrives
+            await self._bounded(limit, scope, receive, send)
+        else:  # the parser hands the app Content-Length bytes, or none without one
+            await self.app(scope, receive, send)
+
+    def _host_refusal(self, header: bytes) -> JSONResponse | None:
+        name = _host_name(header.decode("latin-1").strip()).lower().rstrip(".")
+        if name and not _is_ip(name) and name not in self.allowed:
+            message = (
+                f"this master does not serve host {name!r}; use its address, or add the "
+                "name to the master's allowed_hosts (--allowed-hosts)"
+            )
+            return JSONResponse(_error_body(7, message), status_code=421)
+        if len(self._known) < self.MAX_KNOWN:
+            self._known.add(header)
+        return None
+
+    async def _bounded(self, limit: int, scope: Any, receive: Any, send: Any) -> None:
+        """The app, with the body cut off (and 413 answered) past ``limit`` bytes."""
         seen = 0
         refused = False
 
@@ -117,108 +190,25 @@ class _BodyLimit:
             await response(scope, receive, send)
 
 
-_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-_BEARER_HEADERS = (b"authorization", b"grpc-metadata-x-allocation-token", b"x-allocation-token")
-
-
-def allowed_host_names(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:
-    """The names a request's Host header may carry: loopback names, the bound address, this
-    machine's name when bound beyond loopback, and ``extra`` (``--allowed-hosts``). Any IP
-    address is allowed too (see ``_HostCheck``)."""
-    names = {"localhost", bind.lower()}
-    if bind not in ("127.0.0.1", "::1", "localhost"):
-        names.update({socket.gethostname().lower(), socket.getfqdn().lower()})
-    names.update(e.strip().lower().rstrip(".") for e in extra if e.strip())
-    return frozenset(names)
-
-
-def _host_name(host: str) -> str:
-    if host.startswith("["):  # [v6]:port
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def _is_ip(name: str) -> bool:
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return True
-
-
-class _HostCheck:
-    """DNS rebinding: a page on ``evil.example`` whose name an attacker points at 127.0.0.1
-    reaches the master with ``Host: evil.example``. Requests naming a host that is neither an
-    IP address nor an allowed name are refused with 421 before anything runs."""
-
-    # Host headers already found allowed: parsing an address for every request (each of 2,000
-    # metric reports a second) was a few percent of the master's CPU. Bounded: any client
-    # chooses the header.
-    MAX_KNOWN = 256
-
-    def __init__(self, app: Any, allowed: frozenset[str]) -> None:
-        self.app = app
-        self.allowed = allowed
-        self._known: set[bytes] = set()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            header = dict(scope.get("headers") or []).get(b"host", b"")
-            if header not in self._known:
-                await self._check(header, scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    async def _check(self, header: bytes, scope: Any, receive: Any, send: Any) -> None:
-        name = _host_name(header.decode("latin-1").strip()).lower().rstrip(".")
-        if name and not _is_ip(name) and name not in self.allowed:
-            message = (
-                f"this master does not serve host {name!r}; use its address, or add the "
-                "name to the master's allowed_hosts (--allowed-hosts)"
-            )
-            response = JSONResponse(_error_body(7, message), status_code=421)
-            await response(scope, receive, send)
-            return
-        if len(self._known) < self.MAX_KNOWN:
-            self._known.add(header)
-        await self.app(scope, receive, send)
-
-
-class _Csrf:
-    """A browser sends the ``auth`` cookie with any site's form post. A state-changing request
-    authenticated only by that cookie must carry ``X-CSRF-Token`` (``csrf_token`` of the
-    cookie's token, which the login answer hands out as ``csrfToken``), or is refused 403.
-    Requests with a bearer token (CLI, SDK, trials, the web UI) are not affected, nor those to
-    ``/proxy/...`` (docs/tasks.md)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        # Logging in needs no token: a stale cookie must not block it.
-        if (
-            scope["type"] == "http"
-            and scope["method"] not in _SAFE_METHODS
-            and scope["path"] != "/api/v1/auth/login"
-            # A task's service behind the proxy never sees the master's cookie (the proxy
-            # strips it) and keeps its own defence (JupyterLab's XSRF token): its pages'
-            # requests carry no X-CSRF-Token of ours.
-            and not scope["path"].startswith("/proxy/")
-        ):
-            headers = dict(scope.get("headers") or [])
-            if not any(headers.get(h) for h in _BEARER_HEADERS):
-                token = _cookie(headers.get(b"cookie", b"").decode("latin-1"), "auth")
-                sent = headers.get(b"x-csrf-token", b"").decode("latin-1")
-                if token and not hmac.compare_digest(sent, csrf_token(token)):
-                    message = (
-                        "this request is authenticated by a cookie but has no valid "
-                        "X-CSRF-Token header; send the csrfToken of your login, or use "
-                        "'Authorization: Bearer <token>'"
-                    )
-                    response = JSONResponse(_error_body(7, message), status_code=403)
-                    await response(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
+def _csrf_refusal(path: str, headers: Mapping[bytes, bytes]) -> JSONResponse | None:
+    """403 for a state-changing request authenticated by the cookie alone without a valid
+    X-CSRF-Token (see ``_Guards``)."""
+    # Logging in needs no token: a stale cookie must not block it. A task's service behind
+    # the proxy never sees the master's cookie (the proxy strips it) and keeps its own defence
+    # (JupyterLab's XSRF token): its pages' requests carry no X-CSRF-Token of ours.
+    if path == "/api/v1/auth/login" or path.startswith("/proxy/"):
+        return None
+    if any(headers.get(h) for h in _BEARER_HEADERS):
+        return None
+    token = _cookie(headers.get(b"cookie", b"").decode("latin-1"), "auth")
+    sent = headers.get(b"x-csrf-token", b"").decode("latin-1")
+    if not token or hmac.compare_digest(sent, csrf_token(token)):
+        return None
+    message = (
+        "this request is authenticated by a cookie but has no valid X-CSRF-Token header; "
+        "send the csrfToken of your login, or use 'Authorization: Bearer <token>'"
+    )
+    return JSONResponse(_error_body(7, message), status_code=403)
 
 
 def _cookie(header: str, name: str) -> str:
@@ -275,10 +265,11 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 class MasterApp(FastAPI):
-    """FastAPI behind the master's own front: the Host, CSRF and body-size checks, then the hot
-    routes (``api._hot``), then FastAPI's stack (``serve``). Every request passes the checks;
-    the common case of a hot route never enters FastAPI (its error middleware, telemetry,
-    routing and dependency solving cost more than the report itself)."""
+    """FastAPI behind the master's own front: the Host, CSRF and body-size checks
+    (``_Guards``), then the hot routes (``api._hot``), then FastAPI's stack (``serve``).
+    Every request passes the checks; the common case of a hot route never enters FastAPI (its
+    error middleware, telemetry, routing and dependency solving cost more than the report
+    itself)."""
 
     front: Any = None  # set by create_app
 
@@ -335,7 +326,7 @@ def create_app(
         webhooks_config: the master config's ``webhooks`` section (``signing_key``,
             ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
         host, allowed_hosts: the bound address and further names requests may carry in
-            their Host header (see ``_HostCheck``).
+            their Host header (see ``_Guards``).
         slurm: the master config's ``resource_manager`` with ``type: slurm``: trials run as
             Slurm jobs (:class:`SlurmResourceManager`) instead of local processes.
         log_retention_days, log_retention_every: ``retention_policy``: days an ended
@@ -423,8 +414,10 @@ def create_app(
     app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest
     app.state.master_log = None  # a _log_buffer.MasterLog where the process installed one
     _install_error_handlers(app)
-    app.front = _HostCheck(
-        _Csrf(_BodyLimit(_UntypedJson(HotRoutes(app.serve, app.state, app.exception_handlers)))),
+    # The hot routes come before the untyped-JSON fix: they parse their bodies as JSON
+    # whatever the Content-Type, and our own trial client sends none.
+    app.front = _Guards(
+        HotRoutes(_UntypedJson(app.serve), app.state, app.exception_handlers),
         allowed=allowed_host_names(host, allowed_hosts),
     )
     for router in api.ROUTERS:

@@ -1,4 +1,4 @@
-"""Issue #16 items 6, 8 and 9 at the master's edge (_app.py ``_HostCheck``, ``_Csrf``;
+"""Issue #16 items 6, 8 and 9 at the master's edge (_app.py ``_Guards``;
 __main__.py): DNS rebinding, CSRF with the ``auth`` cookie, a master that will not serve
 beyond loopback with blank default passwords, and a private data dir."""
 
@@ -35,7 +35,7 @@ def test_foreign_host_names_are_refused(shared_master: MasterProcess) -> None:
 def test_the_host_check_remembers_only_allowed_hosts_and_only_so_many() -> None:
     """The check keeps the Host headers it allowed (it parses each header once), never a
     refused one, and at most MAX_KNOWN of them: past that it checks every time, still right."""
-    from determined.master._app import _HostCheck
+    from determined.master._app import _Guards
 
     served: list[bytes] = []
 
@@ -51,7 +51,7 @@ def test_the_host_check_remembers_only_allowed_hosts_and_only_so_many() -> None:
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b""}
 
-    check = _HostCheck(app, frozenset({"det.test"}))
+    check = _Guards(app, frozenset({"det.test"}))
 
     def ask(host: bytes) -> bool:
         before = len(served)
@@ -63,9 +63,9 @@ def test_the_host_check_remembers_only_allowed_hosts_and_only_so_many() -> None:
         assert ask(b"det.test:8080") and ask(b"127.0.0.1:1")
         assert not ask(b"evil.example") and not ask(b"evil.example:8080")
     assert b"evil.example" not in check._known
-    for port in range(2 * _HostCheck.MAX_KNOWN):
+    for port in range(2 * _Guards.MAX_KNOWN):
         assert ask(b"10.0.0.1:%d" % port)
-    assert len(check._known) == _HostCheck.MAX_KNOWN
+    assert len(check._known) == _Guards.MAX_KNOWN
     assert ask(b"[::1]:9") and not ask(b"other.example")
     assert statuses == [421] * 5
 
