@@ -13,6 +13,10 @@ The ratio store/raw says how much of the writer's CPU is the layers above SQLite
 case for taking the hot insert past SQLAlchemy's per-row parameter processing. Commits are
 fsynced in both (``synchronous=FULL``), but CPU time does not count the wait for the disk.
 
+``--kept`` compares the store's way with itself: its trial rows read for each commit, against
+kept from the commits before (``_write_reports(..., known)``, as the write worker keeps them,
+``determined/master/_write_worker.kept``), on two stores taking turns.
+
 ``--busy-loop`` times something else: the wall time of the store's commits while another
 thread of the process keeps the GIL busy two thirds of the time (3 ms of Python, 1.5 ms asleep,
 as the master's event loop under a stream of reports), at Python's default GIL switch interval
@@ -22,6 +26,7 @@ GIL in each SQLite call and waits to take it back; the ratio says what the short
     .venv/bin/python benchmarks/report_batch.py                 # 27 reports x 400 commits
     .venv/bin/python benchmarks/report_batch.py --batch 100 --rounds 200
     .venv/bin/python benchmarks/report_batch.py --busy-loop
+    .venv/bin/python benchmarks/report_batch.py --kept --batch 15
 """
 
 from __future__ import annotations
@@ -82,14 +87,47 @@ def batch_of(ids: list[int], steps: dict[int, int], size: int, rng: random.Rando
     return out
 
 
-def time_store(store: Store, batches: list[list[Any]]) -> list[float]:
+def time_store(
+    store: Store, batches: list[list[Any]], known: dict[int, Any] | None = None
+) -> list[float]:
     per_report = []
     for writes in batches:
         start = time.thread_time()
         with store.tx() as conn:
-            _write_reports(conn, writes)
+            _write_reports(conn, writes, known)
         per_report.append((time.thread_time() - start) / len(writes))
     return per_report
+
+
+def kept(args: argparse.Namespace) -> int:
+    """CPU per report with the trial rows read for each commit against kept between commits:
+    two stores with the same trials and reports, taking turns 50 commits at a time."""
+    rng = random.Random(0)
+    results: dict[str, list[float]] = {"read": [], "kept": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        stores, batches = {}, {}
+        for way in results:
+            (pathlib.Path(tmp) / way).mkdir()
+            stores[way] = Store(sqlite_url(pathlib.Path(tmp) / way))
+            ids = make_trials(stores[way], args.trials)
+            steps = dict.fromkeys(ids, 0)
+            batches[way] = [batch_of(ids, steps, args.batch, rng) for _ in range(args.rounds)]
+        known: dict[int, Any] = {}  # the write worker's, kept for the whole run
+        for i in range(0, args.rounds, 50):
+            results["read"] += time_store(stores["read"], batches["read"][i : i + 50])
+            results["kept"] += time_store(stores["kept"], batches["kept"][i : i + 50], known)
+        for store in stores.values():
+            store.close()
+    for way, values in results.items():
+        values.sort()
+        print(
+            f"{way:5} CPU per report: median {statistics.median(values) * 1e6:7.1f} us"
+            f"  p90 {values[int(0.9 * len(values))] * 1e6:7.1f} us"
+            f"  ({args.batch} reports x {len(values)} commits)"
+        )
+    ratio = statistics.median(results["kept"]) / statistics.median(results["read"])
+    print(f"ratio kept/read (median): {ratio:.2f}x")
+    return 0
 
 
 def time_raw(path: pathlib.Path, batches: list[list[Any]]) -> list[float]:
@@ -176,9 +214,16 @@ def main() -> int:
         action="store_true",
         help="commit wall time beside a busy thread, at two GIL switch intervals",
     )
+    p.add_argument(
+        "--kept",
+        action="store_true",
+        help="trial rows read for each commit vs kept between commits (the write worker's way)",
+    )
     args = p.parse_args()
     if args.busy_loop:
         return busy_loop(args)
+    if args.kept:
+        return kept(args)
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         stores, batches = {}, {}
