@@ -118,16 +118,21 @@ def kept(args: argparse.Namespace) -> int:
             results["kept"] += time_store(stores["kept"], batches["kept"][i : i + 50], known)
         for store in stores.values():
             store.close()
+    print_ratio(results, args.batch, "kept", "read")
+    return 0
+
+
+def print_ratio(results: dict[str, list[float]], batch: int, top: str, bottom: str) -> None:
+    """Each way's CPU per report (seconds per report of each commit), and their ratio."""
     for way, values in results.items():
         values.sort()
         print(
-            f"{way:5} CPU per report: median {statistics.median(values) * 1e6:7.1f} us"
+            f"{way:6} CPU per report: median {statistics.median(values) * 1e6:7.1f} us"
             f"  p90 {values[int(0.9 * len(values))] * 1e6:7.1f} us"
-            f"  ({args.batch} reports x {len(values)} commits)"
+            f"  ({batch} reports x {len(values)} commits)"
         )
-    ratio = statistics.median(results["kept"]) / statistics.median(results["read"])
-    print(f"ratio kept/read (median): {ratio:.2f}x")
-    return 0
+    ratio = statistics.median(results[top]) / statistics.median(results[bottom])
+    print(f"ratio {top}/{bottom} (median): {ratio:.2f}x")
 
 
 def time_raw(path: pathlib.Path, batches: list[list[Any]]) -> list[float]:
@@ -243,15 +248,7 @@ def main() -> int:
                 pathlib.Path(tmp) / "raw" / "master.db", batches["raw"][i : i + 50]
             )
         stores["store"].close()
-        for way, values in results.items():
-            values.sort()
-            print(
-                f"{way:6} CPU per report: median {statistics.median(values) * 1e6:7.1f} us"
-                f"  p90 {values[int(0.9 * len(values))] * 1e6:7.1f} us"
-                f"  ({args.batch} reports x {args.rounds} commits)"
-            )
-        ratio = statistics.median(results["store"]) / statistics.median(results["raw"])
-        print(f"ratio store/raw (median): {ratio:.2f}x")
+        print_ratio(results, args.batch, "store", "raw")
     return 0
 
 
