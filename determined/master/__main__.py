@@ -80,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
         help="commit the trials' metric reports in a process of their own, beside the "
         "master's event loop (default on; --no-write-worker: in the master)",
     )
+    p.add_argument(
+        "--unmanaged-trial-timeout",
+        default="5m",
+        help="mark a running unmanaged (core_v2) trial ERROR when its process has sent nothing "
+        "(no heartbeat) for this long, as a Go duration (default 5m, as 0.37)",
+    )
     p.add_argument("--config-file", type=pathlib.Path, default=None, help="YAML master config")
     return p
 
@@ -98,6 +104,7 @@ _FILE_KEYS = {
     "log_level": str,
     "webhooks": dict,  # {signing_key, base_url}
     "retention_policy": dict,  # {log_retention_days, schedule}
+    "unmanaged_trial_timeout": str,  # a Go duration
 }
 _WEBHOOK_KEYS = ("signing_key", "base_url")
 
@@ -277,6 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: --log-retention-schedule: {e}", file=sys.stderr)
         return 2
+    try:
+        unmanaged_timeout = parse_go_duration(args.unmanaged_trial_timeout).total_seconds()
+        if unmanaged_timeout <= 0:
+            raise ValueError(f"{args.unmanaged_trial_timeout!r} is not a positive duration")
+    except ValueError as e:
+        print(f"error: --unmanaged-trial-timeout: {e}", file=sys.stderr)
+        return 2
     local = args.resource_manager in ("local", "slurm")
     slurm = getattr(args, "slurm", None)
     if args.resource_manager == "slurm" and slurm is None:
@@ -297,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         log_retention_every=retention_every,
         read_workers=args.read_workers,
         write_worker=args.write_worker,
+        unmanaged_trial_timeout=unmanaged_timeout,
     )
     app.state.master_config = shown_config(args, data_dir)
     from determined.master import _log_buffer
@@ -332,6 +347,7 @@ def shown_config(args: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, 
             "log_retention_days": args.log_retention_days,
             "schedule": args.log_retention_schedule,
         },
+        "unmanaged_trial_timeout": args.unmanaged_trial_timeout,
         "config_file": str(args.config_file) if args.config_file else None,
     }
 

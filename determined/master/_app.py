@@ -24,11 +24,16 @@ from starlette.exceptions import HTTPException
 from determined._version import __version__
 from determined.master import _read_workers, _write_worker, api, resources, webhooks
 from determined.master._errors import ApiError
+from determined.master._periodic import Periodic
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._hot import HotRoutes
 from determined.master.api._stream import Stamps
 from determined.master.api._trials import ReportOffload
-from determined.master.experiment import Experiments, scan_log_policies
+from determined.master.experiment import (
+    UNMANAGED_TRIAL_TIMEOUT_S,
+    Experiments,
+    scan_log_policies,
+)
 from determined.master.store import Store
 from determined.master.store._users import csrf_token
 
@@ -306,6 +311,7 @@ def create_app(
     log_retention_every: float = 86400.0,
     read_workers: int = 0,
     write_worker: bool = False,
+    unmanaged_trial_timeout: float = UNMANAGED_TRIAL_TIMEOUT_S,
 ) -> MasterApp:
     """The master's HTTP API over ``store``.
 
@@ -322,6 +328,9 @@ def create_app(
             experiment, metric series; see ``_read_workers``); 0 answers them in this one.
         write_worker: commit the metric reports in a process of their own (see
             ``_write_worker``); False commits them in this one.
+        unmanaged_trial_timeout: seconds after which a running unmanaged trial that sent
+            nothing is marked ERROR (0.37: 5 minutes). The first check waits that long after
+            start, so trials that spoke into a master that was down are not lost for it.
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
         webhooks_config: the master config's ``webhooks`` section (``signing_key``,
             ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
@@ -371,6 +380,12 @@ def create_app(
         )
 
     retention = resources.LogRetention(store, log_retention_days, log_retention_every)
+    lost_trials = Periodic(
+        "lost-unmanaged-trials",
+        lambda: experiments.mark_lost_unmanaged_trials(unmanaged_trial_timeout),
+        every=min(60.0, unmanaged_trial_timeout / 5),
+        first_after=unmanaged_trial_timeout,
+    )
     reads = _read_workers.ReadWorkers(store, read_workers)
     writer = None
     if write_worker:
@@ -383,11 +398,13 @@ def create_app(
         resources.resume_gc_async(store)  # GC a previous master may have cut short
         hooks.start()
         retention.start()
+        lost_trials.start()
         reads.start()
         if writer is not None:
             writer.start()
         yield
         retention.stop()
+        lost_trials.stop()
         if rm is not None:
             rm.stop()
         hooks.close()

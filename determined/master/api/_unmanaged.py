@@ -141,8 +141,8 @@ def patch_trial(
     caller.check_reporter(store, trial_id)
     if body.trial_id is not None and body.trial_id != trial_id:
         raise InvalidArgument(f"trialId {body.trial_id} in the body, {trial_id} in the path")
-    if body.state:
-        exps.report_unmanaged_state(trial_id, body.state)
+    # With a state or without (0.37's heartbeat), the trial's process lives.
+    exps.report_unmanaged_state(trial_id, body.state or None)
     with store.read() as conn:
         return {"trial": trial_json(conn, _trials.require_trial(conn, trial_id))}
 

@@ -17,10 +17,11 @@ from determined.master.experiment._experiments import Experiments
 from determined.master.experiment._lifecycle import preemption_key, searcher_events_key
 from determined.master.experiment._log_policies import scan as scan_log_policies
 from determined.master.experiment._states import ExitDecision, decide_exit
-from determined.master.experiment._unmanaged import TrialStart
+from determined.master.experiment._unmanaged import UNMANAGED_TRIAL_TIMEOUT_S, TrialStart
 from determined.master.store import State
 
 __all__ = [
+    "UNMANAGED_TRIAL_TIMEOUT_S",
     "ExitDecision",
     "Experiments",
     "State",

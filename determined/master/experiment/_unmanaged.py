@@ -11,14 +11,31 @@ experiment, the same ``external_trial_id`` the same trial, which starts a new ru
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import logging
 import uuid
 from typing import Any
 
 from determined import errors
 from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from determined.master.experiment import _log_policies as log_policies
 from determined.master.experiment._lifecycle import Event, Lifecycle
-from determined.master.store import State, _checkpoints, _experiments, _trials, _unmanaged
+from determined.master.store import (
+    State,
+    _checkpoints,
+    _experiments,
+    _logs,
+    _time,
+    _trials,
+    _unmanaged,
+)
+
+logger = logging.getLogger("determined.master")
+
+# 0.37's: a running unmanaged trial whose process sent nothing for 5 minutes is lost. The
+# reference's client sends a heartbeat every 60 s, ours too (core_v2._unmanaged.HEARTBEAT_S).
+UNMANAGED_TRIAL_TIMEOUT_S = 300.0
 
 # PATCH /trials/{id}'s trialv1State names that an unmanaged trial's process may report.
 _REPORTED = {
@@ -139,6 +156,7 @@ class Unmanaged(Lifecycle):
             _require_unmanaged(event)
             _reopen(event)
             run_id = int(trial["run_id"]) + 1
+            _unmanaged.touch_trial(event.conn, trial_id)
             values: dict[str, Any] = {"run_id": run_id}
             if State(trial["state"]).is_terminal:
                 values.update(state=State.ACTIVE, end_time=None)
@@ -150,22 +168,26 @@ class Unmanaged(Lifecycle):
                 latest_checkpoint=str(latest["uuid"]) if latest else None,
             )
 
-    def report_unmanaged_state(self, trial_id: int, state: str) -> None:
-        """The trial's process says it runs, completed or failed. The experiment ends when its
-        last live trial does. A trial a user already ended (killed) stays as it is.
+    def report_unmanaged_state(self, trial_id: int, state: str | None) -> None:
+        """The trial's process says it lives (``state`` None: a heartbeat), runs, completed
+        or failed. The experiment ends when its last live trial does. A trial a user already
+        ended (killed) stays as it is.
 
         Raises:
             InvalidArgument: a state a process cannot report.
             FailedPrecondition: the trial is not of an unmanaged experiment.
         """
-        new = _REPORTED.get(state)
-        if new is None:
+        new = None if state is None else _REPORTED.get(state)
+        if state is not None and new is None:
             raise InvalidArgument(
                 f"state {state!r} cannot be reported for an unmanaged trial; use one of "
                 f"{', '.join(_REPORTED)}"
             )
         with self._trial_event(trial_id) as (event, trial):
             _require_unmanaged(event)
+            _unmanaged.touch_trial(event.conn, trial_id)
+            if new is None:
+                return
             old = State(trial["state"])
             if old.is_terminal or event.state.is_terminal or event.state.is_stopping:
                 return
@@ -173,6 +195,35 @@ class Unmanaged(Lifecycle):
                 _trials.update_trial(event.conn, trial_id, runner_state="running")
                 return
             self._end_trial(event, trial, new)
+
+    def mark_lost_unmanaged_trials(self, timeout_s: float) -> list[int]:
+        """Running unmanaged trials whose process has said nothing for ``timeout_s`` are
+        ERROR (0.37's lost trials), ended when it last spoke; their experiment ends when its
+        last trial does. A line in the trial's log says why. Returns the trials marked."""
+        since = _time.now() - datetime.timedelta(seconds=timeout_s)
+        with self._store.read() as conn:
+            silent = _unmanaged.silent_trials(conn, since)
+        marked = []
+        for trial_id in silent:
+            with self._trial_event(trial_id) as (event, trial):
+                last = _unmanaged.last_activity(event.conn, trial_id)
+                # Checked again under the lock: a heartbeat may have come in the meantime.
+                if trial["state"] != State.ACTIVE.value or last is None or last >= since:
+                    continue
+                self._end_trial(event, trial, State.ERROR)
+                _trials.update_trial(event.conn, trial_id, end_time=last)
+                like = {"task_id": str(trial["task_id"])}
+                text = (
+                    f"trial {trial_id} is lost: its process has sent nothing since "
+                    f"{_time.rfc3339(last)} (more than {timeout_s:g} s; a live one sends a "
+                    "heartbeat every minute), so it is marked ERROR. Run the script again to "
+                    "resume it from its latest checkpoint."
+                )
+                _logs.append(event.conn, [log_policies.master_line(like, text)])
+                marked.append(trial_id)
+        if marked:
+            logger.warning("unmanaged trials lost (no heartbeat): %s", marked)
+        return marked
 
 
 def _require_unmanaged(event: Event) -> None:
@@ -199,4 +250,4 @@ def _reopen(event: Event) -> None:
             hook(event.conn, event.exp)
 
 
-__all__ = ["TrialStart", "Unmanaged"]
+__all__ = ["UNMANAGED_TRIAL_TIMEOUT_S", "TrialStart", "Unmanaged"]

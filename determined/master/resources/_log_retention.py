@@ -4,8 +4,8 @@ more than their retention days ago are deleted; the trials and their metrics sta
 from __future__ import annotations
 
 import logging
-import threading
 
+from determined.master._periodic import Periodic
 from determined.master.store import Store, _log_retention
 
 logger = logging.getLogger("determined.master")
@@ -18,9 +18,7 @@ class LogRetention:
     def __init__(self, store: Store, default_days: int, every: float) -> None:
         self._store = store
         self._default_days = default_days
-        self._every = max(every, 1.0)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._schedule = Periodic("log-retention", self.sweep, max(every, 1.0))
 
     def sweep(self) -> int:
         """Drop what is due now; returns how many log lines went."""
@@ -34,19 +32,7 @@ class LogRetention:
         return dropped
 
     def start(self) -> None:
-        def run() -> None:
-            while True:
-                try:
-                    self.sweep()
-                except Exception:  # a failed sweep is retried at the next tick
-                    logger.exception("log retention sweep failed")
-                if self._stop.wait(self._every):
-                    return
-
-        self._thread = threading.Thread(target=run, name="log-retention", daemon=True)
-        self._thread.start()
+        self._schedule.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._schedule.stop()

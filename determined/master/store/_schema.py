@@ -391,6 +391,9 @@ unmanaged_trials = sa.Table(
     sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), primary_key=True),
     sa.Column("experiment_id", sa.Integer, sa.ForeignKey("experiments.id"), nullable=False),
     sa.Column("external_id", sa.String(255), nullable=True),
+    # When its process last said it lives (a start or a PATCH: state or heartbeat); a running
+    # trial silent for the master's unmanaged trial timeout is marked ERROR, as 0.37 does.
+    sa.Column("last_activity", sa.DateTime(timezone=True), nullable=True),
     sa.UniqueConstraint("experiment_id", "external_id", name="uq_unmanaged_trials_external"),
 )
 

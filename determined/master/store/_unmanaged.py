@@ -3,12 +3,15 @@ external ids a rerun of the same script uses to find its experiment and trial ag
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 
 import sqlalchemy as sa
 
+from determined.master.store import _time
 from determined.master.store._engine import chunked, ids_in
-from determined.master.store._schema import unmanaged_experiments, unmanaged_trials
+from determined.master.store._enums import State
+from determined.master.store._schema import trials, unmanaged_experiments, unmanaged_trials
 
 _IS_UNMANAGED = sa.select(unmanaged_experiments.c.experiment_id).where(
     unmanaged_experiments.c.experiment_id == sa.bindparam("experiment_id")
@@ -87,3 +90,33 @@ def trial_external_id(conn: sa.Connection, trial_id: int) -> str | None:
 def count_trials(conn: sa.Connection, experiment_id: int) -> int:
     q = sa.select(sa.func.count()).where(unmanaged_trials.c.experiment_id == experiment_id)
     return int(conn.execute(q).scalar_one())
+
+
+def touch_trial(conn: sa.Connection, trial_id: int) -> None:
+    """The trial's process said it lives (it started a run or sent a PATCH)."""
+    conn.execute(
+        unmanaged_trials.update()
+        .where(unmanaged_trials.c.trial_id == trial_id)
+        .values(last_activity=_time.now())
+    )
+
+
+def last_activity(conn: sa.Connection, trial_id: int) -> datetime.datetime | None:
+    q = sa.select(unmanaged_trials.c.last_activity).where(unmanaged_trials.c.trial_id == trial_id)
+    value = conn.execute(q).scalar_one_or_none()
+    return None if value is None else _time.as_utc(value)
+
+
+def silent_trials(conn: sa.Connection, since: datetime.datetime) -> list[int]:
+    """Running trials (ACTIVE, a run started) whose process has said nothing since ``since``."""
+    q = (
+        sa.select(unmanaged_trials.c.trial_id)
+        .join(trials, trials.c.id == unmanaged_trials.c.trial_id)
+        .where(
+            trials.c.state == State.ACTIVE.value,
+            trials.c.run_id > 0,
+            unmanaged_trials.c.last_activity < since,
+        )
+        .order_by(unmanaged_trials.c.trial_id)
+    )
+    return [int(row[0]) for row in conn.execute(q)]
