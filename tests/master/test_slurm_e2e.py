@@ -14,6 +14,7 @@ import yaml
 from _kit.cli import Det
 from _kit.master import MasterProcess
 from _kit.slurm_cluster import SlurmCluster, missing
+from _kit.tasks import wait_state
 from _kit.trial_cluster import Cluster, config, env_of, wait_file
 
 pytestmark = [
@@ -308,3 +309,80 @@ def test_slurms_sigterm_checkpoints_and_the_trial_resumes_in_a_new_job(
         assert "JobState=COMPLETED" in shown, [
             f for f in shown.split() if "Exit" in f or "State" in f
         ]
+
+
+def _launch_command(cluster: Cluster, entrypoint: str) -> str:
+    r = cluster.s.post(
+        cluster.url + "/api/v1/commands", json={"config": {"entrypoint": entrypoint}}
+    )
+    assert r.status_code == 200, r.text
+    return str(r.json()["command"]["id"])
+
+
+def test_a_command_runs_as_a_slurm_job_and_notebooks_are_refused(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    with _master(tmp_path, slurm, default_compute_resource_pool="debug") as m:
+        cluster = Cluster(m)
+        task_id = _launch_command(
+            cluster, "echo hello from $DET_RESOURCES_TYPE in $SLURM_JOB_ID; exit 3"
+        )
+        ended = wait_state(cluster, "command", task_id, "STATE_TERMINATED", timeout=60)
+        assert ended["exitStatus"] == "exited with code 3"
+        job = _job_of(cluster, task_id)
+        cluster.wait_log(task_id, f"hello from slurm-job in {job}")
+        shown = slurm.run("scontrol", "-o", "show", "job", job)
+        assert f"JobName=det-{task_id}.1" in shown and "Partition=debug" in shown, shown
+        assert "ExitCode=3:0" in shown, shown
+        # Its work dir went with it.
+        assert not (m.data_dir / "work" / f"{task_id}.1").exists()
+
+        r = cluster.s.post(cluster.url + "/api/v1/notebooks", json={"config": {}})
+        assert r.status_code == 400, r.text
+        assert "do not run on the Slurm resource manager" in r.json()["message"], r.text
+
+
+def test_command_jobs_are_queued_killed_and_adopted_by_a_restarted_master(
+    tmp_path: pathlib.Path, slurm: SlurmCluster
+) -> None:
+    blocker = slurm.run(
+        "sbatch", "--parsable", "-J", "blocker", "-N", "2", "--ntasks-per-node", "2",
+        f"--output={tmp_path / 'blocker.out'}", "--wrap", "sleep 120",
+    ).strip()  # fmt: skip
+    m = _master(tmp_path, slurm)
+    try:
+        m.start()
+        cluster = Cluster(m)
+        # While Slurm queues the job the command is QUEUED; a kill then cancels the job.
+        queued = _launch_command(cluster, "sleep 300")
+        cluster.wait_log(queued, "is queued (reason:", timeout=30)
+        queued_job = _job_of(cluster, queued)
+        assert wait_state(cluster, "command", queued, "STATE_QUEUED")
+        assert cluster.post(f"/api/v1/commands/{queued}/kill").status_code == 200
+        assert wait_state(cluster, "command", queued, "STATE_TERMINATED")["exitStatus"] == (
+            "killed before it started"
+        )
+        deadline = time.monotonic() + 20
+        while queued_job in slurm.run("squeue", "-h", "-o", "%i").split():
+            assert time.monotonic() < deadline, "the queued command's job was not canceled"
+            time.sleep(0.2)
+        slurm.run("scancel", blocker)
+
+        # A running command's job outlives a killed master and is adopted by the next one.
+        running = _launch_command(cluster, "echo started; sleep 300")
+        wait_state(cluster, "command", running, "STATE_RUNNING", timeout=60)
+        cluster.wait_log(running, "started", timeout=30)
+        job = _job_of(cluster, running)
+        m.kill()
+        assert job in slurm.run("squeue", "-h", "-o", "%i").split()
+        m.start()
+        cluster = Cluster(m)
+        cluster.wait_log(running, f"adopted Slurm job {job}", timeout=30)
+        assert wait_state(cluster, "command", running, "STATE_RUNNING")
+        assert cluster.post(f"/api/v1/commands/{running}/kill").status_code == 200
+        ended = wait_state(cluster, "command", running, "STATE_TERMINATED", timeout=60)
+        assert ended["exitStatus"] == "killed"
+        assert job not in slurm.run("squeue", "-h", "-o", "%i").split()
+    finally:
+        subprocess.run(["scancel", blocker], env=slurm.env, capture_output=True)
+        m.stop()

@@ -59,13 +59,16 @@ def _wake(request: Request) -> None:
         wake()
 
 
-def _require_rm(request: Request) -> None:
+def _require_rm(request: Request, kind: str) -> None:
     rm = request.app.state.rm
-    if rm is None or not getattr(rm, "runs_tasks", False):
+    if rm is None:
         raise InvalidArgument(
-            "this master's resource manager does not run commands, notebooks, shells or "
-            "TensorBoards (the local resource manager does)"
+            "this master runs no resource manager, so no commands, notebooks, shells or "
+            "TensorBoards (start it with --resource-manager local or slurm)"
         )
+    refusal = rm.task_refusal(kind)
+    if refusal is not None:
+        raise InvalidArgument(refusal)
 
 
 def task_json(conn: sa.Connection, row: dict[str, Any]) -> dict[str, Any]:
@@ -220,7 +223,7 @@ def _launch(
     request: Request, caller: Principal, store: Store, body: Any, kind: str
 ) -> dict[str, Any]:
     caller.require_user()
-    _require_rm(request)
+    _require_rm(request, kind)
     if not isinstance(body, dict):
         raise InvalidArgument("the request body must be a JSON object")
     config = _config(store, body, kind)

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +202,10 @@ class LocalResourceManager:
             logger.info("removed the environment of deleted experiment %d", exp_id)
         self._thread.start()
 
-    # Whether it runs non-trial tasks (the API refuses to queue them where it does not).
-    runs_tasks = True
+    def task_refusal(self, kind: str) -> str | None:
+        """Why it cannot run a task of ``kind`` (the API refuses to queue one), or None: it
+        runs them all."""
+        return None
 
     def terminate_all(self) -> None:
         """SIGTERM every run's process group (the master is stopping); :meth:`stop` follows."""
@@ -481,10 +484,15 @@ class LocalResourceManager:
 
     # ------------------------------------------------------------ non-trial tasks
 
-    def _end_stale_tasks(self) -> None:
-        """Tasks a previous master ran are over: their processes are killed, rows ended."""
+    def _end_stale_tasks(self, keep: Collection[str] = ()) -> None:
+        """Tasks a previous master ran are over (but those in ``keep``, adopted): their
+        processes are killed, rows ended."""
         with self._store.read() as conn:
-            stale = [t for t in _task_rows.live(conn) if t["state"] == "RUNNING"]
+            stale = [
+                t
+                for t in _task_rows.live(conn)
+                if t["state"] == "RUNNING" and str(t["id"]) not in keep
+            ]
         stale_ids = [str(t["allocation_id"]) for t in stale]
         for pid in kill_leftovers(stale_ids, self._store.cluster_id):
             logger.warning("killed task process %d left running by a previous master", pid)
@@ -514,38 +522,17 @@ class LocalResourceManager:
                 self._free.extend(slots)
 
     def _launch_task(self, task: dict[str, Any], slots: list[int]) -> bool:
+        """Start ``task`` as a process group here; False (the task ended as failed to start)
+        if it cannot be."""
         task_id = str(task["id"])
         allocation_id = f"{task_id}.1"
         sink = LogSink(self._logs, task_id, allocation_id)
         work_dir = self._work_root / allocation_id
         try:
-            with self._store.tx() as conn:
-                token = _users.issue_token(
-                    conn, int(task["owner_id"]), kind="user", allocation_id=allocation_id
-                )
-            environment = _envs.ensure_task(self._env_root, task_id)
-            launch = _tasks.prepare(
-                task,
-                work_dir,
-                environment=environment,
-                master_url=self._master_url,
-                cluster_id=self._store.cluster_id,
-                allocation_id=allocation_id,
-                token=token,
-                slot_ids=slots,
-                gpu=self.gpu,
-            )
+            launch = self._prepare_task(task, work_dir, slots)
             proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink)
         except Exception as e:
-            if not isinstance(e, _launcher.LaunchError):
-                logger.exception("launching task %s failed", task_id)
-            sink.master(f"crashed: {_launcher.describe(e)}")
-            self._logs.flush()
-            shutil.rmtree(work_dir, ignore_errors=True)
-            _envs.remove_task(self._env_root, task_id)
-            with self._store.tx() as conn:
-                _task_rows.terminate(conn, task_id, f"failed to start: {_launcher.describe(e)}")
-                _users.revoke_allocation_tokens(conn, allocation_id)
+            self._task_not_started(task_id, sink, work_dir, e)
             return False
         with self._store.tx() as conn:
             _task_rows.set_running(conn, task_id, allocation_id, launch.ports)
@@ -555,6 +542,41 @@ class LocalResourceManager:
             f"(slots {slots}, pid {proc.pid}, ports {launch.ports})"
         )
         return True
+
+    def _prepare_task(
+        self, task: dict[str, Any], work_dir: Path, slots: list[int]
+    ) -> _tasks.TaskLaunch:
+        """The task's token, environment and work dir, and what it runs (``_tasks.prepare``)."""
+        task_id = str(task["id"])
+        allocation_id = f"{task_id}.1"
+        with self._store.tx() as conn:
+            token = _users.issue_token(
+                conn, int(task["owner_id"]), kind="user", allocation_id=allocation_id
+            )
+        environment = _envs.ensure_task(self._env_root, task_id)
+        return _tasks.prepare(
+            task,
+            work_dir,
+            environment=environment,
+            master_url=self._master_url,
+            cluster_id=self._store.cluster_id,
+            allocation_id=allocation_id,
+            token=token,
+            slot_ids=slots,
+            gpu=self.gpu,
+        )
+
+    def _task_not_started(self, task_id: str, sink: LogSink, work_dir: Path, e: Exception) -> None:
+        """The task could not be started: say why in its log and end it, leaving nothing."""
+        if not isinstance(e, _launcher.LaunchError):
+            logger.exception("launching task %s failed", task_id)
+        sink.master(f"crashed: {_launcher.describe(e)}")
+        self._logs.flush()
+        shutil.rmtree(work_dir, ignore_errors=True)
+        _envs.remove_task(self._env_root, task_id)
+        with self._store.tx() as conn:
+            _task_rows.terminate(conn, task_id, f"failed to start: {_launcher.describe(e)}")
+            _users.revoke_allocation_tokens(conn, f"{task_id}.1")
 
     def _reap_tasks(self) -> None:
         for task_id, run in list(self._task_runs.items()):
@@ -579,9 +601,13 @@ class LocalResourceManager:
         _envs.remove_task(self._env_root, task_id)
 
     def _enforce_tasks(self) -> None:
-        """Kill the tasks whose kill was asked for: SIGTERM, then SIGKILL after a grace."""
+        """Kill the tasks whose kill was asked for, and those whose row ended while they were
+        being started (a kill of a QUEUED task ends it at once): SIGTERM, then SIGKILL after a
+        grace."""
         with self._store.read() as conn:
-            doomed = {str(t["id"]) for t in _task_rows.live(conn) if t["kill_requested"]}
+            live = {str(t["id"]): t for t in _task_rows.live(conn)}
+        doomed = {task_id for task_id, t in live.items() if t["kill_requested"]}
+        doomed |= {task_id for task_id in self._task_runs if task_id not in live}
         now = time.monotonic()
         for task_id in doomed & set(self._task_runs):
             run = self._task_runs[task_id]

@@ -27,6 +27,7 @@ import shlex
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ from determined.master._errors import ApiError
 from determined.master.experiment import Experiments
 from determined.master.resources import _envs, _launcher, _local, _queue, _recovery
 from determined.master.resources._log_capture import LogHook, LogSink
-from determined.master.store import Store, _experiments, _trials
+from determined.master.store import Store, _experiments, _trials, _users
+from determined.master.store import _tasks as _task_rows
 
 logger = logging.getLogger("determined.master")
 JOB_PREFIX = "det-"
@@ -263,8 +265,19 @@ class SlurmResourceManager(_local.LocalResourceManager):
     """Runs the trials of ``experiments`` as Slurm jobs (``SLURM_CONF`` etc. come from the
     master's environment)."""
 
-    # Commands, notebooks, shells and TensorBoards are not Slurm jobs yet (docs/tasks.md).
-    runs_tasks = False
+    # Tasks that run as Slurm jobs; TensorBoards run beside the master (no slot, and they read
+    # only the synced event files), notebooks and shells not at all (see task_refusal).
+    SLURM_TASKS = ("COMMAND", "GENERIC")
+
+    def task_refusal(self, kind: str) -> str | None:
+        if kind in ("NOTEBOOK", "SHELL"):
+            return (
+                f"{kind.lower()}s do not run on the Slurm resource manager: their service "
+                "listens on the node that runs it, which the master's proxy cannot reach. Run "
+                "`det cmd run` for batch work, or start a master with the local resource "
+                "manager for notebooks and shells"
+            )
+        return None
 
     def __init__(
         self,
@@ -282,6 +295,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
         )
         self.gpu = config.gpu
         self._jobs: dict[str, SlurmJob] = {}
+        self._task_jobs: dict[str, SlurmJob] = {}  # task id -> the job of a command or task
         self._blocked: set[str] = set()  # nodes disabled when this tick began
 
     # ----------------------------------------------------------------- lifecycle
@@ -308,6 +322,8 @@ class SlurmResourceManager(_local.LocalResourceManager):
                 )
                 self._exits[allocation_id] = (code, code == -1)
         self._record_exits()
+        self._adopt_task_jobs(known)
+        self._end_stale_tasks(keep=set(self._task_runs))
         _recovery.remove_staging(self._store)
         self._load_nodes()
         self._thread.start()
@@ -348,7 +364,9 @@ class SlurmResourceManager(_local.LocalResourceManager):
         nodes."""
         taken: dict[int, str] = {}
         where = dict(zip(self.agent_ids, self.agents, strict=True))
-        for allocation_id, job in list(self._jobs.items()):
+        jobs = [*self._jobs.items()]
+        jobs += [(_task_allocation(t), j) for t, j in self._task_jobs.items()]
+        for allocation_id, job in jobs:
             if job.state != "RUNNING" or not job.nodes:
                 continue
             for node in expand_hostlist(job.nodes):
@@ -370,21 +388,38 @@ class SlurmResourceManager(_local.LocalResourceManager):
             timeout = float(exp["config"].get("preemption_timeout") or timeout)
         except Exception:  # the default is safe: the job itself is adopted regardless
             logger.exception("cannot read the preemption timeout of %s", allocation_id)
-        self._runs[allocation_id] = _local._Run([job], sink, [], timeout)  # type: ignore[list-item]
+        self._runs[allocation_id] = _job_run(job, sink, timeout)
         sink.master(f"the restarted master adopted Slurm job {job_id}")
         logger.warning("adopted Slurm job %s of allocation %s", job_id, allocation_id)
 
+    def _local_task_runs(self) -> dict[str, _local._Run]:
+        """The tasks that run here, beside the master (TensorBoards), not as Slurm jobs."""
+        return {t: r for t, r in self._task_runs.items() if t not in self._task_jobs}
+
     def terminate_all(self) -> None:
-        """The master is stopping: Slurm jobs keep running (a restarted master adopts them)."""
+        """The master is stopping: Slurm jobs keep running (a restarted master adopts them);
+        the tasks running beside it get SIGTERM."""
         self._stopping.set()
+        for run in self._local_task_runs().values():
+            run.signal(signal.SIGTERM)
 
     def stop(self) -> None:
         self.terminate_all()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(10)
-        for job in self._jobs.values():
+        for job in [*self._jobs.values(), *self._task_jobs.values()]:
             job.copy_output()
+        local = self._local_task_runs()
+        deadline = time.monotonic() + _local.STOP_GRACE_S
+        while time.monotonic() < deadline and any(r.exit_code() is None for r in local.values()):
+            time.sleep(0.05)
+        for task_id, run in local.items():
+            run.finish(timeout=1.0)
+            try:
+                self._task_ended(task_id, self._task_runs.pop(task_id), "the master stopped")
+            except Exception:  # the store is going too: the next master ends it
+                logger.exception("cannot record the end of task %s", task_id)
         self._logs.close()
 
     def capacity(self) -> int:
@@ -400,7 +435,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
     # ----------------------------------------------------------------- the loop
 
     def _reap(self) -> None:
-        if self._jobs:
+        if self._jobs or self._task_jobs:
             known = job_states()
             for allocation_id, job in list(self._jobs.items()):
                 job.update(known, JOB_PREFIX + allocation_id)
@@ -408,6 +443,13 @@ class SlurmResourceManager(_local.LocalResourceManager):
                     del self._jobs[allocation_id]
                 else:
                     self._record_queued(allocation_id, job)
+            for task_id, job in list(self._task_jobs.items()):
+                job.update(known, JOB_PREFIX + _task_allocation(task_id))
+                if job.code is not None:
+                    del self._task_jobs[task_id]  # its run is reaped next (_reap_tasks)
+                elif job.state != "PENDING" and not job.recorded:
+                    self._record_task_running(task_id)
+                    job.recorded = "RUNNING"
         super()._reap()
 
     def _record_queued(self, allocation_id: str, job: SlurmJob) -> None:
@@ -515,13 +557,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
         job.per_node = per_node
         self._jobs[allocation_id] = job
         timeout = float(cfg.get("preemption_timeout") or 3600)
-        self._runs[allocation_id] = _local._Run(
-            [job],  # type: ignore[list-item]
-            sink,
-            [],
-            timeout,
-            port_offset=spec.port_offset,
-        )
+        self._runs[allocation_id] = _job_run(job, sink, timeout, port_offset=spec.port_offset)
         sink.master(
             f"Resources for Trial {spec.trial_id} (Experiment {spec.experiment_id}) were "
             f"submitted as Slurm job {job_id} ({nodes} node(s), {need} slot(s))"
@@ -546,35 +582,52 @@ class SlurmResourceManager(_local.LocalResourceManager):
             env["DET_RESOURCES_TYPE"] = "slurm-job"
             env["DET_AGENT_ID"] = "slurm"
             _envs.activate(env, environment)
-            lines = [
-                f"{k}={shlex.quote(v)}"
-                for k, v in env.items()
-                if os.environ.get(k) != v and k.isidentifier()
-            ]
-            (work / f"env.{i}").write_text("\n".join(lines) + "\n")
+            _write_env(work / f"env.{i}", env)
         python = str(_envs.python_of(environment))
-        argv = " ".join(shlex.quote(a) for a in _launcher.command(python))
-        (work / "task.sh").write_text(_WRAPPER.format(work=work, argv=argv))
-        (work / "batch.sh").write_text(_BATCH.format(work=work, ntasks=len(spec.containers)))
-        per_node = len(spec.containers[0])
+        return self._submit_job(
+            work,
+            _launcher.command(python),
+            name=spec.allocation_id,
+            nodes=len(spec.containers),
+            per_node=len(spec.containers[0]),
+            cfg=cfg,
+        )
+
+    def _submit_job(
+        self,
+        work: Path,
+        argv: list[str],
+        *,
+        name: str,
+        nodes: int,
+        per_node: int,
+        cfg: dict[str, Any],
+    ) -> str:
+        """``sbatch`` a job of ``nodes`` tasks (one per node, each with ``per_node`` slots)
+        that run ``argv`` in ``work/<rank>`` with the environment in ``work/env.<rank>``;
+        returns its job id. ``cfg``: the experiment's or task's config (its pool, ``slurm``
+        section)."""
+        quoted = " ".join(shlex.quote(a) for a in argv)
+        (work / "task.sh").write_text(_WRAPPER.format(work=work, argv=quoted))
+        (work / "batch.sh").write_text(_BATCH.format(work=work, ntasks=nodes))
         args = [
             "sbatch",
             "--parsable",
-            f"--job-name={JOB_PREFIX}{spec.allocation_id}",
+            f"--job-name={JOB_PREFIX}{name}",
             f"--output={work / 'slurm.out'}",
             f"--chdir={work}",
-            f"--nodes={len(spec.containers)}",
-            f"--ntasks={len(spec.containers)}",
+            f"--nodes={nodes}",
+            f"--ntasks={nodes}",
             "--ntasks-per-node=1",
         ]
         slurm = cfg.get("slurm") or {}
-        if self.gpu and self._slurm_config.gres_supported:
+        if self.gpu and per_node and self._slurm_config.gres_supported:
             gpu_type = slurm.get("gpu_type")
             args.append(f"--gres=gpu:{gpu_type + ':' if gpu_type else ''}{per_node}")
-        elif self.gpu:
+        elif self.gpu and per_node:
             args.append(f"--gpus-per-node={per_node}")
         else:
-            args.append(f"--cpus-per-task={per_node}")
+            args.append(f"--cpus-per-task={max(per_node, 1)}")
         pool = self.partition(cfg)
         if pool:
             override = self._slurm_config.partition_overrides.get(pool) or {}
@@ -589,6 +642,110 @@ class SlurmResourceManager(_local.LocalResourceManager):
         if out.returncode != 0:
             raise _launcher.LaunchError(f"sbatch refused the job: {out.stderr.strip()}")
         return out.stdout.strip().split(";")[0]
+
+    # ------------------------------------------------------------ non-trial tasks
+
+    def _schedule_tasks(self) -> None:
+        """Submit every queued command and generic task as a Slurm job at once (Slurm queues
+        them); TensorBoards start here, as on the local resource manager."""
+        with self._store.read() as conn:
+            queued = [t for t in _task_rows.queued(conn) if str(t["id"]) not in self._task_runs]
+        if queued:
+            self._blocked = self.node_blocks()[0]
+        for task in queued:
+            if self._stopping.is_set():
+                return
+            if task["type"] in self.SLURM_TASKS:
+                self._submit_task(task)
+            else:
+                self._launch_task(task, [])
+
+    def _submit_task(self, task: dict[str, Any]) -> None:
+        task_id = str(task["id"])
+        allocation_id = _task_allocation(task_id)
+        sink = LogSink(self._logs, task_id, allocation_id)
+        work = self._work_root / allocation_id
+        slots = int(task["slots"])
+        try:
+            work.mkdir(parents=True, exist_ok=True)
+            launch = self._prepare_task(task, work / "0", list(range(slots)))
+            launch.env.update(DET_RESOURCES_TYPE="slurm-job", DET_AGENT_ID="slurm")
+            if self.gpu:
+                launch.env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm's gres sets it
+            _write_env(work / "env.0", launch.env)
+            cfg = dict(task["config"] or {})
+            job_id = self._submit_job(
+                work, launch.argv, name=allocation_id, nodes=1, per_node=slots, cfg=cfg
+            )
+        except Exception as e:
+            self._task_not_started(task_id, sink, work, e)
+            return
+        job = SlurmJob(job_id, work, sink)
+        job.per_node = slots
+        self._task_jobs[task_id] = job
+        self._task_runs[task_id] = _job_run(job, sink, _local.STOP_GRACE_S)
+        sink.master(f"Resources for {task['description']} were submitted as Slurm job {job_id}")
+
+    def _record_task_running(self, task_id: str) -> None:
+        """Slurm started the task's job: the task is RUNNING (QUEUED until then)."""
+        allocation_id = _task_allocation(task_id)
+        self._store.write(lambda conn: _task_rows.set_running(conn, task_id, allocation_id, {}))
+
+    def _adopt_task_jobs(self, known: dict[str, tuple[str, str, str]]) -> None:
+        """Jobs of commands and tasks that outlived the previous master are adopted; a live
+        task whose job ended meanwhile is ended with its exit code (never submitted twice)."""
+        with self._store.read() as conn:
+            live = [t for t in _task_rows.live(conn) if t["type"] in self.SLURM_TASKS]
+        for task in live:
+            task_id = str(task["id"])
+            allocation_id = _task_allocation(task_id)
+            name = JOB_PREFIX + allocation_id
+            work = self._work_root / allocation_id
+            sink = LogSink(self._logs, task_id, allocation_id)
+            if name in known and known[name][1] in _ACTIVE:
+                job = SlurmJob(known[name][0], work, sink)
+                job._offset = job.output.stat().st_size if job.output.exists() else 0
+                job.recorded = "RUNNING" if task["state"] == "RUNNING" else ""
+                self._task_jobs[task_id] = job
+                self._task_runs[task_id] = _job_run(job, sink, _local.STOP_GRACE_S)
+                sink.master(f"the restarted master adopted Slurm job {job.job_id}")
+                continue
+            submitted = name in known or (work / "exit_code").exists()
+            if task["state"] == "QUEUED" and not submitted:
+                continue  # never submitted: it is, on the first tick
+            code = (
+                finished_exit_code(known[name][0], work / "exit_code")
+                if name in known
+                else _exit_file_code(work)
+            )
+            status = f"exited with code {code}" if code >= 0 else "the master restarted"
+            sink.master(f"task {task_id} {status} while the master was down")
+            with self._store.tx() as conn:
+                _task_rows.terminate(conn, task_id, status)
+                _users.revoke_allocation_tokens(conn, allocation_id)
+        self._logs.flush()
+
+
+def _job_run(job: SlurmJob, sink: LogSink, timeout: float, port_offset: int = 0) -> _local._Run:
+    """The local manager's run record, with the Slurm job standing for its process group
+    (holding no slots of the manager's: Slurm accounts for them)."""
+    return _local._Run([job], sink, [], timeout, port_offset=port_offset)  # type: ignore[list-item]
+
+
+def _task_allocation(task_id: str) -> str:
+    """A task's one allocation (its run): ``<task id>.1``, as the local manager names it."""
+    return f"{task_id}.1"
+
+
+def _write_env(path: Path, env: dict[str, str]) -> None:
+    """The variables of ``env`` the batch script's own environment lacks (Slurm starts a job
+    with the submitter's environment), as a file ``set -a; .`` reads."""
+    lines = [
+        f"{k}={shlex.quote(v)}"
+        for k, v in env.items()
+        if os.environ.get(k) != v and k.isidentifier()
+    ]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _exit_file_code(work: Path) -> int:

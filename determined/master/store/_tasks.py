@@ -89,9 +89,10 @@ def live(conn: sa.Connection) -> list[dict[str, Any]]:
 def set_running(
     conn: sa.Connection, task_id: str, allocation_id: str, ports: dict[str, int]
 ) -> None:
+    # Only a QUEUED task starts: one killed meanwhile stays ended (its run is then killed).
     conn.execute(
         tasks.update()
-        .where(tasks.c.id == task_id)
+        .where(tasks.c.id == task_id, tasks.c.state == "QUEUED")
         .values(state="RUNNING", allocation_id=allocation_id, ports=ports)
     )
 
