@@ -14,7 +14,7 @@ import yaml
 from _kit.cli import Det
 from _kit.master import MasterProcess
 from _kit.slurm_cluster import SlurmCluster, missing
-from _kit.tasks import wait_state
+from _kit.tasks import proxied, wait_state
 from _kit.trial_cluster import Cluster, config, env_of, wait_file
 
 pytestmark = [
@@ -319,7 +319,7 @@ def _launch_command(cluster: Cluster, entrypoint: str) -> str:
     return str(r.json()["command"]["id"])
 
 
-def test_a_command_runs_as_a_slurm_job_and_notebooks_are_refused(
+def test_commands_are_slurm_jobs_tensorboards_run_beside_the_master_notebooks_refused(
     tmp_path: pathlib.Path, slurm: SlurmCluster
 ) -> None:
     with _master(tmp_path, slurm, default_compute_resource_pool="debug") as m:
@@ -340,6 +340,24 @@ def test_a_command_runs_as_a_slurm_job_and_notebooks_are_refused(
         r = cluster.s.post(cluster.url + "/api/v1/notebooks", json={"config": {}})
         assert r.status_code == 400, r.text
         assert "do not run on the Slurm resource manager" in r.json()["message"], r.text
+
+        # A TensorBoard needs no slot and reads only synced files: it runs on the master's host.
+        exp_id = cluster.create(config(tmp_path / "out", max_length=1))
+        cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=60)
+        r = cluster.s.post(cluster.url + "/api/v1/tensorboards", json={"experimentIds": [exp_id]})
+        assert r.status_code == 200, r.text
+        tb = r.json()["tensorboard"]["id"]
+        wait_state(cluster, "tensorboard", tb, "STATE_RUNNING")
+        assert isinstance(proxied(cluster, f"/proxy/{tb}/data/runs").json(), list)
+        lines = [e["log"] for e in cluster.logs(tb)]
+        assert any("have started" in x for x in lines), lines
+        assert not any("Slurm job" in x for x in lines), lines
+        # Stopping the master stops it (Slurm jobs live on; a process of the master's does not).
+        m.stop()
+        m.start()
+        cluster = Cluster(m)
+        ended = wait_state(cluster, "tensorboard", tb, "STATE_TERMINATED")
+        assert ended["exitStatus"] == "the master stopped", ended
 
 
 def test_command_jobs_are_queued_killed_and_adopted_by_a_restarted_master(
