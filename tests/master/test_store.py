@@ -43,7 +43,7 @@ def test_migrations_are_idempotent_and_state_survives_reopen(
     assert current_revision(second.engine) == "0022"
     with second.read() as conn:
         names = [r[0] for r in conn.execute(sa.text("SELECT username FROM users ORDER BY id"))]
-    assert names == ["determined", "admin"]  # seeded once, not twice
+    assert names == ["admin", "determined"]  # seeded once, not twice
 
 
 def test_sqlite_runs_in_wal_with_full_sync(tmp_path: pathlib.Path) -> None:
@@ -115,3 +115,13 @@ def test_a_failed_copy_leaves_no_rows_and_can_be_run_again(
     assert counts["users"] == 2 and counts["cluster_info"] >= 1
     with pytest.raises(_copy.TargetNotEmptyError, match="already holds"):
         _copy.copy_store(source, target)
+
+
+def test_a_new_store_seeds_admin_and_determined_with_0_37s_ids(
+    tmp_path: pathlib.Path, db_url: str | None
+) -> None:
+    store = Store(_url(db_url, tmp_path))
+    with store.read() as conn:
+        rows = conn.execute(sa.text("SELECT id, username, admin FROM users ORDER BY id")).all()
+    assert [tuple(r) for r in rows] == [(1, "admin", True), (2, "determined", False)]
+    store.close()

@@ -31,7 +31,7 @@ PASSWORD_SALT = "GubPEmmotfiK9TMD6Zdw"  # the reference clients' fixed client-si
 # OWASP's argon2id minimum (19 MiB, 2 passes): ~30 ms a login here; argon2-cffi's defaults
 # (64 MiB, 3 passes, 4 lanes) take ~250 ms on two shared cores.
 _HASHER = argon2.PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
-DEFAULT_USERS = (("determined", False), ("admin", True))
+DEFAULT_USERS = (("admin", True), ("determined", False))  # ids 1 and 2, as 0.37 seeds them
 
 
 @dataclasses.dataclass(frozen=True)
