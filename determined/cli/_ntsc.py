@@ -1,5 +1,6 @@
 """``det cmd``, ``det notebook``, ``det shell`` and ``det tensorboard`` (as tasks on the
-master), as 0.37's: ``run``/``start``, ``list``, ``logs``, ``open``, ``kill`` (docs/tasks.md)."""
+master), as 0.37's: ``run``/``start``, ``list``, ``logs``, ``open``, ``kill``, ``config``,
+``set priority``, ``det cmd describe`` and ``det shell show-ssh-command`` (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from determined.cli import _context, _logs, _render, _session
+from determined.cli import _context, _logs, _render, _session, _workspace
+from determined.common import _paths
 
 # command name -> (route noun, JSON key of one, of the list, what it is called)
 KINDS = {
@@ -27,7 +29,10 @@ KINDS = {
     "shell": ("shells", "shell", "shells", "shell"),
     "tensorboard": ("tensorboards", "tensorboard", "tensorboards", "TensorBoard"),
 }
-HEADERS = ["ID", "Owner", "Description", "State", "Exit Status", "Resource Pool"]
+# 0.37's columns: the v1 fields, in its order (TensorBoards add their experiments and trials).
+COLUMNS = ["id", "username", "description", "state", "exitStatus", "resourcePool"]
+TENSORBOARD_COLUMNS = [*COLUMNS[:4], "experimentIds", "trialIds", *COLUMNS[4:]]
+SORT_KEYS = [*COLUMNS, "workspaceName", "startTime"]
 
 
 def _bearer(sess: Any) -> str:
@@ -58,7 +63,20 @@ def build_config(args: argparse.Namespace) -> dict[str, Any]:
     entry = getattr(args, "entrypoint", None)
     if entry:
         config["entrypoint"] = list(entry)
+    for volume in getattr(args, "volume", None) or []:
+        host, sep, container = volume.partition(":")
+        if not sep or not host or not container:
+            raise _render.CliError(f"--volume {volume!r}: write HOST_PATH:CONTAINER_PATH")
+        mount = {"host_path": host, "container_path": container}
+        config["bind_mounts"] = [*(config.get("bind_mounts") or []), mount]
     return config
+
+
+def _workspace_id(args: argparse.Namespace) -> int | None:
+    name = getattr(args, "workspace_name", None)
+    if name is None:
+        return None
+    return int(_workspace.workspace_by_name(_session.session(args), name)["id"])
 
 
 def _launch(
@@ -73,6 +91,9 @@ def _launch(
         body["files"] = _context.read_context(context, includes)
     if getattr(args, "template", None):
         body["templateName"] = args.template
+    workspace_id = _workspace_id(args)
+    if workspace_id is not None:
+        body["workspaceId"] = workspace_id
     return dict(sess.post(f"/api/v1/{noun}", json=body).json()[one])
 
 
@@ -105,6 +126,13 @@ def _service_url(args: argparse.Namespace, task: dict[str, Any]) -> str:
 
 
 def cmd_start_notebook(args: argparse.Namespace) -> None:
+    if args.preview:
+        body = {"config": build_config(args), "preview": True}
+        if args.template:
+            body["templateName"] = args.template
+        config = _session.session(args).post("/api/v1/notebooks", json=body).json()["config"]
+        print(yaml.safe_dump(config, sort_keys=True), end="")
+        return
     task = _launch(args, "notebook")
     print(task["id"] if args.detach else f"Launched notebook (id: {task['id']}).")
     if not args.detach and not args.no_browser:
@@ -139,34 +167,88 @@ def cmd_open(args: argparse.Namespace) -> None:
 def cmd_list(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     noun, _, many, _ = KINDS[args.kind]
-    params = {} if args.all else {"users": _session.current_user(sess)["username"]}
+    params: dict[str, Any] = {} if args.all else {"users": _session.current_user(sess)["username"]}
+    workspace_id = _workspace_id(args)
+    if workspace_id is not None:
+        params["workspaceId"] = workspace_id
     items = sess.get(f"/api/v1/{noun}", params=params).json()[many]
     if args.quiet:
         for item in items:
             print(item["id"])
         return
+    names = _workspace_names(sess)
+    for item in items:
+        item["state"] = str(item["state"]).removeprefix("STATE_")
+        item["workspaceName"] = names.get(int(item.get("workspaceId") or 1), "")
+    items.sort(key=lambda t: _sortable(t.get(args.sort_by)), reverse=args.order_by == "desc")
     if args.json:
         _render.print_json(items)
         return
-    rows = [
-        [
-            t["id"],
-            t["username"],
-            t["description"],
-            str(t["state"]).removeprefix("STATE_"),
-            t.get("exitStatus") or "",
-            t["resourcePool"],
-        ]
-        for t in items
-    ]
-    _render.table(HEADERS, rows, as_csv=args.csv)
+    columns = [*(TENSORBOARD_COLUMNS if args.kind == "tensorboard" else COLUMNS), "workspaceName"]
+    rows = [[_cell(t.get(c)) for c in columns] for t in items]
+    _render.table(columns, rows, as_csv=args.csv)
+
+
+def _workspace_names(sess: Any) -> dict[int, str]:
+    found = sess.get("/api/v1/workspaces").json().get("workspaces") or []
+    return {int(w["id"]): str(w["name"]) for w in found}
+
+
+def _sortable(value: Any) -> tuple[bool, str]:
+    # Missing values last; the rest as text (ids are UUIDs, times RFC 3339).
+    return (value is None, "" if value is None else str(value))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def cmd_describe(args: argparse.Namespace) -> None:
+    """``det cmd describe ID``: the command's row of ``det cmd list`` (or its JSON)."""
+    sess = _session.session(args)
+    item = _get(args, args.kind, args.task_id)
+    item["state"] = str(item["state"]).removeprefix("STATE_")
+    item["workspaceName"] = _workspace_names(sess).get(int(item.get("workspaceId") or 1), "")
+    if args.json:
+        _render.print_json(item)
+        return
+    columns = [*COLUMNS, "workspaceName"]
+    _render.table(columns, [[_cell(item.get(c)) for c in columns]], as_csv=args.csv)
+
+
+def cmd_config(args: argparse.Namespace) -> None:
+    """``det cmd|notebook|shell|tensorboard config ID``: the task's config, as YAML."""
+    noun = KINDS[args.kind][0]
+    body = _session.session(args).get(f"/api/v1/{noun}/{args.task_id}").json()
+    print(yaml.safe_dump(body.get("config") or {}, sort_keys=True), end="")
+
+
+def cmd_set_priority(args: argparse.Namespace) -> None:
+    noun, _, _, name = KINDS[args.kind]
+    _session.session(args).post(
+        f"/api/v1/{noun}/{args.task_id}/set_priority", json={"priority": args.priority}
+    )
+    print(f"Set priority of {name} {args.task_id} to {args.priority}")
 
 
 def cmd_kill(args: argparse.Namespace) -> None:
+    """Kill each task in turn; the first failure stops the rest unless ``--force``."""
     sess = _session.session(args)
     noun, _, _, name = KINDS[args.kind]
-    for task_id in args.task_ids:
-        sess.post(f"/api/v1/{noun}/{task_id}/kill")
+    for i, task_id in enumerate(args.task_ids):
+        try:
+            sess.post(f"/api/v1/{noun}/{task_id}/kill")
+        except Exception as e:
+            if not args.force:
+                for skipped in args.task_ids[i + 1 :]:
+                    print(f"Cowardly not killing {skipped}")
+                raise
+            print(f"Skipping: {e} ({type(e).__name__})")
+            continue
         print(f"Killed {name} {task_id}")
 
 
@@ -206,13 +288,16 @@ def cmd_logs(args: argparse.Namespace) -> None:
 
 
 def cmd_start_shell(args: argparse.Namespace) -> None:
-    task = _launch(args, "shell")
+    extra = {}
+    if args.passphrase:
+        extra["data"] = {"passphrase": getpass.getpass("Enter new passphrase: ")}
+    task = _launch(args, "shell", extra)
     if args.detach:
         print(task["id"])
         return
     print(f"Launched shell (id: {task['id']}).", flush=True)
     _wait_running(args, "shell", task["id"])
-    sys.exit(open_shell(args, task["id"], args.ssh_opts))
+    sys.exit(open_shell(args, task["id"], args.ssh_opts, show=args.show_ssh_command))
 
 
 def _wait_running(args: argparse.Namespace, kind: str, task_id: str, timeout: float = 120) -> None:
@@ -253,59 +338,112 @@ def ssh_command(master: str, task: dict[str, Any], key_file: str, extra: list[st
     ]
 
 
-def open_shell(args: argparse.Namespace, task_id: str, extra: list[str]) -> int:
+def open_shell(
+    args: argparse.Namespace,
+    task_id: str,
+    extra: list[str],
+    *,
+    show: bool = False,
+    print_only: bool = False,
+) -> int:
+    """ssh into the shell; ``show``: print the ssh command first, with the key kept in
+    ``<data dir>/shell/<id>/key`` so that the command works later (an IDE's remote SSH);
+    ``print_only``: print it and return."""
     sess = _session.session(args)
     task = _get(args, "shell", task_id)
+    env = {**os.environ, "DET_TUNNEL_TOKEN": _bearer(sess)}
+    master = _session.master_url(args)
+    if show:
+        kept = _paths.data_dir() / "shell" / str(task["id"])
+        kept.mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = kept / "key"
+        key.touch(mode=0o600, exist_ok=True)
+        key.write_text(str(task["privateKey"]))
+        cmd = ssh_command(master, task, str(key), extra)
+        print(shlex.join(cmd), flush=True)
+        return 0 if print_only else subprocess.run(cmd, env=env).returncode
     with tempfile.TemporaryDirectory(prefix="det-shell-") as tmp:
         key = pathlib.Path(tmp) / "key"
         key.write_text(str(task["privateKey"]))
         key.chmod(0o600)
-        env = {**os.environ, "DET_TUNNEL_TOKEN": _bearer(sess)}
-        cmd = ssh_command(_session.master_url(args), task, str(key), extra)
-        return subprocess.run(cmd, env=env).returncode
+        return subprocess.run(ssh_command(master, task, str(key), extra), env=env).returncode
 
 
 def cmd_open_shell(args: argparse.Namespace) -> None:
-    sys.exit(open_shell(args, args.task_id, args.ssh_opts))
+    sys.exit(open_shell(args, args.task_id, args.ssh_opts, show=args.show_ssh_command))
 
 
-def _common_launch(p: argparse.ArgumentParser, context: bool = True) -> None:
+def cmd_show_ssh_command(args: argparse.Namespace) -> None:
+    _wait_running(args, "shell", args.task_id)
+    open_shell(args, args.task_id, args.ssh_opts, show=True, print_only=True)
+
+
+def _common_launch(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config-file", default=None, help="a YAML task config")
     p.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE", help="a config override"
     )
     p.add_argument("--template", default=None, help="a config template to lay the config over")
     p.add_argument("-d", "--detach", action="store_true", help="print the ID and return")
-    if context:
-        p.add_argument(
-            "-c", "--context", type=pathlib.Path, default=None, help="a context directory to upload"
-        )
-        p.add_argument(
-            "-i",
-            "--include",
-            type=pathlib.Path,
-            action="append",
-            default=[],
-            help="a file or dir to add",
-        )
+    p.add_argument(
+        "-v",
+        "--volume",
+        action="append",
+        default=[],
+        metavar="HOST:CONTAINER",
+        help="a bind mount (config's bind_mounts; tasks run on the host here, so it is recorded "
+        "in the config for 0.37's sake and changes nothing)",
+    )
+    add_context_args(p)
+    workspace_arg(p, "to launch in (default: Uncategorized)")
+
+
+def add_context_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-c", "--context", type=pathlib.Path, default=None, help="a context directory to upload"
+    )
+    p.add_argument(
+        "-i",
+        "--include",
+        type=pathlib.Path,
+        action="append",
+        default=[],
+        help="a file or dir to add",
+    )
+
+
+def workspace_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("-w", "--workspace-name", default=None, help=f"the workspace {what}")
 
 
 def common_manage(cmds: argparse._SubParsersAction, kind: str, what: str) -> None:
     ls = cmds.add_parser("list", aliases=["ls"], help=f"list {what}s")
     ls.add_argument("-q", "--quiet", action="store_true", help="only the IDs")
     ls.add_argument("-a", "--all", action="store_true", help="every user's")
+    ls.add_argument("--sort-by", choices=SORT_KEYS, default="startTime", help="sort by this field")
+    ls.add_argument("--order-by", choices=["asc", "desc"], default="asc", help="sort order")
+    workspace_arg(ls, f"of the {what}s (default: every workspace)")
     fmt = ls.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="print as CSV")
     fmt.add_argument("--json", action="store_true", help="print as JSON")
     ls.set_defaults(func=cmd_list, kind=kind)
     kill = cmds.add_parser("kill", help=f"kill {what}s")
     kill.add_argument("task_ids", nargs="+", metavar="ID")
+    kill.add_argument("-f", "--force", action="store_true", help="go on after a failed kill")
     kill.set_defaults(func=cmd_kill, kind=kind)
-    if kind != "tensorboard":
-        logs = cmds.add_parser("logs", help=f"a {what}'s logs")
-        logs.add_argument("task_id", metavar="ID")
-        _logs.add_log_args(logs)
-        logs.set_defaults(func=cmd_logs, kind=kind)
+    logs = cmds.add_parser("logs", help=f"a {what}'s logs")
+    logs.add_argument("task_id", metavar="ID")
+    _logs.add_log_args(logs, allocations=True)
+    logs.set_defaults(func=cmd_logs, kind=kind)
+    config = cmds.add_parser("config", help=f"print a {what}'s config")
+    config.add_argument("task_id", metavar="ID")
+    config.set_defaults(func=cmd_config, kind=kind)
+    setter = cmds.add_parser("set", help=f"set {what} attributes")
+    attrs = setter.add_subparsers(dest="attribute", metavar="ATTRIBUTE", required=True)
+    priority = attrs.add_parser("priority", help=f"set a {what}'s priority (1 to 99, 1 first)")
+    priority.add_argument("task_id", metavar="ID")
+    priority.add_argument("priority", type=int)
+    priority.set_defaults(func=cmd_set_priority, kind=kind)
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -316,12 +454,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("entrypoint", nargs="*", help="the command and its arguments")
     run.set_defaults(func=cmd_run)
     common_manage(cmds, "command", "command")
+    describe = cmds.add_parser("describe", help="a command's row of det cmd list")
+    describe.add_argument("task_id", metavar="ID")
+    fmt = describe.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true", help="print as CSV")
+    fmt.add_argument("--json", action="store_true", help="print as JSON")
+    describe.set_defaults(func=cmd_describe, kind="command")
 
     p = sub.add_parser("notebook", help="JupyterLab notebooks on the cluster")
     cmds = p.add_subparsers(dest="subcommand", metavar="COMMAND", required=True)
     start = cmds.add_parser("start", help="start JupyterLab (needs the [notebook] extra)")
     _common_launch(start)
     start.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    start.add_argument(
+        "--preview", action="store_true", help="print the config it would run with; start nothing"
+    )
     start.set_defaults(func=cmd_start_notebook)
     op = cmds.add_parser("open", help="open a notebook in the browser")
     op.add_argument("task_id", metavar="ID")
@@ -333,9 +480,30 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     start = cmds.add_parser("start", help="start a shell and open it (unless -d)")
     _common_launch(start)
     start.add_argument("ssh_opts", nargs="*", help="ssh options (after --)")
+    start.add_argument(
+        "-p", "--passphrase", action="store_true", help="encrypt the shell's key (asks for one)"
+    )
+    _show_flag(start)
     start.set_defaults(func=cmd_start_shell)
     op = cmds.add_parser("open", help="open a shell with ssh (through the master)")
     op.add_argument("task_id", metavar="ID")
     op.add_argument("ssh_opts", nargs="*", help="ssh options and a command (after --)")
+    _show_flag(op)
     op.set_defaults(func=cmd_open_shell)
+    show = cmds.add_parser(
+        "show-ssh-command",
+        aliases=["show_ssh_command"],
+        help="print the ssh command that opens the shell (e.g. for an IDE's remote SSH)",
+    )
+    show.add_argument("task_id", metavar="ID")
+    show.add_argument("ssh_opts", nargs="*", help="ssh options (after --)")
+    show.set_defaults(func=cmd_show_ssh_command)
     common_manage(cmds, "shell", "shell")
+
+
+def _show_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--show-ssh-command",
+        action="store_true",
+        help="print the ssh command first (the shell's key is kept for it)",
+    )

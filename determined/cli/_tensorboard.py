@@ -178,6 +178,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--config-file", default=None, help="a YAML task config")
     s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     s.add_argument("-t", "--trial-ids", type=int, nargs="+", default=None, help="only these trials")
+    _ntsc.add_context_args(s)
+    _ntsc.workspace_arg(s, "to launch in (default: Uncategorized)")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=6006, help="port (default 6006)")
     s.add_argument(

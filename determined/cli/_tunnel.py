@@ -1,7 +1,7 @@
 """``python -m determined.cli._tunnel MASTER SERVICE``: ssh's ProxyCommand for ``det shell
 open``. It joins its stdin/stdout to a task's TCP port through the master's proxy: a websocket
 to ``/proxy/<service>/tcp`` whose binary messages carry the raw stream (0.37's scheme). The
-login token comes in ``DET_TUNNEL_TOKEN``.
+login token comes in ``DET_TUNNEL_TOKEN``, else from the logins ``det user login`` stored.
 
 A minimal RFC 6455 client on the standard library (no websocket package is a dependency of the
 CLI): one handshake, masked binary frames out, frames in until a close.
@@ -124,11 +124,21 @@ def pump(sock: socket.socket) -> None:
         return
 
 
+def _stored_token(master: str) -> str:
+    """The login ``det user login`` stored for ``master`` (a command printed by ``det shell
+    show-ssh-command`` runs later, without ``DET_TUNNEL_TOKEN``)."""
+    from determined.common.api._auth import DEFAULT_USER, TokenStore
+
+    store = TokenStore(master)
+    user = store.active_user or os.environ.get("DET_USER") or DEFAULT_USER
+    return store.token(user) or ""
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m determined.cli._tunnel MASTER SERVICE", file=sys.stderr)
         return 2
-    token = os.environ.get("DET_TUNNEL_TOKEN", "")
+    token = os.environ.get("DET_TUNNEL_TOKEN") or _stored_token(argv[0])
     try:
         sock = connect(argv[0], argv[1], token)
     except (OSError, TunnelError) as e:

@@ -32,10 +32,6 @@ KNOWN_DIFFERENCES = {
 # Not built yet (named in the closing note of the session that resolved the issue they came
 # from, for a later one): where they differ from 0.37's tree.
 PENDING = {
-    "det command": "task config/set/describe, --volume, --workspace-name, list sorting",
-    "det notebook": "task config/set, --preview, --volume, --workspace-name, list sorting",
-    "det shell": "show-ssh-command, --passphrase, --volume, --workspace-name, list sorting",
-    "det tensorboard": "config/set/logs, --context/--include, --workspace-name, list sorting",
     "det task": "cleanup-logs, config, fork, pause, unpause, create --fork/--parent",
     "det workspace": "bindings, list-members, list-pools, resource-quota, agent/namespace flags",
     "det resource-pool": "pool-workspace bindings",

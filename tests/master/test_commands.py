@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import requests
 import websocket
+import yaml
 from _kit.master import free_port, login
 from _kit.reference import Ref
 from _kit.trial_cluster import Cluster, config
@@ -294,3 +296,85 @@ def test_a_restarted_master_ends_the_tasks_it_lost(
     before = marker.read_text()
     time.sleep(1.0)
     assert marker.read_text() == before, "the old master's command still runs"
+
+
+def _det_proc(cluster: Cluster, home: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    env.update(PYTHONPATH=str(REPO), DET_HOME=str(home), DET_MASTER=cluster.url, DET_USER="admin")
+    env["DET_PASS"] = ""
+    return subprocess.run(
+        [sys.executable, "-m", "determined.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_config_describe_workspace_sorting_priority_and_kill_force(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    home = tmp_path / "home"
+    r = cluster.s.post(cluster.url + "/api/v1/workspaces", json={"name": "team"})
+    assert r.status_code == 200, r.text
+    ws_id = r.json()["workspace"]["id"]
+
+    def run(*args: str) -> str:
+        return _det(cluster, home, "cmd", "run", "-d", *args, "sleep 300").strip().splitlines()[-1]
+
+    a = run("-w", "team", "-v", "/data:/mnt/data", "--config", "description=zeta")
+    b = run("--config", "description=alpha")
+    _wait(cluster, "command", a, "STATE_RUNNING")
+    _wait(cluster, "command", b, "STATE_RUNNING")
+
+    shown = yaml.safe_load(_det(cluster, home, "cmd", "config", a))
+    assert shown["bind_mounts"] == [{"host_path": "/data", "container_path": "/mnt/data"}]
+    assert shown["description"] == "zeta" and shown["entrypoint"] == ["sleep 300"]
+    described = json.loads(_det(cluster, home, "cmd", "describe", a, "--json"))
+    assert (described["workspaceId"], described["workspaceName"]) == (ws_id, "team")
+    in_team = json.loads(_det(cluster, home, "cmd", "list", "-w", "team", "--json"))
+    assert [c["id"] for c in in_team] == [a]
+    table = _det(cluster, home, "cmd", "list", "--sort-by", "description", "--order-by", "desc")
+    assert table.index("zeta") < table.index("alpha") and "workspaceName" in table
+    assert "Uncategorized" in table and "team" in table
+    logs = _det(cluster, home, "cmd", "logs", "--allocation-id", f"{a}.1", a)
+    assert "have started" in logs
+    assert "have started" not in _det(cluster, home, "cmd", "logs", "--allocation-id", "x.1", a)
+
+    # Both slots are taken: c and d queue; d's priority 1 puts it first.
+    c = run("--config", "description=third")
+    d = run("--config", "description=fourth")
+    assert f"Set priority of command {d} to 1" in _det(
+        cluster, home, "cmd", "set", "priority", d, "1"
+    )
+    assert yaml.safe_load(_det(cluster, home, "cmd", "config", d))["resources"]["priority"] == 1
+    priorities = {j["jobId"]: j["priority"] for j in cluster.get("/api/v1/job-queues")["jobs"]}
+    assert priorities[d] == 1 and priorities[c] == 42
+    bad = cluster.s.post(cluster.url + f"/api/v1/commands/{d}/set_priority", json={"priority": 0})
+    assert bad.status_code == 400 and "1 to 99" in bad.text
+
+    # A failed kill stops the rest, unless --force.
+    refused = _det_proc(cluster, home, "cmd", "kill", "no-such-command", a)
+    assert refused.returncode != 0 and f"Cowardly not killing {a}" in refused.stdout
+    assert _wait(cluster, "command", a, "STATE_RUNNING")
+    forced = _det(cluster, home, "cmd", "kill", "-f", "no-such-command", a)
+    assert "Skipping" in forced and f"Killed command {a}" in forced
+    _wait(cluster, "command", d, "STATE_RUNNING")
+    assert cluster.get(f"/api/v1/commands/{c}")["command"]["state"] == "STATE_QUEUED"
+    _det(cluster, home, "cmd", "kill", b, c, d)
+
+
+def test_the_reference_cli_sets_priority_prints_config_and_previews(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    ref = Ref(cluster.master, tmp_path / "ref")
+    out = ref.det("cmd", "run", "-d", "--config", "description=ref", "sleep", "300")
+    [task_id] = re.findall(r"^[0-9a-f]{8}-[0-9a-f-]{27}$", out, re.M)
+    assert "Set priority of command" in ref.det("cmd", "set", "priority", task_id, "5")
+    assert yaml.safe_load(ref.det("cmd", "config", task_id))["resources"]["priority"] == 5
+    listed = ref.det("cmd", "list", "--sort-by", "description", "--json")
+    assert [c["id"] for c in json.loads(listed)] == [task_id]
+    preview = yaml.safe_load(ref.det("notebook", "start", "--preview", "--config", "description=p"))
+    assert preview["description"] == "p"
+    assert cluster.get("/api/v1/notebooks")["notebooks"] == []  # nothing was started
+    assert "Killed command" in ref.det("cmd", "kill", task_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,5 +48,49 @@ def test_a_shell_runs_a_command_over_real_ssh(cluster: Cluster, tmp_path: pathli
         time.sleep(1)  # sshd may still be starting
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip() == f"hello-over-ssh {shell['id']}"
+
+    # The printed command works on its own later: the key is kept under DET_HOME, and the
+    # tunnel finds the login det stored there (no DET_TUNNEL_TOKEN in its environment).
+    shown = subprocess.run(
+        [*det, "shell", "show-ssh-command", shell["id"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    printed = shlex.split(shown.stdout.strip().splitlines()[-1])
+    assert printed[0] == "ssh"
+    key = pathlib.Path(printed[printed.index("-i") + 1])
+    assert key.is_relative_to(tmp_path / "home") and key.stat().st_mode & 0o777 == 0o600
+    later = subprocess.run(
+        [*printed, "echo", "printed-works"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert later.returncode == 0, later.stdout + later.stderr
+    assert later.stdout.strip() == "printed-works"
     cluster.post(f"/api/v1/shells/{shell['id']}/kill")
     wait_state(cluster, "shell", shell["id"], "STATE_TERMINATED")
+
+
+def test_a_shell_key_with_a_passphrase_needs_it(cluster: Cluster) -> None:
+    """``det shell start -p`` sends a passphrase; the shell's private key is encrypted with it."""
+    if not shutil.which("ssh-keygen"):
+        pytest.skip("needs ssh-keygen (OpenSSH)")
+    r = cluster.s.post(
+        cluster.url + "/api/v1/shells", json={"config": {}, "data": {"passphrase": "s3cret!"}}
+    )
+    assert r.status_code == 200, r.text
+    shell = r.json()["shell"]
+    key = pathlib.Path(cluster.master.data_dir) / "test-key"
+    key.write_text(shell["privateKey"])
+    key.chmod(0o600)
+
+    def public_key(passphrase: str) -> subprocess.CompletedProcess[str]:
+        args = ["ssh-keygen", "-y", "-P", passphrase, "-f", str(key)]
+        return subprocess.run(args, capture_output=True, text=True, timeout=30)
+
+    assert public_key("").returncode != 0  # encrypted: no key without the passphrase
+    opened = public_key("s3cret!")
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.split()[:2] == shell["publicKey"].split()[:2]
+    cluster.post(f"/api/v1/shells/{shell['id']}/kill")

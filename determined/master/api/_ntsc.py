@@ -16,18 +16,23 @@ import tempfile
 from typing import Any
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Body, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from determined.common import storage
 from determined.master import experiment
-from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
+from determined.master._errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import StoreDep
 from determined.master.api._model_definition import tar_model_definition
 from determined.master.resources import _tasks
 from determined.master.resources._launcher import LaunchError
-from determined.master.store import Store, _experiments, _templates, _trials, _users
+from determined.master.store import Store, _experiments, _projects, _templates, _trials, _users
 from determined.master.store import _tasks as _task_rows
 from determined.master.store._time import rfc3339
 from determined.tensorboard import get_sync_path
@@ -50,6 +55,18 @@ KINDS: dict[str, tuple[str, str, str, str, int, str]] = {
     "GENERIC": ("tasks", "task", "tasks", "TYPE_GENERIC", 1, "Generic task"),
 }
 MAX_CONTEXT_BYTES = 96 * 1024 * 1024
+# A task's fields at their zero values: what a preview answers in place of a launched one
+# (0.37's clients read these keys).
+_EMPTY_TASK = {
+    "id": "",
+    "description": "",
+    "state": "STATE_UNSPECIFIED",
+    "startTime": None,
+    "username": "",
+    "resourcePool": "",
+    "jobId": "",
+    "workspaceId": 0,
+}
 
 
 def _wake(request: Request) -> None:
@@ -84,7 +101,7 @@ def task_json(conn: sa.Connection, row: dict[str, Any]) -> dict[str, Any]:
         "userId": row["owner_id"],
         "displayName": owner.get("display_name") or owner["username"],
         "resourcePool": "default",
-        "workspaceId": 1,
+        "workspaceId": int((row["data"] or {}).get("workspaceId") or 1),
         "jobId": row["id"],
         "exitStatus": row["exit_status"],
     }
@@ -164,13 +181,30 @@ def _description(config: dict[str, Any], kind: str, task_hint: str) -> str:
     return f"{KINDS[kind][5]} ({task_hint})"
 
 
-def _keypair() -> dict[str, str]:
-    """A fresh ssh key pair for one shell (OpenSSH's own format)."""
+def _workspace_of(store: Store, value: Any) -> int:
+    """The workspace a task is launched in (``workspaceId``; 0 or none: 1, Uncategorized)."""
+    if value in (None, "", 0):
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+        raise InvalidArgument(f"workspaceId must be a workspace's id (an integer), not {value!r}")
+    with store.read() as conn:
+        workspace = _projects.require_workspace(conn, int(value))
+    if workspace["archived"]:
+        raise InvalidArgument(
+            f"workspace {workspace['name']!r} is archived: unarchive it or launch elsewhere"
+        )
+    return int(value)
+
+
+def _keypair(passphrase: str = "") -> dict[str, str]:
+    """A fresh ssh key pair for one shell (OpenSSH's own format); the private key encrypted
+    with ``passphrase`` when one is given (``det shell start -p``)."""
     with tempfile.TemporaryDirectory(prefix="det-shell-key-") as tmp:
         path = os.path.join(tmp, "key")
         try:
             subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "det-shell", "-f", path],
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", "det-shell"]
+                + ["-f", path],
                 check=True,
                 capture_output=True,
             )
@@ -245,7 +279,10 @@ def _launch(
             "logdirs": _logdirs(store, exp_ids, trial_ids),
         }
     if kind == "SHELL":
-        data = {**_keypair(), "user": getpass.getuser()}
+        extra = body.get("data")
+        passphrase = str(extra.get("passphrase") or "") if isinstance(extra, dict) else ""
+        data = {**_keypair(passphrase), "user": getpass.getuser()}
+    data["workspaceId"] = _workspace_of(store, body.get("workspaceId"))
     hint = ""
     if kind == "TENSORBOARD":
         ids = data["experimentIds"] or data["trialIds"]
@@ -296,15 +333,24 @@ def _register(kind: str) -> None:
     @router.post(f"/{noun}", name=f"launch_{one}")
     async def launch(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
         body = _body(await request.body())
+        if kind == "NOTEBOOK" and isinstance(body, dict) and body.get("preview"):
+            # ``det notebook start --preview``: the config it would run with, nothing launched.
+            caller.require_user()
+            preview = await run_in_threadpool(_config, store, body, kind)
+            return {one: _EMPTY_TASK, "config": preview, "warnings": []}
         task = await run_in_threadpool(_launch, request, caller, store, body, kind)
-        config = body.get("config") if isinstance(body, dict) else None
-        return {one: task, "config": config or {}, "warnings": []}
+        given = body.get("config") if isinstance(body, dict) else None
+        return {one: task, "config": given or {}, "warnings": []}
 
     @router.get(f"/{noun}", name=f"list_{many}")
     def list_(
-        caller: Caller, store: StoreDep, users: list[str] = Query(default=[])
+        caller: Caller,
+        store: StoreDep,
+        users: list[str] = Query(default=[]),
+        workspace_id: int = Query(0, alias="workspaceId", ge=0),
     ) -> dict[str, Any]:
-        """Every task of the kind, oldest first; ``users`` keeps those usernames' (0.37)."""
+        """Every task of the kind, oldest first; ``users`` keeps those usernames',
+        ``workspaceId`` (not 0) those of that workspace (0.37)."""
         caller.require_user()
         wanted = {u for item in users for u in item.split(",") if u}
         with store.read() as conn:
@@ -312,6 +358,8 @@ def _register(kind: str) -> None:
             items = [task_json(conn, r) for r in rows]
         if wanted:
             items = [t for t in items if t["username"] in wanted]
+        if workspace_id:
+            items = [t for t in items if t["workspaceId"] == workspace_id]
         total = len(items)
         return {
             many: items,
@@ -339,6 +387,31 @@ def _register(kind: str) -> None:
             _task_rows.request_kill(conn, task_id)
             row = _task_rows.require(conn, task_id)
             out = task_json(conn, row)
+        _wake(request)
+        return {one: out}
+
+    @router.post(f"/{noun}/{{task_id}}/set_priority", name=f"set_{one}_priority")
+    def set_priority(
+        task_id: str, request: Request, caller: Caller, store: StoreDep, body: Any = Body(...)
+    ) -> dict[str, Any]:
+        """``{priority}`` (1 to 99, 1 first): written to the task's ``resources.priority``,
+        which orders queued tasks and shows in the job queue (0.37's ``Set*Priority``)."""
+        priority = body.get("priority") if isinstance(body, dict) else None
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 99:
+            raise InvalidArgument(
+                f"priority must be an integer from 1 to 99 (1 runs first), not {priority!r}"
+            )
+        with store.tx() as conn:
+            row = _task_rows.require(conn, task_id, kind)
+            _check_owner(caller, row, "set the priority of")
+            if row["state"] not in _task_rows.LIVE:
+                raise FailedPrecondition(
+                    f"{one} {task_id} has ended; its priority no longer matters"
+                )
+            config = dict(row["config"] or {})
+            config["resources"] = {**(config.get("resources") or {}), "priority": priority}
+            _task_rows.set_config(conn, task_id, config)
+            out = task_json(conn, _task_rows.require(conn, task_id))
         _wake(request)
         return {one: out}
 

@@ -502,9 +502,11 @@ class LocalResourceManager:
                 _users.revoke_allocation_tokens(conn, str(task["allocation_id"]))
 
     def _schedule_tasks(self) -> None:
-        """Start queued tasks, oldest first, while their slots are free (0 slots: always)."""
+        """Start queued tasks, by priority (``det cmd set priority``) then oldest first, while
+        their slots are free (0 slots: always)."""
         with self._store.read() as conn:
             queued = _task_rows.queued(conn)
+        queued.sort(key=lambda t: _queue.priority_of(t["config"] or {}))  # stable: keeps age
         for task in queued:
             if self._stopping.is_set():
                 return

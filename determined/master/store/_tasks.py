@@ -97,6 +97,10 @@ def set_running(
     )
 
 
+def set_config(conn: sa.Connection, task_id: str, config: dict[str, Any]) -> None:
+    conn.execute(tasks.update().where(tasks.c.id == task_id).values(config=config))
+
+
 def set_description(conn: sa.Connection, task_id: str, description: str) -> None:
     conn.execute(tasks.update().where(tasks.c.id == task_id).values(description=description))
 
