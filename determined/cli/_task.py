@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 from typing import Any
 
@@ -58,27 +59,77 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_create(args: argparse.Namespace) -> None:
-    """``det task create CONFIG_FILE [-c DIR]``: a generic task, as 0.37's."""
+    """``det task create CONFIG_FILE [-c DIR]``: a generic task, as 0.37's (``--fork``,
+    ``--parent``, ``--inherit_context``, ``--no_pause``, ``--project_id``)."""
     import yaml
 
     from determined.cli import _context
 
-    sess = _session.session(args)
     config = _ntsc.build_config(args)
     files = (
         _context.read_context(args.context, args.include) if args.context or args.include else []
     )
-    body = {"config": yaml.safe_dump(config), "contextDirectory": files}
-    task_id = sess.post("/api/v1/generic-tasks", json=body).json()["taskId"]
+    body: dict[str, Any] = {"config": yaml.safe_dump(config), "contextDirectory": files}
+    for key, value in (
+        ("forkedFrom", args.fork),
+        ("parentId", args.parent),
+        ("projectId", args.project_id),
+    ):
+        if value is not None:
+            body[key] = value
+    if args.inherit_context:
+        body["inheritContext"] = True
+    if args.no_pause:
+        body["noPause"] = True
+    _create(args, body)
+
+
+def _create(args: argparse.Namespace, body: dict[str, Any]) -> None:
+    task_id = _session.session(args).post("/api/v1/generic-tasks", json=body).json()["taskId"]
     print(f"Created task {task_id}")
     if args.follow:
         _ntsc.follow_logs(args, task_id)
 
 
+def cmd_fork(args: argparse.Namespace) -> None:
+    """``det task fork PARENT``: a new generic task with the parent's config and context."""
+    body: dict[str, Any] = {"config": "", "contextDirectory": [], "forkedFrom": args.parent_task_id}
+    if args.project_id is not None:
+        body["projectId"] = args.project_id
+    _create(args, body)
+
+
+def cmd_config(args: argparse.Namespace) -> None:
+    import yaml
+
+    text = _session.session(args).get(f"/api/v1/tasks/{args.task_id}/config").json()["config"]
+    config = json.loads(text) if text else {}
+    if args.json:
+        _render.print_json(config)
+    else:
+        print(yaml.safe_dump(config, default_flow_style=False), end="")
+
+
 def cmd_kill(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    sess.post(f"/api/v1/tasks/{args.task_id}/kill")
+    body = {"taskId": args.task_id, "killFromRoot": bool(args.root)}
+    sess.post(f"/api/v1/tasks/{args.task_id}/kill", json=body)
     print(f"Killed task {args.task_id}")
+
+
+def cmd_pause(args: argparse.Namespace) -> None:
+    _session.session(args).post(f"/api/v1/tasks/{args.task_id}/pause")
+    print(f"Paused task: {args.task_id}")
+
+
+def cmd_unpause(args: argparse.Namespace) -> None:
+    _session.session(args).post(f"/api/v1/tasks/{args.task_id}/unpause")
+    print(f"Unpaused task: {args.task_id}")
+
+
+def cmd_cleanup_logs(args: argparse.Namespace) -> None:
+    removed = _session.session(args).post("/api/v1/cleanup_logs").json()["removedCount"]
+    print(f"Deleted {removed} rows of log entries.")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +151,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     create.add_argument("-i", "--include", type=pathlib.Path, action="append", default=[])
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     create.add_argument("-f", "--follow", action="store_true", help="follow its logs")
+    create.add_argument("--fork", default=None, help="start from this task's config and context")
+    create.add_argument("-p", "--parent", default=None, help="the parent task's ID")
+    create.add_argument(
+        "--inherit_context", action="store_true", help="run in the parent's context directory"
+    )
+    create.add_argument(
+        "--no_pause", action="store_true", help="a pause of the parent passes this task by"
+    )
+    create.add_argument("--project_id", type=int, default=None, help="the project it belongs to")
     create.set_defaults(func=cmd_create)
+    fork = cmds.add_parser("fork", help="a new generic task with a task's config and context")
+    fork.add_argument("parent_task_id", help="the task to fork")
+    fork.add_argument("-f", "--follow", action="store_true", help="follow its logs")
+    fork.add_argument("--project_id", type=int, default=None, help="the project it belongs to")
+    fork.set_defaults(func=cmd_fork)
+    config = cmds.add_parser("config", help="print a task's config (YAML)")
+    config.add_argument("task_id", help="task ID")
+    config.add_argument("--json", action="store_true", help="print it as JSON")
+    config.set_defaults(func=cmd_config)
     kill = cmds.add_parser("kill", help="kill a generic task (or any non-trial task)")
     kill.add_argument("task_id", help="task ID")
+    kill.add_argument("--root", action="store_true", help="kill its whole tree, from its root")
     kill.set_defaults(func=cmd_kill)
+    pause = cmds.add_parser("pause", help="stop a generic task's run and keep it paused")
+    pause.add_argument("task_id", help="task ID")
+    pause.set_defaults(func=cmd_pause)
+    unpause = cmds.add_parser("unpause", help="run a paused generic task again")
+    unpause.add_argument("task_id", help="task ID")
+    unpause.set_defaults(func=cmd_unpause)
+    cleanup = cmds.add_parser("cleanup-logs", help="drop task logs past their retention now")
+    cleanup.set_defaults(func=cmd_cleanup_logs)

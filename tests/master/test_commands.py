@@ -377,3 +377,96 @@ def test_the_reference_cli_sets_priority_prints_config_and_previews(
     assert preview["description"] == "p"
     assert cluster.get("/api/v1/notebooks")["notebooks"] == []  # nothing was started
     assert "Killed command" in ref.det("cmd", "kill", task_id)
+
+
+def _task(cluster: Cluster, task_id: str) -> dict[str, Any]:
+    return dict(cluster.get(f"/api/v1/tasks/{task_id}")["task"])
+
+
+def _wait_task(cluster: Cluster, task_id: str, state: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while (task := _task(cluster, task_id)).get("taskState") != state:
+        assert time.monotonic() < deadline, f"{task_id}: {task.get('taskState')}, not {state}"
+        time.sleep(0.2)
+    return task
+
+
+def test_generic_task_trees_fork_pause_unpause_and_kill_from_the_root(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    home = tmp_path / "home"
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "data.txt").write_text("from-the-parent\n")
+    cfg = tmp_path / "task.yaml"
+    cfg.write_text("entrypoint: sleep 300\nresources:\n  slots: 0\n")
+    child_cfg = tmp_path / "child.yaml"
+    child_cfg.write_text("entrypoint: cat data.txt; sleep 300\nresources:\n  slots: 0\n")
+
+    def created(out: str) -> str:
+        return out.strip().splitlines()[-1].split()[-1]
+
+    parent = created(_det(cluster, home, "task", "create", str(cfg), "-c", str(ctx)))
+    child = created(
+        _det(cluster, home, "task", "create", str(child_cfg), "-p", parent, "--inherit_context")
+    )
+    steady = created(_det(cluster, home, "task", "create", str(cfg), "-p", parent, "--no_pause"))
+    fork = created(_det(cluster, home, "task", "fork", parent))
+    deadline = time.monotonic() + 30
+    while "from-the-parent" not in _log_text(cluster, child):
+        assert time.monotonic() < deadline, _log_text(cluster, child)
+        time.sleep(0.2)
+    described = _task(cluster, child)
+    assert described["taskType"] == "TASK_TYPE_GENERIC" and described["parentId"] == parent
+    assert described["taskState"] == "GENERIC_TASK_STATE_ACTIVE"
+    assert _task(cluster, fork)["forkedFrom"] == parent
+    forked = json.loads(_det(cluster, home, "task", "config", fork, "--json"))
+    assert forked["entrypoint"] == "sleep 300"
+
+    # A pause stops the parent and the child that may be paused; --no_pause keeps running.
+    assert f"Paused task: {parent}" in _det(cluster, home, "task", "pause", parent)
+    for task_id in (parent, child):
+        _wait_task(cluster, task_id, "GENERIC_TASK_STATE_PAUSED")
+    assert _task(cluster, steady)["taskState"] == "GENERIC_TASK_STATE_ACTIVE"
+    refused = cluster.s.post(cluster.url + f"/api/v1/tasks/{steady}/pause")
+    assert refused.status_code == 400 and "noPause" in refused.text
+    # Unpaused, both run again as a new allocation; the child in its parent's context.
+    assert f"Unpaused task: {parent}" in _det(cluster, home, "task", "unpause", parent)
+    for task_id in (parent, child):
+        deadline = time.monotonic() + 30
+        while [a["allocationId"] for a in _task(cluster, task_id)["allocations"]] != [
+            f"{task_id}.2"
+        ] or _task(cluster, task_id)["allocations"][0]["state"] != "STATE_RUNNING":
+            assert time.monotonic() < deadline, _task(cluster, task_id)
+            time.sleep(0.2)
+    deadline = time.monotonic() + 30
+    while _log_text(cluster, child).count("from-the-parent") < 2:
+        assert time.monotonic() < deadline, _log_text(cluster, child)
+        time.sleep(0.2)
+    assert f"task {child} paused" in _log_text(cluster, child)
+
+    # Killing the child from its root ends the whole tree; the fork is not in it.
+    _det(cluster, home, "task", "kill", child, "--root")
+    for task_id in (parent, child, steady):
+        _wait_task(cluster, task_id, "GENERIC_TASK_STATE_CANCELED")
+    assert _task(cluster, fork)["taskState"] == "GENERIC_TASK_STATE_ACTIVE"
+    _det(cluster, home, "task", "kill", fork)
+    assert "rows of log entries" in _det(cluster, home, "task", "cleanup-logs")
+
+
+def test_the_reference_cli_drives_generic_tasks(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    ref = Ref(cluster.master, tmp_path / "ref")
+    cfg = tmp_path / "task.yaml"
+    cfg.write_text("entrypoint: sleep 300\nresources:\n  slots: 0\n")
+    [parent] = re.findall(r"^Created task (\S+)$", ref.det("task", "create", str(cfg)), re.M)
+    assert yaml.safe_load(ref.det("task", "config", parent))["entrypoint"] == "sleep 300"
+    [fork] = re.findall(r"^Created task (\S+)$", ref.det("task", "fork", parent), re.M)
+    assert _task(cluster, fork)["forkedFrom"] == parent
+    assert f"Paused task: {parent}" in ref.det("task", "pause", parent)
+    _wait_task(cluster, parent, "GENERIC_TASK_STATE_PAUSED")
+    assert f"Unpaused task: {parent}" in ref.det("task", "unpause", parent)
+    _wait_task(cluster, parent, "GENERIC_TASK_STATE_ACTIVE")
+    ref.det("task", "kill", parent, "--root")
+    _wait_task(cluster, parent, "GENERIC_TASK_STATE_CANCELED")
+    ref.det("task", "kill", fork)
+    _wait_task(cluster, fork, "GENERIC_TASK_STATE_CANCELED")

@@ -254,15 +254,24 @@ def _logdirs(store: Store, exp_ids: list[int], trial_ids: list[int]) -> dict[str
 
 
 def _launch(
-    request: Request, caller: Principal, store: Store, body: Any, kind: str
+    request: Request,
+    caller: Principal,
+    store: Store,
+    body: Any,
+    kind: str,
+    *,
+    context: bytes | None = None,
+    more_data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Queue a task of ``kind``; ``context``: its context archive when the body has no
+    ``files`` (a fork's or parent's); ``more_data``: kept in its row's ``data``."""
     caller.require_user()
     _require_rm(request, kind)
     if not isinstance(body, dict):
         raise InvalidArgument("the request body must be a JSON object")
     config = _config(store, body, kind)
     slots = _slots(request, config)
-    context = _context(body.get("files"))
+    context = _context(body.get("files")) or context
     data: dict[str, Any] = {}
     if kind in ("COMMAND", "GENERIC"):
         entry = config.get("entrypoint")
@@ -283,6 +292,7 @@ def _launch(
         passphrase = str(extra.get("passphrase") or "") if isinstance(extra, dict) else ""
         data = {**_keypair(passphrase), "user": getpass.getuser()}
     data["workspaceId"] = _workspace_of(store, body.get("workspaceId"))
+    data.update(more_data or {})
     hint = ""
     if kind == "TENSORBOARD":
         ids = data["experimentIds"] or data["trialIds"]
@@ -422,24 +432,231 @@ for _kind in KINDS:
 
 @router.post("/generic-tasks")
 async def create_generic_task(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """``CreateGenericTask`` (``det task create``): ``config`` is YAML text, the context a
-    ``contextDirectory`` of ``v1File``."""
+    """``CreateGenericTask`` (``det task create|fork``): ``config`` is YAML text, the context a
+    ``contextDirectory`` of ``v1File``. ``forkedFrom``: start from that task's config (the
+    given keys replace its top-level ones) and, without files, its context; ``parentId``
+    makes it that task's child (kill and pause act on a task's subtree), and with
+    ``inheritContext`` it runs in the parent's context; ``noPause``: a pause of its parent
+    passes it by; ``projectId``: the project it belongs to (default 1)."""
     raw = _body(await request.body())
     if not isinstance(raw, dict):
         raise InvalidArgument("the request body must be a JSON object")
-    body = {"config": raw.get("config") or {}, "files": raw.get("contextDirectory") or []}
-    task = await run_in_threadpool(_launch, request, caller, store, body, "GENERIC")
+    return await run_in_threadpool(_create_generic, request, caller, store, raw)
+
+
+def _create_generic(
+    request: Request, caller: Principal, store: Store, raw: dict[str, Any]
+) -> dict[str, Any]:
+    config: Any = raw.get("config") or {}
+    if isinstance(config, str):
+        config = experiment.load_yaml(config, "config") or {}
+    if not isinstance(config, dict):
+        raise InvalidArgument("config must be a mapping of task config fields")
+    forked_from, parent_id = raw.get("forkedFrom"), raw.get("parentId")
+    project_id = raw.get("projectId")
+    context: bytes | None = None
+    with store.read() as conn:
+        if forked_from:
+            forked = _generic_task(conn, str(forked_from))
+            config = {**(forked["config"] or {}), **config}
+            context = forked["context"]
+        if parent_id:
+            parent = _generic_task(conn, str(parent_id))
+            if raw.get("inheritContext"):
+                context = parent["context"]
+        elif raw.get("inheritContext"):
+            raise InvalidArgument("inheritContext needs a parentId: the task to inherit from")
+        if project_id is not None:
+            if isinstance(project_id, bool) or not isinstance(project_id, int):
+                raise InvalidArgument(f"projectId must be an integer, not {project_id!r}")
+            _projects.require_project(conn, project_id)
+    if not config:
+        raise InvalidArgument("no config and no forked task: give a config file or --fork ID")
+    more = {
+        "forkedFrom": forked_from or None,
+        "parentId": parent_id or None,
+        "noPause": bool(raw.get("noPause")),
+        "projectId": int(project_id or 1),
+    }
+    if raw.get("inheritContext"):
+        context_files = None  # the parent's, even if files were sent
+    else:
+        context_files = raw.get("contextDirectory") or []
+    body = {"config": config, "files": context_files}
+    task = _launch(request, caller, store, body, "GENERIC", context=context, more_data=more)
     return {"taskId": task["id"], "warnings": []}
 
 
+def _generic_task(conn: sa.Connection, task_id: str) -> dict[str, Any]:
+    row = _task_rows.get(conn, task_id)
+    if row is None or row["type"] != "GENERIC":
+        raise NotFound(f"generic task {task_id!r} not found (det task list shows live ones)")
+    return row
+
+
+@router.get("/tasks/{task_id}")
+def get_task(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``GetTask``: a non-trial task's (or a trial's task's) ``v1Task`` with its allocations."""
+    caller.require_user()
+    with store.read() as conn:
+        row = _task_rows.get(conn, task_id)
+        if row is not None:
+            return {"task": _v1_task(row)}
+        trial = _trials.trial_by_task(conn, task_id)
+        if trial is None:
+            raise NotFound(f"task {task_id!r} not found")
+        allocations = _trials.allocations_of(conn, int(trial["id"]))
+    return {
+        "task": {
+            "taskId": task_id,
+            "taskType": "TASK_TYPE_TRIAL",
+            "startTime": rfc3339(trial["start_time"]),
+            "endTime": rfc3339(trial["end_time"]),
+            "allocations": [_v1_trial_allocation(task_id, a) for a in allocations],
+        }
+    }
+
+
+def _v1_task(row: dict[str, Any]) -> dict[str, Any]:
+    data = row["data"] or {}
+    out: dict[str, Any] = {
+        "taskId": row["id"],
+        "taskType": f"TASK_TYPE_{row['type']}",
+        "startTime": rfc3339(row["start_time"]),
+        "endTime": rfc3339(row["end_time"]),
+        "allocations": [],
+    }
+    if row["allocation_id"]:
+        running = row["state"] == "RUNNING"
+        out["allocations"] = [
+            {
+                "allocationId": row["allocation_id"],
+                "taskId": row["id"],
+                "state": "STATE_RUNNING" if running else "STATE_TERMINATED",
+                "slots": int(row["slots"]),
+                "isReady": running,
+                "startTime": rfc3339(row["start_time"]),
+                "endTime": None if running else rfc3339(row["end_time"]),
+                "exitReason": row["exit_status"],
+            }
+        ]
+    if row["type"] == "GENERIC":
+        out.update(
+            taskState=_generic_state(row),
+            config=json.dumps(row["config"] or {}),
+            forkedFrom=data.get("forkedFrom"),
+            parentId=data.get("parentId"),
+            noPause=bool(data.get("noPause")),
+        )
+    return out
+
+
+def _generic_state(row: dict[str, Any]) -> str:
+    """0.37's ``GenericTaskState`` of a task row."""
+    state, data = row["state"], row["data"] or {}
+    if state == _task_rows.PAUSED:
+        name = "PAUSED"
+    elif state == "RUNNING" and data.get("pause_requested"):
+        name = "STOPPING_PAUSED"
+    elif state == "RUNNING" and row["kill_requested"]:
+        name = "STOPPING_CANCELED"
+    elif state in _task_rows.LIVE:
+        name = "ACTIVE"
+    elif str(row["exit_status"] or "").startswith("killed"):
+        name = "CANCELED"
+    elif row["exit_status"] == "exited with code 0":
+        name = "COMPLETED"
+    else:
+        name = "ERROR"
+    return f"GENERIC_TASK_STATE_{name}"
+
+
+def _v1_trial_allocation(task_id: str, row: Any) -> dict[str, Any]:
+    live = row["end_time"] is None
+    return {
+        "allocationId": row["id"],
+        "taskId": task_id,
+        "state": "STATE_RUNNING" if live else "STATE_TERMINATED",
+        "slots": sum(int(r.get("slots") or 0) for r in row["resources"] or []),
+        "isReady": bool(row["ready"]) and live,
+        "startTime": rfc3339(row["start_time"]),
+        "endTime": rfc3339(row["end_time"]),
+        "exitReason": None if row["exit_code"] is None else f"exit code {row['exit_code']}",
+    }
+
+
+@router.get("/tasks/{task_id}/config")
+def get_generic_task_config(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``GetGenericTaskConfig``: the task's config as a JSON string (0.37's wire)."""
+    caller.require_user()
+    with store.read() as conn:
+        row = _task_rows.get(conn, task_id)
+    if row is None:
+        raise NotFound(f"task {task_id!r} not found")
+    return {"config": json.dumps(row["config"] or {})}
+
+
 @router.post("/tasks/{task_id}/kill")
-def kill_task(task_id: str, request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """0.37's ``KillGenericTask`` (any non-trial task here)."""
+def kill_task(
+    task_id: str, request: Request, caller: Caller, store: StoreDep, body: Any = Body(None)
+) -> dict[str, Any]:
+    """0.37's ``KillGenericTask`` (any non-trial task here), with its children;
+    ``killFromRoot``: the whole tree from its first ancestor."""
+    from_root = isinstance(body, dict) and bool(body.get("killFromRoot"))
     with store.tx() as conn:
         row = _task_rows.get(conn, task_id)
         if row is None:
             raise NotFound(f"task {task_id!r} not found (trials are killed with det trial kill)")
         _check_owner(caller, row, "kill")
-        _task_rows.request_kill(conn, task_id)
+        top = _task_rows.root_of(conn, task_id) if from_root else task_id
+        for node in _task_rows.subtree(conn, top):
+            _task_rows.request_kill(conn, str(node["id"]))
     _wake(request)
     return {}
+
+
+@router.post("/tasks/{task_id}/pause")
+def pause_generic_task(
+    task_id: str, request: Request, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """``PauseGenericTask``: stop the task's run and keep it PAUSED, with its children that
+    were created with ``noPause`` false (0.37: a child pauses only when asked to)."""
+    with store.tx() as conn:
+        row = _generic_task(conn, task_id)
+        _check_owner(caller, row, "pause")
+        if row["state"] not in _task_rows.LIVE:
+            raise FailedPrecondition(f"cannot pause task {task_id}: it is {row['state']}")
+        if (row["data"] or {}).get("noPause"):
+            raise FailedPrecondition(f"cannot pause task {task_id}: it was created with noPause")
+        for node in _task_rows.subtree(conn, task_id):
+            is_root = str(node["id"]) == task_id
+            if node["state"] in _task_rows.LIVE and (
+                is_root or not (node["data"] or {}).get("noPause", True)
+            ):
+                _task_rows.request_pause(conn, str(node["id"]))
+    _wake(request)
+    return {}
+
+
+@router.post("/tasks/{task_id}/unpause")
+def unpause_generic_task(
+    task_id: str, request: Request, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """``UnpauseGenericTask``: the task and its paused children run again (new allocations)."""
+    with store.tx() as conn:
+        row = _generic_task(conn, task_id)
+        _check_owner(caller, row, "unpause")
+        if row["state"] != _task_rows.PAUSED:
+            raise FailedPrecondition(f"cannot unpause task {task_id}: it is not paused")
+        for node in _task_rows.subtree(conn, task_id):
+            if node["state"] == _task_rows.PAUSED:
+                _task_rows.unpause(conn, str(node["id"]))
+    _wake(request)
+    return {}
+
+
+@router.post("/cleanup_logs")
+def cleanup_logs(request: Request, caller: Caller) -> dict[str, Any]:
+    """``CleanupLogs`` (admins): drop the task logs past their retention now."""
+    caller.require_admin("clean up task logs")
+    return {"removedCount": str(request.app.state.log_retention.sweep())}

@@ -107,6 +107,7 @@ class _Run:
     port_offset: int = 0
     preempted_at: float | None = None
     killed: bool = False
+    allocation_id: str = ""  # a task's (trials' runs are keyed by theirs)
 
     def exit_code(self) -> int | None:
         """None while any container runs; else the first non-zero code, or 0."""
@@ -398,8 +399,8 @@ class LocalResourceManager:
     def occupancy(self) -> dict[int, str]:
         """Slot -> the id of the allocation running on it, for the slots in use now."""
         used = {slot: aid for aid, run in list(self._runs.items()) for slot in run.slots}
-        for task_id, run in list(self._task_runs.items()):
-            used.update({slot: f"{task_id}.1" for slot in run.slots})
+        for run in list(self._task_runs.values()):
+            used.update({slot: run.allocation_id for slot in run.slots})
         return used
 
     def _slots_needed(self, trial: TrialRow) -> int | None:
@@ -527,18 +528,19 @@ class LocalResourceManager:
         """Start ``task`` as a process group here; False (the task ended as failed to start)
         if it cannot be."""
         task_id = str(task["id"])
-        allocation_id = f"{task_id}.1"
+        allocation_id = _task_rows.allocation_of(task)
         sink = LogSink(self._logs, task_id, allocation_id)
         work_dir = self._work_root / allocation_id
         try:
             launch = self._prepare_task(task, work_dir, slots)
             proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink)
         except Exception as e:
-            self._task_not_started(task_id, sink, work_dir, e)
+            self._task_not_started(task, sink, work_dir, e)
             return False
         with self._store.tx() as conn:
             _task_rows.set_running(conn, task_id, allocation_id, launch.ports)
-        self._task_runs[task_id] = _Run([proc], sink, slots, STOP_GRACE_S)
+        run = _Run([proc], sink, slots, STOP_GRACE_S, allocation_id=allocation_id)
+        self._task_runs[task_id] = run
         sink.master(
             f"Resources for {task['description']} have started "
             f"(slots {slots}, pid {proc.pid}, ports {launch.ports})"
@@ -550,7 +552,7 @@ class LocalResourceManager:
     ) -> _tasks.TaskLaunch:
         """The task's token, environment and work dir, and what it runs (``_tasks.prepare``)."""
         task_id = str(task["id"])
-        allocation_id = f"{task_id}.1"
+        allocation_id = _task_rows.allocation_of(task)
         with self._store.tx() as conn:
             token = _users.issue_token(
                 conn, int(task["owner_id"]), kind="user", allocation_id=allocation_id
@@ -568,8 +570,11 @@ class LocalResourceManager:
             gpu=self.gpu,
         )
 
-    def _task_not_started(self, task_id: str, sink: LogSink, work_dir: Path, e: Exception) -> None:
+    def _task_not_started(
+        self, task: dict[str, Any], sink: LogSink, work_dir: Path, e: Exception
+    ) -> None:
         """The task could not be started: say why in its log and end it, leaving nothing."""
+        task_id = str(task["id"])
         if not isinstance(e, _launcher.LaunchError):
             logger.exception("launching task %s failed", task_id)
         sink.master(f"crashed: {_launcher.describe(e)}")
@@ -578,7 +583,7 @@ class LocalResourceManager:
         _envs.remove_task(self._env_root, task_id)
         with self._store.tx() as conn:
             _task_rows.terminate(conn, task_id, f"failed to start: {_launcher.describe(e)}")
-            _users.revoke_allocation_tokens(conn, f"{task_id}.1")
+            _users.revoke_allocation_tokens(conn, _task_rows.allocation_of(task))
 
     def _reap_tasks(self) -> None:
         for task_id, run in list(self._task_runs.items()):
@@ -592,20 +597,19 @@ class LocalResourceManager:
 
     def _task_ended(self, task_id: str, run: _Run, status: str) -> None:
         self._free.extend(s for s in run.slots if s not in self._free)
-        allocation_id = f"{task_id}.1"
-        run.sink.master(f"task {task_id} {status}")
-        self._logs.flush()
         with self._store.tx() as conn:
-            _task_rows.terminate(conn, task_id, status)
-            _users.revoke_allocation_tokens(conn, allocation_id)
+            paused = _task_rows.end_run(conn, task_id, status)  # a pause stopped it
+            _users.revoke_allocation_tokens(conn, run.allocation_id)
+        run.sink.master(f"task {task_id} {'paused' if paused else status}")
+        self._logs.flush()
         for proc in run.procs:
             shutil.rmtree(proc.work_dir, ignore_errors=True)
         _envs.remove_task(self._env_root, task_id)
 
     def _enforce_tasks(self) -> None:
-        """Kill the tasks whose kill was asked for, and those whose row ended while they were
-        being started (a kill of a QUEUED task ends it at once): SIGTERM, then SIGKILL after a
-        grace."""
+        """Kill the tasks whose kill (or pause) was asked for, and those whose row ended while
+        they were being started (a kill of a QUEUED task ends it at once): SIGTERM, then SIGKILL
+        after a grace."""
         with self._store.read() as conn:
             live = {str(t["id"]): t for t in _task_rows.live(conn)}
         doomed = {task_id for task_id, t in live.items() if t["kill_requested"]}
@@ -616,7 +620,9 @@ class LocalResourceManager:
             if run.preempted_at is None:
                 run.preempted_at = now
                 run.killed = True
-                run.sink.master("killing the task (requested by a user)")
+                pausing = ((live.get(task_id) or {}).get("data") or {}).get("pause_requested")
+                why = "stopping the task to pause it" if pausing else "killing the task"
+                run.sink.master(f"{why} (requested by a user)")
                 run.signal(signal.SIGTERM)
             elif now - run.preempted_at > run.timeout_s:
                 run.signal(signal.SIGKILL)

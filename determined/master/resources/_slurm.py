@@ -365,7 +365,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
         taken: dict[int, str] = {}
         where = dict(zip(self.agent_ids, self.agents, strict=True))
         jobs = [*self._jobs.items()]
-        jobs += [(_task_allocation(t), j) for t, j in self._task_jobs.items()]
+        jobs += [(self._task_runs[t].allocation_id, j) for t, j in self._task_jobs.items()]
         for allocation_id, job in jobs:
             if job.state != "RUNNING" or not job.nodes:
                 continue
@@ -444,7 +444,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
                 else:
                     self._record_queued(allocation_id, job)
             for task_id, job in list(self._task_jobs.items()):
-                job.update(known, JOB_PREFIX + _task_allocation(task_id))
+                job.update(known, JOB_PREFIX + self._task_runs[task_id].allocation_id)
                 if job.code is not None:
                     del self._task_jobs[task_id]  # its run is reaped next (_reap_tasks)
                 elif job.state != "PENDING" and not job.recorded:
@@ -662,7 +662,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
 
     def _submit_task(self, task: dict[str, Any]) -> None:
         task_id = str(task["id"])
-        allocation_id = _task_allocation(task_id)
+        allocation_id = _task_rows.allocation_of(task)
         sink = LogSink(self._logs, task_id, allocation_id)
         work = self._work_root / allocation_id
         slots = int(task["slots"])
@@ -678,17 +678,17 @@ class SlurmResourceManager(_local.LocalResourceManager):
                 work, launch.argv, name=allocation_id, nodes=1, per_node=slots, cfg=cfg
             )
         except Exception as e:
-            self._task_not_started(task_id, sink, work, e)
+            self._task_not_started(task, sink, work, e)
             return
         job = SlurmJob(job_id, work, sink)
         job.per_node = slots
         self._task_jobs[task_id] = job
-        self._task_runs[task_id] = _job_run(job, sink, _local.STOP_GRACE_S)
+        self._task_runs[task_id] = _job_run(job, sink, _local.STOP_GRACE_S, allocation_id)
         sink.master(f"Resources for {task['description']} were submitted as Slurm job {job_id}")
 
     def _record_task_running(self, task_id: str) -> None:
         """Slurm started the task's job: the task is RUNNING (QUEUED until then)."""
-        allocation_id = _task_allocation(task_id)
+        allocation_id = self._task_runs[task_id].allocation_id
         self._store.write(lambda conn: _task_rows.set_running(conn, task_id, allocation_id, {}))
 
     def _adopt_task_jobs(self, known: dict[str, tuple[str, str, str]]) -> None:
@@ -698,7 +698,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
             live = [t for t in _task_rows.live(conn) if t["type"] in self.SLURM_TASKS]
         for task in live:
             task_id = str(task["id"])
-            allocation_id = _task_allocation(task_id)
+            allocation_id = _task_rows.allocation_of(task)
             name = JOB_PREFIX + allocation_id
             work = self._work_root / allocation_id
             sink = LogSink(self._logs, task_id, allocation_id)
@@ -707,7 +707,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
                 job._offset = job.output.stat().st_size if job.output.exists() else 0
                 job.recorded = "RUNNING" if task["state"] == "RUNNING" else ""
                 self._task_jobs[task_id] = job
-                self._task_runs[task_id] = _job_run(job, sink, _local.STOP_GRACE_S)
+                self._task_runs[task_id] = _job_run(job, sink, _local.STOP_GRACE_S, allocation_id)
                 sink.master(f"the restarted master adopted Slurm job {job.job_id}")
                 continue
             submitted = name in known or (work / "exit_code").exists()
@@ -721,20 +721,24 @@ class SlurmResourceManager(_local.LocalResourceManager):
             status = f"exited with code {code}" if code >= 0 else "the master restarted"
             sink.master(f"task {task_id} {status} while the master was down")
             with self._store.tx() as conn:
-                _task_rows.terminate(conn, task_id, status)
+                _task_rows.end_run(conn, task_id, status)
                 _users.revoke_allocation_tokens(conn, allocation_id)
         self._logs.flush()
 
 
-def _job_run(job: SlurmJob, sink: LogSink, timeout: float, port_offset: int = 0) -> _local._Run:
+def _job_run(
+    job: SlurmJob, sink: LogSink, timeout: float, allocation_id: str = "", port_offset: int = 0
+) -> _local._Run:
     """The local manager's run record, with the Slurm job standing for its process group
     (holding no slots of the manager's: Slurm accounts for them)."""
-    return _local._Run([job], sink, [], timeout, port_offset=port_offset)  # type: ignore[list-item]
-
-
-def _task_allocation(task_id: str) -> str:
-    """A task's one allocation (its run): ``<task id>.1``, as the local manager names it."""
-    return f"{task_id}.1"
+    return _local._Run(
+        [job],  # type: ignore[list-item]
+        sink,
+        [],
+        timeout,
+        port_offset=port_offset,
+        allocation_id=allocation_id,
+    )
 
 
 def _write_env(path: Path, env: dict[str, str]) -> None:

@@ -115,9 +115,102 @@ def terminate(conn: sa.Connection, task_id: str, exit_status: str) -> None:
 
 
 def request_kill(conn: sa.Connection, task_id: str) -> None:
-    """A queued task ends at once; a running one is killed by the resource manager."""
+    """A queued task ends at once, a paused one too; a running one is killed by the resource
+    manager (and ends TERMINATED, even if it was being paused)."""
     row = require(conn, task_id)
     if row["state"] == "QUEUED":
         terminate(conn, task_id, "killed before it started")
+    elif row["state"] == PAUSED:
+        conn.execute(
+            tasks.update()
+            .where(tasks.c.id == task_id)
+            .values(state="TERMINATED", exit_status="killed while paused", end_time=_time.now())
+        )
     elif row["state"] == "RUNNING":
-        conn.execute(tasks.update().where(tasks.c.id == task_id).values(kill_requested=True))
+        data = {**(row["data"] or {}), "pause_requested": False}
+        conn.execute(
+            tasks.update().where(tasks.c.id == task_id).values(kill_requested=True, data=data)
+        )
+
+
+# Generic tasks (``det task create``) may be paused: the run is stopped, the task waits PAUSED
+# (not live: nothing schedules it) until unpaused, then runs again as a new allocation.
+PAUSED = "PAUSED"
+
+
+def allocation_of(row: dict[str, Any]) -> str:
+    """The task's current run: ``<task id>.<run>`` (run 1, one more after each unpause)."""
+    return f"{row['id']}.{int((row['data'] or {}).get('run') or 1)}"
+
+
+def request_pause(conn: sa.Connection, task_id: str) -> None:
+    """A queued task is PAUSED at once; a running one is stopped by the resource manager,
+    which then ends its run as PAUSED (:func:`end_run`)."""
+    row = require(conn, task_id)
+    if row["state"] == "QUEUED":
+        conn.execute(tasks.update().where(tasks.c.id == task_id).values(state=PAUSED))
+    elif row["state"] == "RUNNING":
+        data = {**(row["data"] or {}), "pause_requested": True}
+        conn.execute(
+            tasks.update().where(tasks.c.id == task_id).values(kill_requested=True, data=data)
+        )
+
+
+def end_run(conn: sa.Connection, task_id: str, exit_status: str) -> bool:
+    """The task's run ended: PAUSED if a pause stopped it (then True), else TERMINATED."""
+    row = get(conn, task_id)
+    if row is None:
+        return False
+    data = dict(row["data"] or {})
+    if row["state"] == "RUNNING" and data.pop("pause_requested", False):
+        conn.execute(
+            tasks.update()
+            .where(tasks.c.id == task_id)
+            .values(state=PAUSED, kill_requested=False, data=data, exit_status="paused")
+        )
+        return True
+    terminate(conn, task_id, exit_status)
+    return False
+
+
+def unpause(conn: sa.Connection, task_id: str) -> None:
+    """A PAUSED task queues again, for its next run."""
+    row = require(conn, task_id)
+    data = dict(row["data"] or {})
+    data["run"] = int(data.get("run") or 1) + (1 if row["allocation_id"] else 0)
+    conn.execute(
+        tasks.update()
+        .where(tasks.c.id == task_id, tasks.c.state == PAUSED)
+        .values(state="QUEUED", data=data, exit_status=None, end_time=None, allocation_id=None)
+    )
+
+
+def subtree(conn: sa.Connection, task_id: str) -> list[dict[str, Any]]:
+    """The task and its descendants (generic tasks created with ``parentId``), parents first."""
+    query = sa.select(tasks.c.id, tasks.c.state, tasks.c.data).where(tasks.c.type == "GENERIC")
+    children: dict[str, list[dict[str, Any]]] = {}
+    rows = {}
+    for r in conn.execute(query).mappings():
+        rows[str(r["id"])] = dict(r)
+        parent = (r["data"] or {}).get("parentId")
+        if parent:
+            children.setdefault(str(parent), []).append(dict(r))
+    out = [rows.get(task_id) or require(conn, task_id)]
+    for node in out:  # grows while it is walked: breadth first
+        out.extend(children.get(str(node["id"]), []))
+    return out
+
+
+def root_of(conn: sa.Connection, task_id: str) -> str:
+    """The first task of ``task_id``'s line of parents."""
+    seen = {task_id}
+    row = require(conn, task_id)
+    while True:
+        parent = (row["data"] or {}).get("parentId")
+        if not parent or parent in seen:
+            return str(row["id"])
+        seen.add(str(parent))
+        found = get(conn, str(parent))
+        if found is None:
+            return str(row["id"])
+        row = found

@@ -175,6 +175,16 @@ def require_allocation(conn: sa.Connection, allocation_id: str) -> AllocationRow
     return alloc
 
 
+def allocations_of(conn: sa.Connection, trial_id: int) -> list[AllocationRow]:
+    """Every run of the trial, oldest first."""
+    q = (
+        sa.select(allocations)
+        .where(allocations.c.trial_id == trial_id)
+        .order_by(allocations.c.run_id)
+    )
+    return [cast(AllocationRow, dict(r)) for r in conn.execute(q).mappings()]
+
+
 def live_allocation(conn: sa.Connection, trial_id: int) -> AllocationRow | None:
     """The trial's allocation that has not terminated, if any."""
     q = sa.select(allocations).where(
