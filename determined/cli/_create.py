@@ -8,8 +8,10 @@ with the experiment's state and progress on stderr whenever they change.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -193,7 +195,32 @@ def cmd_create(args: argparse.Namespace) -> None:
     for warning in resp.get("warnings") or []:
         print(f"warning: {warning}", file=sys.stderr)
     if args.follow_first_trial and not args.paused:
-        follow_first_trial(sess, experiment_id, _session.session(args))
+        if args.publish:
+            with _published_first_trial(args, sess, experiment_id):
+                follow_first_trial(sess, experiment_id, _session.session(args))
+        else:
+            follow_first_trial(sess, experiment_id, _session.session(args))
+
+
+@contextlib.contextmanager
+def _published_first_trial(
+    args: argparse.Namespace, sess: Session, experiment_id: int
+) -> Iterator[None]:
+    """``-p``: the first trial's ``proxy_ports`` on local ports while its logs are followed."""
+    from determined.cli import _ntsc, _tunnel
+
+    try:
+        ports = _tunnel.parse_publish(args.publish)
+    except ValueError as e:
+        raise _render.CliError(str(e)) from e
+    trial_id = _logs.wait_for_first_trial(sess, experiment_id)
+    task_id = str(sess.get(f"/api/v1/trials/{trial_id}").json()["trial"]["taskId"])
+    services = {local: f"{task_id}:{remote}" for local, remote in ports.items()}
+    master = _session.master_url(args)
+    with _tunnel.published(master, _ntsc.bearer(sess), services):
+        for local, remote in ports.items():
+            print(f"Trial {trial_id}'s port {remote} is at 127.0.0.1:{local}", flush=True)
+        yield
 
 
 def add_parser(cmds: argparse._SubParsersAction) -> None:
@@ -224,6 +251,15 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
         dest="follow_first_trial",
         action="store_true",
         help="follow the logs of the first trial",
+    )
+    p.add_argument(
+        "-p",
+        "--publish",
+        action="append",
+        default=[],
+        metavar="[LOCAL:]PORT",
+        help="with --follow: serve the first trial's proxy port PORT (of environment.proxy_ports) "
+        "on this machine's LOCAL port (default the same) while its logs are followed",
     )
     p.add_argument("--paused", action="store_true", help="do not activate the experiment")
     p.add_argument(

@@ -35,7 +35,7 @@ TENSORBOARD_COLUMNS = [*COLUMNS[:4], "experimentIds", "trialIds", *COLUMNS[4:]]
 SORT_KEYS = [*COLUMNS, "workspaceName", "startTime"]
 
 
-def _bearer(sess: Any) -> str:
+def bearer(sess: Any) -> str:
     header = str(sess._http.headers.get("Authorization") or "")
     return header.removeprefix("Bearer ").strip()
 
@@ -351,7 +351,7 @@ def open_shell(
     ``print_only``: print it and return."""
     sess = _session.session(args)
     task = _get(args, "shell", task_id)
-    env = {**os.environ, "DET_TUNNEL_TOKEN": _bearer(sess)}
+    env = {**os.environ, "DET_TUNNEL_TOKEN": bearer(sess)}
     master = _session.master_url(args)
     if show:
         kept = _paths.data_dir() / "shell" / str(task["id"])

@@ -10,14 +10,17 @@ CLI): one handshake, masked binary frames out, frames in until a close.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import secrets
 import socket
+import socketserver
 import ssl
 import struct
 import sys
 import threading
 import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
 
 CHUNK = 64 * 1024
 
@@ -94,8 +97,13 @@ def frame(opcode: int, payload: bytes) -> bytes:
     return head + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
 
 
-def pump(sock: socket.socket) -> None:
-    """stdin -> binary frames, frames -> stdout, until either side ends."""
+def pump(
+    sock: socket.socket,
+    read: Callable[[], bytes] = lambda: os.read(0, CHUNK),
+    write: Callable[[bytes], object] = lambda data: os.write(1, data),
+) -> None:
+    """``read()`` -> binary frames, frames -> ``write``, until either side ends (stdin and
+    stdout by default: ssh's ProxyCommand)."""
     lock = threading.Lock()
 
     def send(opcode: int, payload: bytes) -> None:
@@ -104,7 +112,7 @@ def pump(sock: socket.socket) -> None:
 
     def upstream() -> None:
         try:
-            while data := os.read(0, CHUNK):
+            while data := read():
                 send(0x2, data)
             send(0x8, struct.pack("!H", 1000))
         except OSError:
@@ -115,13 +123,67 @@ def pump(sock: socket.socket) -> None:
         while True:
             opcode, payload = read_frame(sock)
             if opcode in (0x1, 0x2, 0x0):
-                os.write(1, payload)
+                write(payload)
             elif opcode == 0x9:
                 send(0xA, payload)
             elif opcode == 0x8:
                 return
     except (EOFError, OSError):
         return
+
+
+@contextlib.contextmanager
+def published(
+    master: str, token: str, services: Mapping[int, str], host: str = "127.0.0.1"
+) -> Iterator[list[int]]:
+    """Listen on each local port of ``services`` (0: any free one) and carry every connection
+    to its service (``<task id>:<port>``) through the master's proxy; yields the ports bound.
+    ``det experiment create -p``: a trial's ``proxy_ports`` reached as local ports."""
+
+    def handler_for(service: str) -> type[socketserver.BaseRequestHandler]:
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                client: socket.socket = self.request
+                try:
+                    sock = connect(master, service, token)
+                except (OSError, TunnelError) as e:
+                    print(f"det tunnel: {e}", file=sys.stderr)
+                    return
+                try:
+                    pump(sock, lambda: client.recv(CHUNK), client.sendall)
+                finally:
+                    sock.close()
+
+        return Handler
+
+    servers = []
+    try:
+        for local, service in services.items():
+            server = socketserver.ThreadingTCPServer((host, local), handler_for(service))
+            server.daemon_threads = True
+            servers.append(server)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield [int(s.server_address[1]) for s in servers]
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def parse_publish(values: list[str]) -> dict[int, int]:
+    """``-p LOCAL:TASK`` or ``-p PORT`` (the same on both sides) -> ``{local: task port}``.
+
+    Raises:
+        ValueError: not a port or a pair of ports.
+    """
+    out = {}
+    for value in values:
+        local, sep, remote = value.partition(":")
+        try:
+            out[int(local)] = int(remote if sep else local)
+        except ValueError as e:
+            raise ValueError(f"--publish {value!r}: write PORT or LOCAL_PORT:TASK_PORT") from e
+    return out
 
 
 def _stored_token(master: str) -> str:

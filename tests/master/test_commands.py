@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ import requests
 import websocket
 import yaml
 from _kit.master import free_port, login
-from _kit.reference import Ref
+from _kit.reference import REF, Ref
 from _kit.trial_cluster import Cluster, config
 
 pytestmark = pytest.mark.e2e
@@ -470,3 +471,64 @@ def test_the_reference_cli_drives_generic_tasks(cluster: Cluster, tmp_path: path
     _wait_task(cluster, parent, "GENERIC_TASK_STATE_CANCELED")
     ref.det("task", "kill", fork)
     _wait_task(cluster, fork, "GENERIC_TASK_STATE_CANCELED")
+
+
+ECHO_SERVER = """
+import socketserver, sys
+class Echo(socketserver.BaseRequestHandler):
+    def handle(self):
+        while data := self.request.recv(1024):
+            self.request.sendall(b"echo:" + data)
+socketserver.ThreadingTCPServer(("127.0.0.1", int(sys.argv[1])), Echo).serve_forever()
+"""
+
+
+def _echo_through(local: int, deadline: float) -> bytes:
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", local), timeout=5) as s:
+                s.sendall(b"ping")
+                got = s.recv(1024)
+                if got:
+                    return got
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"nothing answered on port {local}"
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("cli", ["ours", "reference"])
+def test_experiment_create_publishes_a_tcp_proxy_port(
+    cluster: Cluster, tmp_path: pathlib.Path, cli: str
+) -> None:
+    """``det e create -f -p LOCAL:PORT``: the first trial's ``proxy_tcp`` port is served on a
+    local port while its logs are followed (a websocket through the master carrying TCP)."""
+    port, local = free_port(), free_port()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "echo.py").write_text(ECHO_SERVER)
+    cfg = config(tmp_path / "out")
+    cfg["entrypoint"] = f"python3 echo.py {port}"
+    cfg["environment"] = {"proxy_ports": [{"proxy_port": port, "proxy_tcp": True}]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(cfg))
+    args = ["e", "create", str(tmp_path / "exp.yaml"), str(model), "-f", "-p", f"{local}:{port}"]
+    if cli == "ours":
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+        env.update(PYTHONPATH=str(REPO), DET_HOME=str(tmp_path / "home"), DET_MASTER=cluster.url)
+        env.update(DET_USER="admin", DET_PASS="")
+        argv = [sys.executable, "-m", "determined.cli", *args]
+    else:
+        ref = Ref(cluster.master, tmp_path / "ref")
+        env, argv = ref.env, [str(REF / "bin" / "det"), "-m", ref.url, *args]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        assert _echo_through(local, time.monotonic() + 60) == b"echo:ping"
+    finally:
+        for exp in cluster.get("/api/v1/experiments")["experiments"]:
+            cluster.post(f"/api/v1/experiments/{exp['id']}/kill")
+        try:
+            proc.wait(60)
+        finally:
+            proc.kill()

@@ -5,8 +5,9 @@ traffic to a port a task serves on 127.0.0.1, for callers with a login (bearer t
 ``<service>`` is a task id (its notebook's or TensorBoard's web port, a shell's sshd, or a
 command's or a running trial's first ``environment.proxy_ports`` entry) or ``<task id>:<port>``
 for another proxy port. The whole path is forwarded unchanged (JupyterLab and TensorBoard
-serve under it). A websocket to a path ending in ``tcp``, and every websocket to a shell,
-carries raw TCP in its binary messages (``det shell open``'s tunnel, as 0.37). The caller's
+serve under it). A websocket to a path ending in ``tcp``, to a shell, or to a ``proxy_ports``
+entry with ``proxy_tcp: true`` carries raw TCP in its binary messages (``det shell open``'s
+tunnel and ``det experiment create -p``, as 0.37). The caller's
 master credentials are never passed on: the service runs whatever its owner chose.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import sqlalchemy as sa
@@ -59,14 +60,24 @@ class BadGateway(ApiError):
     code = 14  # UNAVAILABLE
 
 
-def _proxy_ports(config: dict[str, Any]) -> list[int]:
+def _proxy_ports(config: dict[str, Any]) -> dict[int, bool]:
+    """``environment.proxy_ports``: port -> whether it is raw TCP (``proxy_tcp``), in order."""
     ports = (config.get("environment") or {}).get("proxy_ports") or []
-    out = []
+    out: dict[int, bool] = {}
     for p in ports:
         value = p.get("proxy_port") if isinstance(p, dict) else p
         with contextlib.suppress(TypeError, ValueError):
-            out.append(int(str(value)))
+            out[int(str(value))] = isinstance(p, dict) and p.get("proxy_tcp") is True
     return out
+
+
+class Target(NamedTuple):
+    """A service the proxy reaches: its port on 127.0.0.1, the task's type, and whether a
+    websocket to it carries raw TCP (a shell's sshd, a ``proxy_tcp`` port)."""
+
+    port: int
+    kind: str
+    tcp: bool
 
 
 def _trial_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
@@ -85,8 +96,8 @@ def _trial_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
     }
 
 
-def target(store: Store, caller: Principal, service: str) -> tuple[int, str]:
-    """``(port, task type)`` of a running task's service the caller may reach.
+def target(store: Store, caller: Principal, service: str) -> Target:
+    """The running task's service ``service`` names, if the caller may reach it.
 
     Raises:
         NotFound: no such task, it does not run, or it serves no such port.
@@ -107,6 +118,7 @@ def target(store: Store, caller: Principal, service: str) -> tuple[int, str]:
     if row["state"] != "RUNNING":
         raise NotFound(f"service not found: {service} (the task is {str(row['state']).lower()})")
     served = dict(row["ports"] or {})
+    kind = str(row["type"])
     extra = _proxy_ports(dict(row["config"] or {}))
     if port_text:
         try:
@@ -115,11 +127,12 @@ def target(store: Store, caller: Principal, service: str) -> tuple[int, str]:
             raise NotFound(f"service not found: {service} (the port is not a number)") from e
         if port not in extra and port not in served.values():
             raise NotFound(f"service not found: {service} (not one of the task's proxy_ports)")
-        return port, str(row["type"])
+        return Target(port, kind, kind == "SHELL" or extra.get(port, False))
     if served:
-        return next(iter(served.values())), str(row["type"])
+        return Target(next(iter(served.values())), kind, kind == "SHELL")
     if extra:
-        return extra[0], str(row["type"])
+        port = next(iter(extra))
+        return Target(port, kind, extra[port])
     raise NotFound(f"service not found: {service} (the task serves no port)")
 
 
@@ -145,7 +158,7 @@ def _request_headers(headers: Any) -> list[tuple[str, str]]:
 @router.api_route("/proxy/{service}/{path:path}", methods=METHODS, include_in_schema=False)
 async def proxy_http(service: str, path: str, request: Request, caller: Caller) -> Any:
     store: Store = request.app.state.store
-    port, _kind = await run_in_threadpool(target, store, caller, service)
+    port = (await run_in_threadpool(target, store, caller, service)).port
     url = f"http://127.0.0.1:{port}{request.url.path}"
     if request.url.query:
         url += "?" + request.url.query
@@ -185,17 +198,18 @@ async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None
     try:
         caller = await authenticate_connection(websocket)
         store: Store = websocket.app.state.store
-        port, kind = await run_in_threadpool(target, store, caller, service)
+        found = await run_in_threadpool(target, store, caller, service)
     except ApiError as e:
         await websocket.close(code=1008, reason=str(e)[:120])
         return
+    port = found.port
     opened = await _open(port)
     if opened is None:
         await websocket.close(code=1011, reason=f"the task's port {port} does not answer")
         return
     reader, writer = opened
     try:
-        if kind == "SHELL" or websocket.url.path.endswith("tcp"):
+        if found.tcp or websocket.url.path.endswith("tcp"):
             await websocket.accept()
             await _pump_tcp(websocket, reader, writer)
         else:
