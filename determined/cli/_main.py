@@ -25,6 +25,7 @@ from determined.cli import (
     _preview,
     _project,
     _render,
+    _resources,
     _session,
     _task,
     _template,
@@ -65,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     _agent.add_parser(sub)
     _task.add_parser(sub)
     _job.add_parser(sub)
+    _resources.add_parser(sub)
     _template.add_parser(sub)
     _dev.add_parser(sub)
     _workspace.add_parser(sub)

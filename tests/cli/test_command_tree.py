@@ -32,12 +32,8 @@ KNOWN_DIFFERENCES = {
 # Not built yet (named in the closing note of the session that resolved the issue they came
 # from, for a later one): where they differ from 0.37's tree.
 PENDING = {
-    "det task": "cleanup-logs, config, fork, pause, unpause, create --fork/--parent",
     "det workspace": "bindings, list-members, list-pools, resource-quota, agent/namespace flags",
     "det resource-pool": "pool-workspace bindings",
-    "det experiment create --publish": "ports published through the proxy while following",
-    "det experiment create -p": "ports published through the proxy while following",
-    "det resources": "allocation reports (raw, aggregated)",
 }
 
 

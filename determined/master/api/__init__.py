@@ -41,6 +41,7 @@ from determined.master.api import (
     _time_series,
     _trials,
     _unmanaged,
+    _usage,
     _users,
     _webhooks,
     _webui,
@@ -80,6 +81,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _webui.router,
     _agents.router,
     _jobs.router,
+    _usage.router,
     _runs.router,
     _stream.router,  # the /stream websocket
 )
