@@ -25,6 +25,7 @@ from determined.cli import (
     _preview,
     _project,
     _render,
+    _resource_pool,
     _resources,
     _session,
     _task,
@@ -67,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     _task.add_parser(sub)
     _job.add_parser(sub)
     _resources.add_parser(sub)
+    _resource_pool.add_parser(sub)
     _template.add_parser(sub)
     _dev.add_parser(sub)
     _workspace.add_parser(sub)

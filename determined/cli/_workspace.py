@@ -1,10 +1,16 @@
-"""``det workspace list|create|describe|delete|archive|unarchive|list-projects|edit``, as 0.37
-(its columns and ``--json``; without its agent user/group, namespace and pool options)."""
+"""``det workspace list|create|describe|delete|archive|unarchive|list-projects|list-pools|edit``,
+as 0.37: its columns and ``--json``, and the settings of ``create``/``edit`` (agent user and
+group, default checkpoint storage, default pools). Kubernetes namespaces and quotas are refused:
+this master has no Kubernetes resource manager."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import pathlib
 from typing import Any
+
+import yaml
 
 from determined.cli import _describe, _render, _session
 from determined.common.api import Session
@@ -105,9 +111,57 @@ def cmd_list_projects(args: argparse.Namespace) -> None:
         _render.table(PROJECT_HEADERS, project_rows(projects))
 
 
+def workspace_names(sess: Session) -> dict[int, str]:
+    found = sess.get("/api/v1/workspaces").json().get("workspaces") or []
+    return {int(w["id"]): str(w["name"]) for w in found}
+
+
+def _settings(args: argparse.Namespace, compute_key: str, aux_key: str) -> dict[str, Any]:
+    """The body fields of ``create``/``edit``'s settings flags (only those given)."""
+    if getattr(args, "namespace", None) or getattr(args, "auto_create_namespace", False):
+        raise _render.CliError(
+            "Kubernetes namespaces need the Kubernetes resource manager, which this master "
+            "does not have; leave --namespace and --auto-create-namespace out"
+        )
+    if getattr(args, "auto_create_namespace_all_clusters", False) or getattr(
+        args, "resource_quota", None
+    ):
+        raise _render.CliError(
+            "Kubernetes namespaces and quotas need the Kubernetes resource manager, which this "
+            "master does not have"
+        )
+    body: dict[str, Any] = {}
+    group = {
+        "agentUid": args.agent_uid,
+        "agentGid": args.agent_gid,
+        "agentUser": args.agent_user,
+        "agentGroup": args.agent_group,
+    }
+    if any(v is not None for v in group.values()):
+        body["agentUserGroup"] = group
+    text, path = args.checkpoint_storage_config, args.checkpoint_storage_config_file
+    if text is not None and path is not None:
+        raise _render.CliError(
+            "can only provide --checkpoint-storage-config or --checkpoint-storage-config-file"
+        )
+    try:
+        if text is not None:
+            body["checkpointStorageConfig"] = json.loads(text)
+        elif path is not None:
+            body["checkpointStorageConfig"] = yaml.safe_load(pathlib.Path(path).read_text())
+    except (ValueError, OSError, yaml.YAMLError) as e:
+        raise _render.CliError(f"cannot read the checkpoint storage config: {e}") from e
+    if args.default_compute_pool is not None:
+        body[compute_key] = args.default_compute_pool
+    if args.default_aux_pool is not None:
+        body[aux_key] = args.default_aux_pool
+    return body
+
+
 def cmd_create(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    w = sess.post("/api/v1/workspaces", json={"name": args.name}).json()["workspace"]
+    body = {"name": args.name, **_settings(args, "defaultComputePool", "defaultAuxPool")}
+    w = sess.post("/api/v1/workspaces", json=body).json()["workspace"]
     if args.json:
         _render.print_json(w)
     else:
@@ -154,12 +208,49 @@ def cmd_unarchive(args: argparse.Namespace) -> None:
 def cmd_edit(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     current = workspace_by_name(sess, args.workspace_name)
-    body = {} if args.name is None else {"name": args.name}
+    body = _settings(args, "defaultComputeResourcePool", "defaultAuxResourcePool")
+    if args.name is not None:
+        body["name"] = args.name
     w = sess.patch(f"/api/v1/workspaces/{current['id']}", json=body).json()["workspace"]
     if args.json:
         _render.print_json(w)
     else:
         render_workspaces([w])
+
+
+def cmd_list_pools(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
+    w = workspace_by_name(sess, args.workspace_name)
+    pools = sess.get(f"/api/v1/workspaces/{w['id']}/available-resource-pools").json()
+    names = ", ".join(pools.get("resourcePools") or [])
+    _render.table(["Workspace", "Available Resource Pools"], [[args.workspace_name, names]])
+
+
+def _setting_args(p: argparse.ArgumentParser, *, namespaces: bool) -> None:
+    p.add_argument("--agent-uid", type=int, default=None, help="recorded only (docs/registry.md)")
+    p.add_argument("--agent-gid", type=int, default=None, help="recorded only (docs/registry.md)")
+    p.add_argument("--agent-user", default=None, help="recorded only (docs/registry.md)")
+    p.add_argument("--agent-group", default=None, help="recorded only (docs/registry.md)")
+    p.add_argument(
+        "--checkpoint-storage-config",
+        default=None,
+        help="JSON: the checkpoint storage its experiments use when they name none",
+    )
+    p.add_argument(
+        "--checkpoint-storage-config-file",
+        default=None,
+        help="YAML file: the checkpoint storage its experiments use when they name none",
+    )
+    p.add_argument("--default-compute-pool", default=None, help="its experiments' default pool")
+    p.add_argument("--default-aux-pool", default=None, help="its CPU tasks' default pool")
+    if namespaces:
+        p.add_argument("-n", "--namespace", default=None, help="Kubernetes only: refused here")
+        p.add_argument("--auto-create-namespace", action="store_true", help="Kubernetes only")
+        p.add_argument(
+            "--auto-create-namespace-all-clusters", action="store_true", help="Kubernetes only"
+        )
+        p.add_argument("--cluster-name", default=None, help="Kubernetes only")
+        p.add_argument("--resource-quota", type=int, default=None, help="Kubernetes only")
 
 
 def add_order_args(p: argparse.ArgumentParser) -> None:
@@ -192,6 +283,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lp.set_defaults(func=cmd_list_projects)
     c = cmds.add_parser("create", help="create workspace")
     c.add_argument("name", help="unique name of the workspace")
+    _setting_args(c, namespaces=True)
     _json_flag(c)
     c.set_defaults(func=cmd_create)
     de = cmds.add_parser("delete", help="delete workspace")
@@ -209,5 +301,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e = cmds.add_parser("edit", help="edit workspace")
     e.add_argument("workspace_name", help="current name of the workspace")
     e.add_argument("--name", help="new name of the workspace")
+    _setting_args(e, namespaces=False)
     _json_flag(e)
     e.set_defaults(func=cmd_edit)
+    pools = cmds.add_parser("list-pools", help="list the resource pools the workspace may use")
+    pools.add_argument("workspace_name", help="name of the workspace")
+    pools.set_defaults(func=cmd_list_pools)

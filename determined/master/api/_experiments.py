@@ -44,10 +44,16 @@ def create_experiment(
         return _unmanaged.create_unmanaged_experiment(body, caller, exps, store)
     text = _with_template(_restored_text(body, caller, store), body.template, store)
     config = experiment.parse_experiment_config(text)
-    resources.check_bind_mounts(config)
-    _check_capacity(config, request.app.state.rm)
     with store.read() as conn:
         project_id = _projects.target_project(conn, body.project_id, config)
+        workspace = _projects.require_workspace(
+            conn, int(_projects.require_project(conn, project_id)["workspace_id"])
+        )
+    defaulted = _with_workspace_defaults(text, workspace)
+    if defaulted is not text:
+        config = experiment.parse_experiment_config(defaulted)
+    resources.check_bind_mounts(config)
+    _check_capacity(config, request.app.state.rm)
     if body.validate_only:
         return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": []}
     tgz = tar_model_definition(body.model_definition or [])
@@ -79,6 +85,36 @@ def _restored_text(body: CreateExperiment, caller: Caller, store: StoreDep) -> s
         return body.config
     caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
     return str(yaml.safe_dump(restored, sort_keys=False))
+
+
+def _with_workspace_defaults(text: str, workspace: dict[str, Any]) -> str:
+    """The config text with the workspace's defaults for what it leaves out (0.37): its
+    checkpoint storage, laid under the config's own ``checkpoint_storage``, and its default
+    compute pool as ``resources.resource_pool``. ``text`` itself when there is nothing to add."""
+    storage = workspace.get("checkpoint_storage_config")
+    pool = workspace.get("default_compute_pool")
+    if not storage and not pool:
+        return text
+    raw = experiment.load_yaml(text, "config")
+    if not isinstance(raw, dict):
+        return text
+    merged = dict(raw)
+    own = raw.get("checkpoint_storage")
+    if storage and not own:
+        merged["checkpoint_storage"] = storage
+    elif (
+        storage
+        and isinstance(own, dict)
+        and own.get("type", storage.get("type")) == storage.get("type")
+    ):
+        # The same kind of storage (or no type given): the config's keys over the workspace's.
+        # Another type replaces it whole, as 0.37 merges a union.
+        merged["checkpoint_storage"] = experiment.merge_configs(dict(storage), own)
+    if pool:
+        resources_ = dict(raw.get("resources") or {})
+        resources_.setdefault("resource_pool", pool)
+        merged["resources"] = resources_
+    return str(yaml.safe_dump(merged, sort_keys=False))
 
 
 def _with_template(text: str, name: str | None, store: StoreDep) -> str:

@@ -273,6 +273,69 @@ def workspace_pools(workspace_id: int, caller: Caller, store: StoreDep) -> dict[
     return {"resourcePools": [POOL_NAME], "pagination": _pagination(1)}
 
 
+class PoolBindings(_Body):
+    resource_pool_name: str | None = None
+    workspace_ids: list[int] = []
+    workspace_names: list[str] = []
+
+
+def _bindable(pool: str, body: PoolBindings | None, store: Any) -> None:
+    """0.37's checks of a binding change: the pool exists, is not the default one, and the
+    workspaces exist. This master has one pool, ``default``, so nothing can be bound."""
+    if body is not None:
+        with store.read() as conn:
+            for ws_id in body.workspace_ids:
+                _projects.require_workspace(conn, ws_id)
+            for name in body.workspace_names:
+                if _projects.workspace_by_name(conn, name) is None:
+                    raise NotFound(f"workspace {name!r} not found")
+    if pool != POOL_NAME:
+        raise InvalidArgument(f"pool with name {pool} doesn't exist")
+    raise InvalidArgument(
+        f"default resource pool {pool} can not be bound to any workspaces (it serves them all; "
+        "this master has no other pool)"
+    )
+
+
+@router.post("/api/v1/resource-pools/{pool}/workspace-bindings")
+def bind_pool(pool: str, body: PoolBindings, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``BindRPToWorkspace`` (admins)."""
+    caller.require_admin("bind resource pools")
+    _bindable(pool, body, store)
+    return {}
+
+
+@router.put("/api/v1/resource-pools/{pool}/workspace-bindings")
+def overwrite_pool_bindings(
+    pool: str, body: PoolBindings, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """``OverwriteRPWorkspaceBindings`` (admins)."""
+    caller.require_admin("bind resource pools")
+    _bindable(pool, body, store)
+    return {}
+
+
+@router.delete("/api/v1/resource-pools/{pool}/workspace-bindings")
+def unbind_pool(pool: str, body: PoolBindings, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``UnbindRPFromWorkspace`` (admins): no binding exists to remove."""
+    caller.require_admin("unbind resource pools")
+    if pool != POOL_NAME:
+        raise InvalidArgument(f"pool with name {pool} doesn't exist")
+    ids = [*body.workspace_ids, *body.workspace_names]
+    if ids:
+        raise InvalidArgument(f"workspace {ids[0]} and pool with name {pool} binding doesn't exist")
+    return {}
+
+
+@router.get("/api/v1/resource-pools/{pool}/workspace-bindings")
+def pool_bindings(pool: str, caller: Caller) -> dict[str, Any]:
+    """``ListWorkspacesBoundToRP``: the default pool is bound to none (it serves every one)."""
+    caller.require_user()
+    if pool != POOL_NAME:
+        raise InvalidArgument(f"pool with name {pool} doesn't exist or is not available")
+    return {"workspaceIds": [], "pagination": _pagination(0)}
+
+
 @router.get("/api/v1/resource-pools")
 def get_resource_pools(request: Request, caller: Caller) -> dict[str, Any]:
     caller.require_user()

@@ -12,16 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import Field
 
+from determined.master import experiment
 from determined.master._errors import (
     ApiError,
     FailedPrecondition,
     InvalidArgument,
     PermissionDenied,
 )
-from determined.master.api import _bulk_experiments, _wire
+from determined.master.api import _bulk_experiments, _jobs, _redact, _wire
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import _Body
@@ -51,10 +52,11 @@ def workspace_json(conn: sa.Connection, ws: dict[str, Any]) -> dict[str, Any]:
         "numExperiments": n_exps,
         "state": "WORKSPACE_STATE_UNSPECIFIED",
         "errorMessage": "",
-        "agentUserGroup": None,
-        "checkpointStorageConfig": None,
-        "defaultComputePool": "",
-        "defaultAuxPool": "",
+        "agentUserGroup": ws.get("agent_user_group"),
+        # Storage secrets are shown to nobody (the experiments that use them get them).
+        "checkpointStorageConfig": _redact.redact_storage(ws.get("checkpoint_storage_config")),
+        "defaultComputePool": ws.get("default_compute_pool") or "",
+        "defaultAuxPool": ws.get("default_aux_pool") or "",
     }
 
 
@@ -156,10 +158,86 @@ def _sorted(rows: list[dict[str, Any]], sort_by: str, order_by: str) -> list[dic
 class PostWorkspace(_Body):
     # 0.37's SDK and CLI send null for what they were not given.
     name: str | None = None
+    agent_user_group: dict[str, Any] | None = None
+    checkpoint_storage_config: dict[str, Any] | None = None
+    default_compute_pool: str | None = None
+    default_aux_pool: str | None = None
+    cluster_namespace_meta: dict[str, Any] | None = None
+    cluster_quota_pairs: dict[str, Any] | None = None
 
 
 class PatchWorkspace(_Body):
     name: str | None = None
+    agent_user_group: dict[str, Any] | None = None
+    checkpoint_storage_config: dict[str, Any] | None = None
+    default_compute_resource_pool: str | None = None
+    default_aux_resource_pool: str | None = None
+    cluster_namespace_meta: dict[str, Any] | None = None
+
+
+_AGENT_KEYS = {"agentUid": int, "agentGid": int, "agentUser": str, "agentGroup": str}
+
+
+def _settings(
+    request: Request,
+    *,
+    agent_user_group: dict[str, Any] | None,
+    checkpoint_storage: dict[str, Any] | None,
+    compute_pool: str | None,
+    aux_pool: str | None,
+    namespaces: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The workspace columns a create or patch sets (only what it was given), checked.
+
+    Raises:
+        InvalidArgument: a bad setting, a pool this master lacks, or Kubernetes namespaces.
+    """
+    if namespaces:
+        raise InvalidArgument(
+            "Kubernetes namespaces and quotas need the Kubernetes resource manager, which this "
+            "master does not have; leave --namespace, --auto-create-namespace and "
+            "--resource-quota out"
+        )
+    out: dict[str, Any] = {}
+    if agent_user_group is not None:
+        cleaned = {}
+        for key, value in agent_user_group.items():
+            kind = _AGENT_KEYS.get(key)
+            if kind is None or (value is not None and not isinstance(value, kind)):
+                raise InvalidArgument(
+                    f"agentUserGroup.{key} = {value!r}: give agentUid and agentGid as integers, "
+                    "agentUser and agentGroup as names"
+                )
+            if value is not None:
+                cleaned[key] = value
+        out["agent_user_group"] = cleaned or None
+    if checkpoint_storage is not None:
+        try:
+            experiment.parse_experiment_config(
+                {
+                    "entrypoint": "check",
+                    "searcher": {"name": "single", "metric": "x", "max_length": 1},
+                    "checkpoint_storage": checkpoint_storage,
+                }
+            )
+        except InvalidArgument as e:
+            raise InvalidArgument(f"checkpointStorageConfig: {e}") from e
+        # As given: experiments lay their own checkpoint_storage over it, then get defaults.
+        out["checkpoint_storage_config"] = checkpoint_storage
+    for column, pool in (("default_compute_pool", compute_pool), ("default_aux_pool", aux_pool)):
+        if pool is not None:
+            out[column] = _known_pool(request, pool)
+    return out
+
+
+def _known_pool(request: Request, pool: str) -> str:
+    """``pool`` if this master has it ("" for none)."""
+    rm = request.app.state.rm
+    if pool in ("", _jobs.POOL_NAME) or (rm is not None and rm.knows_pool(pool)):
+        return pool
+    raise InvalidArgument(
+        f"resource pool {pool!r} does not exist; this master's one pool is {_jobs.POOL_NAME!r}"
+    )
 
 
 @router.get("/workspaces")
@@ -188,11 +266,23 @@ def list_workspaces(
 
 
 @router.post("/workspaces")
-def create_workspace(body: PostWorkspace, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def create_workspace(
+    body: PostWorkspace, caller: Caller, store: StoreDep, request: Request
+) -> dict[str, Any]:
     caller.require_user()
     name = _check_name(body.name, "workspace")
+    settings = _settings(
+        request,
+        agent_user_group=body.agent_user_group,
+        checkpoint_storage=body.checkpoint_storage_config,
+        compute_pool=body.default_compute_pool,
+        aux_pool=body.default_aux_pool,
+        namespaces=body.cluster_namespace_meta or body.cluster_quota_pairs,
+    )
     with store.tx() as conn:
         ws_id = _projects.insert_workspace(conn, name, caller.info.user_id)
+        if settings:
+            _projects.update_workspace(conn, ws_id, **settings)
         ws = workspace_json(conn, _projects.require_workspace(conn, ws_id))
     # No Kubernetes namespaces here: 0.37's CLI iterates the (empty) bindings.
     return {"workspace": ws, "namespaceBindings": {}}
@@ -207,13 +297,23 @@ def get_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[st
 
 @router.patch("/workspaces/{workspace_id}")
 def patch_workspace(
-    workspace_id: int, body: PatchWorkspace, caller: Caller, store: StoreDep
+    workspace_id: int, body: PatchWorkspace, caller: Caller, store: StoreDep, request: Request
 ) -> dict[str, Any]:
+    settings = _settings(
+        request,
+        agent_user_group=body.agent_user_group,
+        checkpoint_storage=body.checkpoint_storage_config,
+        compute_pool=body.default_compute_resource_pool,
+        aux_pool=body.default_aux_resource_pool,
+        namespaces=body.cluster_namespace_meta,
+    )
     with store.tx() as conn:
         ws = _projects.require_workspace(conn, workspace_id)
         _check_changeable(caller, ws, "workspace", "edited")
         if body.name is not None:
             _projects.update_workspace(conn, workspace_id, name=_check_name(body.name, "workspace"))
+        if settings:
+            _projects.update_workspace(conn, workspace_id, **settings)
         ws = workspace_json(conn, _projects.require_workspace(conn, workspace_id))
     return {"workspace": ws, "namespaceBindings": {}}
 

@@ -51,7 +51,10 @@ def _redact_env(env: Any) -> Any:
     return env
 
 
-def _redact_storage(storage: dict[str, Any]) -> dict[str, Any]:
+def redact_storage(storage: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A checkpoint storage section with its secrets replaced (None stays None)."""
+    if storage is None:
+        return None
     return {
         k: PLACEHOLDER if k in SECRET_KEYS and v not in (None, "") else v
         for k, v in storage.items()
@@ -64,7 +67,7 @@ def redact(config: Any) -> Any:
         return config
     out = dict(config)
     if isinstance(out.get("checkpoint_storage"), dict):
-        out["checkpoint_storage"] = _redact_storage(out["checkpoint_storage"])
+        out["checkpoint_storage"] = redact_storage(out["checkpoint_storage"])
     env = out.get("environment")
     if isinstance(env, dict) and "environment_variables" in env:
         out["environment"] = {

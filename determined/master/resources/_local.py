@@ -203,6 +203,11 @@ class LocalResourceManager:
             logger.info("removed the environment of deleted experiment %d", exp_id)
         self._thread.start()
 
+    def knows_pool(self, name: str) -> bool:
+        """Whether ``name`` is one of its resource pools: the local manager has one,
+        ``default``."""
+        return name == "default"
+
     def task_refusal(self, kind: str) -> str | None:
         """Why it cannot run a task of ``kind`` (the API refuses to queue one), or None: it
         runs them all."""

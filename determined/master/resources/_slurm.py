@@ -269,6 +269,10 @@ class SlurmResourceManager(_local.LocalResourceManager):
     # only the synced event files), notebooks and shells not at all (see task_refusal).
     SLURM_TASKS = ("COMMAND", "GENERIC")
 
+    def knows_pool(self, name: str) -> bool:
+        """A pool is a Slurm partition here: Slurm itself refuses one it lacks, at sbatch."""
+        return bool(name)
+
     def task_refusal(self, kind: str) -> str | None:
         if kind in ("NOTEBOOK", "SHELL"):
             return (

@@ -313,6 +313,12 @@ workspaces = sa.Table(
     sa.Column("archived", sa.Boolean, nullable=False, default=False),
     sa.Column("immutable", sa.Boolean, nullable=False, default=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    # 0.37's workspace settings: the checkpoint storage and resource pools its experiments and
+    # tasks default to, and the agent user/group it records (tasks here run as the master's).
+    sa.Column("checkpoint_storage_config", sa.JSON, nullable=True),
+    sa.Column("default_compute_pool", sa.String(255), nullable=False, server_default=""),
+    sa.Column("default_aux_pool", sa.String(255), nullable=False, server_default=""),
+    sa.Column("agent_user_group", sa.JSON, nullable=True),
 )
 
 projects = sa.Table(
