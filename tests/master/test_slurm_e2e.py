@@ -334,8 +334,11 @@ def test_commands_are_slurm_jobs_tensorboards_run_beside_the_master_notebooks_re
         shown = slurm.run("scontrol", "-o", "show", "job", job)
         assert f"JobName=det-{task_id}.1" in shown and "Partition=debug" in shown, shown
         assert "ExitCode=3:0" in shown, shown
-        # Its work dir went with it.
-        assert not (m.data_dir / "work" / f"{task_id}.1").exists()
+        # Its work dir goes with it (just after the task is recorded as ended).
+        deadline = time.monotonic() + 10
+        while (m.data_dir / "work" / f"{task_id}.1").exists():
+            assert time.monotonic() < deadline, "the command's work dir stayed"
+            time.sleep(0.2)
 
         r = cluster.s.post(cluster.url + "/api/v1/notebooks", json={"config": {}})
         assert r.status_code == 400, r.text

@@ -602,11 +602,16 @@ class LocalResourceManager:
 
     def _task_ended(self, task_id: str, run: _Run, status: str) -> None:
         self._free.extend(s for s in run.slots if s not in self._free)
-        with self._store.tx() as conn:
-            paused = _task_rows.end_run(conn, task_id, status)  # a pause stopped it
-            _users.revoke_allocation_tokens(conn, run.allocation_id)
-        run.sink.master(f"task {task_id} {'paused' if paused else status}")
+        # The last line goes out before the task is seen to end (a reader of its log then
+        # has it all).
+        with self._store.read() as conn:
+            row = _task_rows.get(conn, task_id)
+        pausing = row is not None and (row["data"] or {}).get("pause_requested")
+        run.sink.master(f"task {task_id} {'paused' if pausing else status}")
         self._logs.flush()
+        with self._store.tx() as conn:
+            _task_rows.end_run(conn, task_id, status)  # PAUSED when a pause stopped it
+            _users.revoke_allocation_tokens(conn, run.allocation_id)
         for proc in run.procs:
             shutil.rmtree(proc.work_dir, ignore_errors=True)
         _envs.remove_task(self._env_root, task_id)
