@@ -23,10 +23,14 @@ hyperparameters:
 class Det:
     """Runs ``python -m determined.cli`` with a private DET_HOME (token cache, local master)."""
 
-    def __init__(self, home: pathlib.Path, master: str | None = None) -> None:
+    def __init__(
+        self, home: pathlib.Path, master: str | None = None, *, user: str | None = None
+    ) -> None:
+        """``user``: log in as this user (blank password) instead of the default one."""
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
         self.master = master
+        self.user = user
 
     def __call__(
         self, *args: str, input: str | None = None, env: dict[str, str] | None = None
@@ -34,6 +38,8 @@ class Det:
         full = clean_env(self.home)
         if self.master:
             full["DET_MASTER"] = self.master
+        if self.user:
+            full.update(DET_USER=self.user, DET_PASS="")
         full.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "determined.cli", *args],

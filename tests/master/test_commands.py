@@ -19,6 +19,7 @@ import pytest
 import requests
 import websocket
 import yaml
+from _kit.cli import Det
 from _kit.master import free_port, login
 from _kit.reference import REF, Ref
 from _kit.trial_cluster import Cluster, config
@@ -299,16 +300,7 @@ def test_a_restarted_master_ends_the_tasks_it_lost(
 
 
 def _det_proc(cluster: Cluster, home: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    env.update(PYTHONPATH=str(REPO), DET_HOME=str(home), DET_MASTER=cluster.url, DET_USER="admin")
-    env["DET_PASS"] = ""
-    return subprocess.run(
-        [sys.executable, "-m", "determined.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return Det(home, cluster.url, user="admin")(*args)
 
 
 def test_config_describe_workspace_sorting_priority_and_kill_force(

@@ -8,15 +8,13 @@ import csv
 import datetime
 import io
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _kit.cli import Det
 from _kit.reference import Ref
 from _kit.trial_cluster import Cluster, config
 from hypothesis import given
@@ -27,7 +25,6 @@ from determined.master.store import State, Store, _experiments, _tasks, _trials,
 from determined.master.store._schema import allocations, checkpoints, metrics, tasks, trials
 
 CLUSTER_CPU_SLOTS = 2
-REPO = pathlib.Path(__file__).resolve().parents[2]
 UTC = datetime.timezone.utc
 T0 = datetime.datetime(2024, 3, 1, 23, 0, tzinfo=UTC)
 
@@ -205,18 +202,7 @@ def test_store_reads_split_runs_into_spans_and_days(store: Store) -> None:
 
 
 def _det(cluster: Cluster, home: pathlib.Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    env.update(PYTHONPATH=str(REPO), DET_HOME=str(home), DET_MASTER=cluster.url, DET_USER="admin")
-    env["DET_PASS"] = ""
-    proc = subprocess.run(
-        [sys.executable, "-m", "determined.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    return Det(home, cluster.url, user="admin").ok(*args)
 
 
 def _stamp(when: datetime.datetime) -> str:

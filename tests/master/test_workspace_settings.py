@@ -6,15 +6,13 @@ created in a workspace with a checkpoint storage and no storage of its own check
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 import yaml
-from _kit.master import REPO
+from _kit.cli import Det
 from _kit.reference import Ref
 from _kit.trial_cluster import Cluster, config
 
@@ -22,16 +20,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _det(cluster: Cluster, home: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    env.update(PYTHONPATH=str(REPO), DET_HOME=str(home), DET_MASTER=cluster.url, DET_USER="admin")
-    env["DET_PASS"] = ""
-    return subprocess.run(
-        [sys.executable, "-m", "determined.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return Det(home, cluster.url, user="admin")(*args)
 
 
 def _ok(proc: subprocess.CompletedProcess[str]) -> str:
