@@ -176,7 +176,7 @@ def cmd_list(args: argparse.Namespace) -> None:
         for item in items:
             print(item["id"])
         return
-    names = _workspace_names(sess)
+    names = _workspace.workspace_names(sess)
     for item in items:
         item["state"] = str(item["state"]).removeprefix("STATE_")
         item["workspaceName"] = names.get(int(item.get("workspaceId") or 1), "")
@@ -187,11 +187,6 @@ def cmd_list(args: argparse.Namespace) -> None:
     columns = [*(TENSORBOARD_COLUMNS if args.kind == "tensorboard" else COLUMNS), "workspaceName"]
     rows = [[_cell(t.get(c)) for c in columns] for t in items]
     _render.table(columns, rows, as_csv=args.csv)
-
-
-def _workspace_names(sess: Any) -> dict[int, str]:
-    found = sess.get("/api/v1/workspaces").json().get("workspaces") or []
-    return {int(w["id"]): str(w["name"]) for w in found}
 
 
 def _sortable(value: Any) -> tuple[bool, str]:
@@ -212,7 +207,9 @@ def cmd_describe(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     item = _get(args, args.kind, args.task_id)
     item["state"] = str(item["state"]).removeprefix("STATE_")
-    item["workspaceName"] = _workspace_names(sess).get(int(item.get("workspaceId") or 1), "")
+    item["workspaceName"] = _workspace.workspace_names(sess).get(
+        int(item.get("workspaceId") or 1), ""
+    )
     if args.json:
         _render.print_json(item)
         return

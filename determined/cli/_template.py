@@ -8,8 +8,7 @@ from typing import Any
 
 import yaml
 
-from determined import errors
-from determined.cli import _render, _session
+from determined.cli import _render, _session, _workspace
 from determined.common.api import Session
 
 
@@ -24,14 +23,6 @@ def _read_config(path: str) -> Any:
     if not isinstance(config, dict):
         raise _render.CliError(f"template file {path!r} must be a YAML mapping of config fields")
     return config
-
-
-def _workspace_names(sess: Session) -> dict[int, str]:
-    try:
-        found = sess.get("/api/v1/workspaces").json().get("workspaces") or []
-    except errors.MasterNotFound:  # a master without workspaces: everything is in the default one
-        return {1: "Uncategorized"}
-    return {int(w["id"]): str(w["name"]) for w in found}
 
 
 def _workspace_id(sess: Session, name: str | None) -> int:
@@ -52,7 +43,7 @@ def _dump(config: Any) -> str:
 
 def cmd_list(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    names = _workspace_names(sess)
+    names = _workspace.workspace_names(sess)
     found = sess.get("/api/v1/templates").json()["templates"]
     rows: list[list[Any]] = []
     for t in found:

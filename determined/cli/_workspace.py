@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from determined import errors
 from determined.cli import _describe, _render, _session
 from determined.common.api import Session
 
@@ -112,7 +113,11 @@ def cmd_list_projects(args: argparse.Namespace) -> None:
 
 
 def workspace_names(sess: Session) -> dict[int, str]:
-    found = sess.get("/api/v1/workspaces").json().get("workspaces") or []
+    """Workspace id -> name (a master without workspaces: everything is in the default one)."""
+    try:
+        found = sess.get("/api/v1/workspaces").json().get("workspaces") or []
+    except errors.MasterNotFound:
+        return {1: "Uncategorized"}
     return {int(w["id"]): str(w["name"]) for w in found}
 
 

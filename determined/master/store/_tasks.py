@@ -156,11 +156,11 @@ def request_pause(conn: sa.Connection, task_id: str) -> None:
         )
 
 
-def end_run(conn: sa.Connection, task_id: str, exit_status: str) -> bool:
-    """The task's run ended: PAUSED if a pause stopped it (then True), else TERMINATED."""
+def end_run(conn: sa.Connection, task_id: str, exit_status: str) -> None:
+    """The task's run ended: PAUSED if a pause stopped it, else TERMINATED."""
     row = get(conn, task_id)
     if row is None:
-        return False
+        return
     data = dict(row["data"] or {})
     if row["state"] == "RUNNING" and data.pop("pause_requested", False):
         conn.execute(
@@ -168,9 +168,8 @@ def end_run(conn: sa.Connection, task_id: str, exit_status: str) -> bool:
             .where(tasks.c.id == task_id)
             .values(state=PAUSED, kill_requested=False, data=data, exit_status="paused")
         )
-        return True
+        return
     terminate(conn, task_id, exit_status)
-    return False
 
 
 def unpause(conn: sa.Connection, task_id: str) -> None:
