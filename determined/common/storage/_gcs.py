@@ -23,8 +23,18 @@ def _gcs() -> Any:
 class _GCSStore:
     def __init__(self, bucket: str) -> None:
         self.location = f"gs://{bucket}"
-        self._gcs = _gcs()
-        self._bucket = self._gcs.Client().bucket(bucket)
+        self._name = bucket
+        self._gcs = _gcs()  # a missing library fails here, at construction
+        self._handle: Any = None
+
+    @property
+    def _bucket(self) -> Any:
+        # The client is made on first use: building one looks up credentials (perhaps on
+        # the metadata server), which a manager that is only built (a config checked, a
+        # storage described) must not need. Determined 0.37 builds it in the constructor.
+        if self._handle is None:
+            self._handle = self._gcs.Client().bucket(self._name)
+        return self._handle
 
     def put_file(self, key: str, path: str) -> None:
         self._bucket.blob(key).upload_from_filename(path)
@@ -54,7 +64,8 @@ class _GCSStore:
 
 class GCSStorageManager(CloudStorageManager):
     """Checkpoints under ``gs://<bucket>/<prefix>/<storage_id>/``. Raises ImportError naming
-    the ``[gcs]`` extra when google-cloud-storage is missing."""
+    the ``[gcs]`` extra when google-cloud-storage is missing. Credentials are looked up at the
+    first upload, download or listing, not here (google.auth's DefaultCredentialsError then)."""
 
     def __init__(self, bucket: str, prefix: str | None = None, temp_dir: str | None = None) -> None:
         super().__init__(_GCSStore(bucket), prefix, temp_dir)
