@@ -96,6 +96,29 @@ def test_only_admins_create_and_edit_others(shared_master: MasterProcess) -> Non
     assert r.status_code == 400
 
 
+def test_display_name_rules_as_0_37(shared_master: MasterProcess) -> None:
+    url = shared_master.url
+    uid, name, alice = _user(shared_master)
+    _, bob_name, _ = _user(shared_master)
+    for refused, words in (
+        ("Admin", "'admin'"),  # only an admin may be called admin
+        (" determined ", "'determined'"),
+        ("Zo\u00eb", "non-ASCII"),
+        (bob_name.upper(), "similar username"),
+    ):
+        r = alice.patch(url + f"/api/v1/users/{uid}", json={"displayName": refused})
+        assert r.status_code == 400 and words in r.json()["message"], (refused, r.text)
+    r = alice.patch(url + f"/api/v1/users/{uid}", json={"displayName": "  Alice B.  "})
+    assert r.status_code == 200 and r.json()["user"]["displayName"] == "Alice B."
+    r = alice.patch(url + f"/api/v1/users/{uid}", json={"displayName": ""})  # cleared
+    assert r.status_code == 200 and r.json()["user"]["displayName"] == ""
+    r = shared_master.session().post(
+        url + "/api/v1/users",
+        json={"user": {"username": f"{name}-2", "displayName": "admin"}, "password": ""},
+    )
+    assert r.status_code == 400 and "'admin'" in r.json()["message"]
+
+
 def test_password_change_deactivation_and_argon2_storage(shared_master: MasterProcess) -> None:
     url = shared_master.url
     uid, name, alice = _user(shared_master, password="First-pw1")
@@ -125,7 +148,11 @@ def test_password_change_deactivation_and_argon2_storage(shared_master: MasterPr
     r = admin.patch(url + f"/api/v1/users/{uid}", json={"active": False})
     assert r.status_code == 200 and r.json()["user"]["active"] is False
     assert alice.get(url + "/api/v1/me").status_code == 401
+    # 0.37: the right password of an inactive user is 403 "user is not active"; a wrong one
+    # stays 401, so the answer tells nothing to someone without the password.
     r = requests.post(url + "/api/v1/auth/login", json={"username": name, "password": "Third-pw3"})
+    assert r.status_code == 403 and r.json()["message"] == "user is not active", r.text
+    r = requests.post(url + "/api/v1/auth/login", json={"username": name, "password": "Wrong-pw9"})
     assert r.status_code == 401
     admin.patch(url + f"/api/v1/users/{uid}", json={"active": True})
     login(url, name, "Third-pw3")

@@ -127,6 +127,9 @@ def login(body: LoginRequest, store: StoreDep) -> dict[str, Any]:
         user = _users.check_password(conn, body.username, body.password, is_hashed=body.is_hashed)
         if user is None:
             raise Unauthenticated("invalid credentials: unknown user or wrong password")
+        if not user["active"]:
+            # 403 as 0.37 (ErrNotActive), checked after the password so it reveals nothing.
+            raise PermissionDenied("user is not active")
         token = _users.issue_token(conn, int(user["id"]))
     # csrfToken: what a client that authenticates by the ``auth`` cookie sends as X-CSRF-Token.
     return {"token": token, "user": _users.user_json(user), "csrfToken": _users.csrf_token(token)}

@@ -24,6 +24,8 @@ from determined.master.store import _users
 router = APIRouter(prefix="/api/v1")
 
 _USERNAME = re.compile(r"[^\s/]{1,255}")
+# Go's [[:graph:]\s]: printable ASCII and ASCII whitespace (0.37's display-name filter).
+_PRINTABLE_ASCII = re.compile(r"[\x21-\x7e\t\n\f\r ]*")
 # v1GetUsersRequestSortBy: the row key each sorts on.
 _SORT_KEYS = {
     "SORT_BY_UNSPECIFIED": "id",
@@ -42,6 +44,30 @@ def _check_username(name: Any) -> str:
     if not isinstance(name, str) or not _USERNAME.fullmatch(name):
         raise InvalidArgument(
             f"username {name!r} is not valid: 1 to 255 characters, no spaces and no '/'"
+        )
+    return name
+
+
+def _display_name(
+    conn: Any, name: Any, *, admin: bool, username: str | None, user_id: int | None
+) -> str | None:
+    """A display name as 0.37 clears it: trimmed, printable ASCII only, not "admin" for a
+    user who is not an admin, not "determined" for anyone but that user, and no other user's
+    username or display name (case ignored). An empty one clears it (None)."""
+    if not isinstance(name, str) or len(name) > 255:
+        raise InvalidArgument("displayName must be a string of at most 255 characters")
+    name = name.strip()
+    if not _PRINTABLE_ASCII.fullmatch(name):
+        raise InvalidArgument("Display name and username cannot contain non-ASCII characters.")
+    if not name:
+        return None
+    if name.lower() == "admin" and not admin:
+        raise InvalidArgument("Non-admin user cannot be renamed 'admin'")
+    if name.lower() == "determined" and username != "determined":
+        raise InvalidArgument("User cannot be renamed 'determined'")
+    if _users.name_in_use(conn, name, except_id=user_id):
+        raise InvalidArgument(
+            f"can not change display name to {name} found a similar username or display name"
         )
     return name
 
@@ -140,14 +166,20 @@ def post_user(caller: Caller, store: StoreDep, body: dict[str, Any] = Body(...))
         raise InvalidArgument("remote users need single sign-on, which this master has not")
     username = _check_username(user.get("username"))
     hashed = _password(body)
+    admin = bool(_flag(user, "admin"))
     with store.tx() as conn:
+        display_name = None
+        if user.get("displayName"):
+            display_name = _display_name(
+                conn, user["displayName"], admin=admin, username=username, user_id=None
+            )
         user_id = _users.create_user_hashed(
             conn,
             username,
             hashed,
-            admin=bool(_flag(user, "admin")),
+            admin=admin,
             active=_flag(user, "active") is not False,
-            display_name=user.get("displayName") or None,
+            display_name=display_name,
         )
         return {"user": _users.user_json(_users.require_user(conn, user_id))}
 
@@ -173,9 +205,7 @@ def patch_user(
     if body.get("username") is not None:
         values["username"] = _check_username(body["username"])
     if body.get("displayName") is not None:
-        if not isinstance(body["displayName"], str) or len(body["displayName"]) > 255:
-            raise InvalidArgument("displayName must be a string of at most 255 characters")
-        values["display_name"] = body["displayName"]
+        values["display_name"] = body["displayName"]  # cleared below, against the stored user
     for key in ("admin", "active"):
         flag = _flag(body, key)
         if flag is not None:
@@ -190,6 +220,18 @@ def patch_user(
     ):
         raise InvalidArgument("you cannot deactivate yourself or drop your own admin rights")
     with store.tx() as conn:
+        if "display_name" in values:
+            target = _users.require_user(conn, user_id)
+            if values["display_name"] == (target["display_name"] or ""):
+                del values["display_name"]  # unchanged: 0.37 checks nothing then
+            else:
+                values["display_name"] = _display_name(
+                    conn,
+                    values["display_name"],
+                    admin=bool(target["admin"]),  # as stored before this patch, as 0.37
+                    username=target["username"],
+                    user_id=user_id,
+                )
         row = _users.update_user(conn, user_id, keep_token=caller.token, **values)
         return {"user": _users.user_json(row)}
 

@@ -112,9 +112,11 @@ def create_user(conn: sa.Connection, username: str, password: str, *, admin: boo
 def check_password(
     conn: sa.Connection, username: str, password: str, *, is_hashed: bool
 ) -> dict[str, Any] | None:
-    """The user row if ``username`` exists, is active and ``password`` matches, else None."""
+    """The user row if ``username`` exists and ``password`` matches, else None. The row may be
+    of an inactive user: the caller refuses those with its own answer (0.37 says "user is not
+    active" only to someone who knows the password)."""
     row = conn.execute(sa.select(users).where(users.c.username == username)).mappings().first()
-    if row is None or not row["active"]:
+    if row is None:
         return None
     hashed = password if is_hashed else client_hash(password)
     if not _check(row["password_hash"], hashed):
@@ -138,6 +140,21 @@ def blank_password_users(conn: sa.Connection) -> list[str]:
 def get_user_by_name(conn: sa.Connection, username: str) -> dict[str, Any] | None:
     row = conn.execute(sa.select(users).where(users.c.username == username)).mappings().first()
     return None if row is None else dict(row)
+
+
+def name_in_use(conn: sa.Connection, name: str, *, except_id: int | None = None) -> bool:
+    """Whether another user than ``except_id`` has ``name`` as username or display name, case
+    ignored (0.37 keeps display names apart from every user's names)."""
+    lower = name.lower()
+    q = sa.select(users.c.id).where(
+        sa.or_(
+            sa.func.lower(users.c.username) == lower,
+            sa.func.lower(users.c.display_name) == lower,
+        )
+    )
+    if except_id is not None:
+        q = q.where(users.c.id != except_id)
+    return conn.execute(q.limit(1)).first() is not None
 
 
 def list_users(
