@@ -27,6 +27,7 @@ from determined.master._errors import (
     NotFound,
     PermissionDenied,
 )
+from determined.master.api import _redact
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import StoreDep
 from determined.master.api._model_definition import tar_model_definition
@@ -69,7 +70,8 @@ _EMPTY_TASK = {
 }
 
 
-def _wake(request: Request) -> None:
+def wake(request: Request) -> None:
+    """Have the resource manager look at its tasks now (one was queued or asked to stop)."""
     rm = request.app.state.rm
     wake = getattr(rm, "wake", None)
     if wake is not None:
@@ -88,8 +90,12 @@ def _require_rm(request: Request, kind: str) -> None:
         raise InvalidArgument(refusal)
 
 
-def task_json(conn: sa.Connection, row: dict[str, Any]) -> dict[str, Any]:
-    """``v1Command`` / ``v1Notebook`` / ``v1Shell`` / ``v1Tensorboard`` of a task row."""
+def task_json(
+    conn: sa.Connection, row: dict[str, Any], viewer: Principal | None = None
+) -> dict[str, Any]:
+    """``v1Command`` / ``v1Notebook`` / ``v1Shell`` / ``v1Tensorboard`` of a task row, as
+    ``viewer`` may see it: a shell's private key goes to its owner only (an admin gets the
+    rest of it; 0.37 hands it to whoever may open the shell, docs/security.md)."""
     kind = str(row["type"])
     owner = _users.get_user(conn, int(row["owner_id"])) or {"username": ""}
     out: dict[str, Any] = {
@@ -118,7 +124,8 @@ def task_json(conn: sa.Connection, row: dict[str, Any]) -> dict[str, Any]:
         out["experimentIds"] = list(data.get("experimentIds") or [])
         out["trialIds"] = list(data.get("trialIds") or [])
     if kind == "SHELL":
-        out["privateKey"] = data.get("privateKey")
+        mine = viewer is not None and viewer.info.user_id == int(row["owner_id"])
+        out["privateKey"] = data.get("privateKey") if mine else None
         out["publicKey"] = data.get("publicKey")
         out["addresses"] = [
             {"host_ip": "127.0.0.1", "host_port": port} for port in (row["ports"] or {}).values()
@@ -160,6 +167,10 @@ def _config(store: Store, body: dict[str, Any], kind: str) -> dict[str, Any]:
             _tasks.idle_seconds(config["idle_timeout"])
         except LaunchError as e:
             raise InvalidArgument(str(e)) from e
+    try:
+        _tasks.check_environment(config)
+    except LaunchError as e:
+        raise InvalidArgument(str(e)) from e
     return config
 
 
@@ -190,8 +201,10 @@ def _workspace_of(store: Store, value: Any) -> int:
     with store.read() as conn:
         workspace = _projects.require_workspace(conn, int(value))
     if workspace["archived"]:
-        raise InvalidArgument(
-            f"workspace {workspace['name']!r} is archived: unarchive it or launch elsewhere"
+        # 404 as 0.37: an archived workspace takes no new tasks.
+        raise NotFound(
+            f"workspace {workspace['name']!r} ({value}) is archived: unarchive it or launch "
+            "elsewhere"
         )
     return int(value)
 
@@ -273,10 +286,10 @@ def _launch(
     slots = _slots(request, config)
     context = _context(body.get("files")) or context
     data: dict[str, Any] = {}
-    if kind in ("COMMAND", "GENERIC"):
-        entry = config.get("entrypoint")
-        if not entry:
-            raise InvalidArgument("config.entrypoint is missing: give the command to run")
+    if kind == "GENERIC" and not config.get("entrypoint"):
+        raise InvalidArgument("config.entrypoint is missing: give the command to run")
+    # A command without an entrypoint is accepted and exits 0 at once, as 0.37's (its
+    # container's entrypoint script execs an empty argv).
     if kind == "TENSORBOARD":
         exp_ids = [int(x) for x in body.get("experimentIds") or []]
         trial_ids = [int(x) for x in body.get("trialIds") or []]
@@ -312,8 +325,8 @@ def _launch(
         description = _description(config, kind, hint or str(row["id"])[:8])
         _task_rows.set_description(conn, str(row["id"]), description)
         row["description"] = description
-        out = task_json(conn, row)
-    _wake(request)
+        out = task_json(conn, row, caller)
+    wake(request)
     return out
 
 
@@ -324,6 +337,13 @@ def _check_owner(caller: Principal, row: dict[str, Any], action: str) -> None:
             f"{str(row['type']).lower()} {row['id']} is not yours: only its owner or an admin "
             f"may {action} it"
         )
+
+
+def _check_tree_owner(caller: Principal, nodes: list[dict[str, Any]], action: str) -> None:
+    """``_check_owner`` for every task an action on a tree reaches (kill from the root,
+    pause, unpause): a task of someone else's in it refuses the whole action."""
+    for node in nodes:
+        _check_owner(caller, node, action)
 
 
 def _body(raw: bytes) -> Any:
@@ -347,10 +367,10 @@ def _register(kind: str) -> None:
             # ``det notebook start --preview``: the config it would run with, nothing launched.
             caller.require_user()
             preview = await run_in_threadpool(_config, store, body, kind)
-            return {one: _EMPTY_TASK, "config": preview, "warnings": []}
+            return {one: _EMPTY_TASK, "config": _redact.redact(preview), "warnings": []}
         task = await run_in_threadpool(_launch, request, caller, store, body, kind)
         given = body.get("config") if isinstance(body, dict) else None
-        return {one: task, "config": given or {}, "warnings": []}
+        return {one: task, "config": _redact.redact(given or {}), "warnings": []}
 
     @router.get(f"/{noun}", name=f"list_{many}")
     def list_(
@@ -365,7 +385,7 @@ def _register(kind: str) -> None:
         wanted = {u for item in users for u in item.split(",") if u}
         with store.read() as conn:
             rows = _task_rows.list_tasks(conn, kind)
-            items = [task_json(conn, r) for r in rows]
+            items = [task_json(conn, r, caller) for r in rows]
         if wanted:
             items = [t for t in items if t["username"] in wanted]
         if workspace_id:
@@ -387,7 +407,7 @@ def _register(kind: str) -> None:
         caller.require_user()
         with store.read() as conn:
             row = _task_rows.require(conn, task_id, kind)
-            return {one: task_json(conn, row), "config": row["config"]}
+            return {one: task_json(conn, row, caller), "config": _redact.redact(row["config"])}
 
     @router.post(f"/{noun}/{{task_id}}/kill", name=f"kill_{one}")
     def kill(task_id: str, request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
@@ -396,8 +416,8 @@ def _register(kind: str) -> None:
             _check_owner(caller, row, "kill")
             _task_rows.request_kill(conn, task_id)
             row = _task_rows.require(conn, task_id)
-            out = task_json(conn, row)
-        _wake(request)
+            out = task_json(conn, row, caller)
+        wake(request)
         return {one: out}
 
     @router.post(f"/{noun}/{{task_id}}/set_priority", name=f"set_{one}_priority")
@@ -421,8 +441,8 @@ def _register(kind: str) -> None:
             config = dict(row["config"] or {})
             config["resources"] = {**(config.get("resources") or {}), "priority": priority}
             _task_rows.set_config(conn, task_id, config)
-            out = task_json(conn, _task_rows.require(conn, task_id))
-        _wake(request)
+            out = task_json(conn, _task_rows.require(conn, task_id), caller)
+        wake(request)
         return {one: out}
 
 
@@ -458,10 +478,14 @@ def _create_generic(
     with store.read() as conn:
         if forked_from:
             forked = _generic_task(conn, str(forked_from))
+            # A fork runs the task's config (secrets too) and context: the owner's only.
+            _check_owner(caller, forked, "fork")
             config = {**(forked["config"] or {}), **config}
             context = forked["context"]
         if parent_id:
             parent = _generic_task(conn, str(parent_id))
+            # A child is killed and paused with its tree: nobody hangs a task under another's.
+            _check_owner(caller, parent, "make a child of")
             if raw.get("inheritContext"):
                 context = parent["context"]
         elif raw.get("inheritContext"):
@@ -501,7 +525,7 @@ def get_task(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
     with store.read() as conn:
         row = _task_rows.get(conn, task_id)
         if row is not None:
-            return {"task": _v1_task(row)}
+            return {"task": _v1_task(row)}  # its config redacted
         trial = _trials.trial_by_task(conn, task_id)
         if trial is None:
             raise NotFound(f"task {task_id!r} not found")
@@ -543,7 +567,7 @@ def _v1_task(row: dict[str, Any]) -> dict[str, Any]:
     if row["type"] == "GENERIC":
         out.update(
             taskState=_generic_state(row),
-            config=json.dumps(row["config"] or {}),
+            config=json.dumps(_redact.redact(row["config"] or {})),
             forkedFrom=data.get("forkedFrom"),
             parentId=data.get("parentId"),
             noPause=bool(data.get("noPause")),
@@ -593,7 +617,7 @@ def get_generic_task_config(task_id: str, caller: Caller, store: StoreDep) -> di
         row = _task_rows.get(conn, task_id)
     if row is None:
         raise NotFound(f"task {task_id!r} not found")
-    return {"config": json.dumps(row["config"] or {})}
+    return {"config": json.dumps(_redact.redact(row["config"] or {}))}
 
 
 @router.post("/tasks/{task_id}/kill")
@@ -609,9 +633,11 @@ def kill_task(
             raise NotFound(f"task {task_id!r} not found (trials are killed with det trial kill)")
         _check_owner(caller, row, "kill")
         top = _task_rows.root_of(conn, task_id) if from_root else task_id
-        for node in _task_rows.subtree(conn, top):
+        nodes = _task_rows.subtree(conn, top)
+        _check_tree_owner(caller, nodes, "kill")
+        for node in nodes:
             _task_rows.request_kill(conn, str(node["id"]))
-    _wake(request)
+    wake(request)
     return {}
 
 
@@ -628,13 +654,16 @@ def pause_generic_task(
             raise FailedPrecondition(f"cannot pause task {task_id}: it is {row['state']}")
         if (row["data"] or {}).get("noPause"):
             raise FailedPrecondition(f"cannot pause task {task_id}: it was created with noPause")
-        for node in _task_rows.subtree(conn, task_id):
-            is_root = str(node["id"]) == task_id
-            if node["state"] in _task_rows.LIVE and (
-                is_root or not (node["data"] or {}).get("noPause", True)
-            ):
-                _task_rows.request_pause(conn, str(node["id"]))
-    _wake(request)
+        nodes = [
+            node
+            for node in _task_rows.subtree(conn, task_id)
+            if node["state"] in _task_rows.LIVE
+            and (str(node["id"]) == task_id or not (node["data"] or {}).get("noPause", True))
+        ]
+        _check_tree_owner(caller, nodes, "pause")
+        for node in nodes:
+            _task_rows.request_pause(conn, str(node["id"]))
+    wake(request)
     return {}
 
 
@@ -648,10 +677,11 @@ def unpause_generic_task(
         _check_owner(caller, row, "unpause")
         if row["state"] != _task_rows.PAUSED:
             raise FailedPrecondition(f"cannot unpause task {task_id}: it is not paused")
-        for node in _task_rows.subtree(conn, task_id):
-            if node["state"] == _task_rows.PAUSED:
-                _task_rows.unpause(conn, str(node["id"]))
-    _wake(request)
+        nodes = [n for n in _task_rows.subtree(conn, task_id) if n["state"] == _task_rows.PAUSED]
+        _check_tree_owner(caller, nodes, "unpause")
+        for node in nodes:
+            _task_rows.unpause(conn, str(node["id"]))
+    wake(request)
     return {}
 
 

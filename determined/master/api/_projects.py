@@ -22,11 +22,12 @@ from determined.master._errors import (
     InvalidArgument,
     PermissionDenied,
 )
-from determined.master.api import _bulk_experiments, _jobs, _redact, _wire
+from determined.master.api import _bulk_experiments, _jobs, _ntsc, _redact, _wire
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import _Body
 from determined.master.store import Store, _experiments, _projects, _time, _users
+from determined.master.store import _tasks as _task_rows
 
 router = APIRouter(prefix="/api/v1")
 
@@ -211,9 +212,12 @@ def _settings(
             if value is not None:
                 cleaned[key] = value
         out["agent_user_group"] = cleaned or None
-    if checkpoint_storage is not None:
+    if checkpoint_storage == {}:
+        # 0.37: an empty storage config clears the workspace's (null in v1Workspace).
+        out["checkpoint_storage_config"] = None
+    elif checkpoint_storage is not None:
         try:
-            experiment.parse_experiment_config(
+            experiment.parse_config(
                 {
                     "entrypoint": "check",
                     "searcher": {"name": "single", "metric": "x", "max_length": 1},
@@ -310,6 +314,10 @@ def patch_workspace(
     with store.tx() as conn:
         ws = _projects.require_workspace(conn, workspace_id)
         _check_changeable(caller, ws, "workspace", "edited")
+        if ws["archived"]:  # as 0.37
+            raise FailedPrecondition(
+                f"workspace {ws['name']!r} is archived: unarchive it to edit it"
+            )
         if body.name is not None:
             _projects.update_workspace(conn, workspace_id, name=_check_name(body.name, "workspace"))
         if settings:
@@ -319,7 +327,11 @@ def patch_workspace(
 
 
 @router.delete("/workspaces/{workspace_id}")
-def delete_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def delete_workspace(
+    workspace_id: int, caller: Caller, store: StoreDep, request: Request
+) -> dict[str, Any]:
+    """Deletes an empty workspace (no experiments, no models) and its projects, and kills the
+    commands, notebooks, shells, TensorBoards and generic tasks launched in it (0.37)."""
     with store.tx() as conn:
         ws = _projects.require_workspace(conn, workspace_id)
         _check_changeable(caller, ws, "workspace", "deleted")
@@ -330,7 +342,10 @@ def delete_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict
                 f"workspace {ws['name']!r} still holds {n_exps} experiment(s) and {n_models} "
                 "model(s); move or delete them first (det e move, det model move)"
             )
+        for task_id in _task_rows.unended_in_workspace(conn, workspace_id):
+            _task_rows.request_kill(conn, task_id)
         _projects.delete_workspace(conn, workspace_id)
+    _ntsc.wake(request)
     return {"completed": True}
 
 

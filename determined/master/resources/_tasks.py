@@ -18,6 +18,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,62 @@ def _unpack(context: bytes | None, work_dir: Path) -> None:
             tar.extractall(work_dir, filter="data")
     except (tarfile.TarError, OSError) as e:
         raise LaunchError(f"cannot unpack the context directory: {e}") from e
+
+
+def check_environment(config: dict[str, Any]) -> None:
+    """Refuse ``environment.environment_variables`` that no process could be started with,
+    when the task is created rather than when it starts: NUL bytes (exec cannot pass them)
+    and empty names (``=value``).
+
+    Raises:
+        LaunchError: saying which entry is wrong and why.
+    """
+    environment = config.get("environment") or {}
+    raw = environment.get("environment_variables") if isinstance(environment, dict) else None
+    groups = raw.items() if isinstance(raw, dict) else [("", raw or [])]
+    for group, items in groups:
+        where = f"environment.environment_variables{'.' + str(group) if group else ''}"
+        if not isinstance(items, list):
+            raise LaunchError(f"{where} must be a list of NAME=value strings, not {items!r}")
+        for item in items:
+            text = str(item)
+            if "\0" in text:
+                raise LaunchError(
+                    f"{where}: {text!r} contains a NUL byte, which no process environment can "
+                    "hold; remove it"
+                )
+            if not text.partition("=")[0]:
+                raise LaunchError(f"{where}: {text!r} has no name; write NAME=value")
+
+
+# Set once JupyterLab was found importable: it stays so while the master runs.
+_jupyterlab_found = False
+
+
+def notebook_refusal() -> str | None:
+    """Why no notebook can start here, or None: JupyterLab (the ``[notebook]`` extra) must be
+    importable by the master's interpreter, whose packages every task's environment sees.
+    Asked of a child interpreter with the master's environment, as a notebook would be."""
+    global _jupyterlab_found
+    if _jupyterlab_found:
+        return None
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import jupyterlab"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"cannot check for JupyterLab with {sys.executable}: {e}"
+    if probe.returncode == 0:
+        _jupyterlab_found = True
+        return None
+    lines = probe.stderr.strip().splitlines()
+    why = lines[-1] if lines else f"exit status {probe.returncode}"
+    return (
+        f"notebooks need JupyterLab, which the master's Python cannot import ({why}). Install "
+        f"the notebook extra into it: `{sys.executable} -m pip install 'redetermined[notebook]'` "
+        "(in a clone: `.venv/bin/pip install -e '.[notebook]'`), then start the notebook again; "
+        "the running master sees it at once"
+    )
 
 
 def _user_env(config: dict[str, Any], gpu: bool) -> dict[str, str]:
@@ -187,7 +244,9 @@ def prepare(
     python = str(_envs.python_of(environment))
     ports: dict[str, int] = {}
     data = dict(task.get("data") or {})
-    if kind in ("COMMAND", "GENERIC"):
+    if kind == "COMMAND" and config.get("entrypoint") in (None, "", []):
+        argv = ["true"]  # 0.37 accepts a command with no entrypoint: it exits 0 at once
+    elif kind in ("COMMAND", "GENERIC"):
         argv = entrypoint_argv(config.get("entrypoint"))
     elif kind == "TENSORBOARD":
         ports["web"] = free_port()

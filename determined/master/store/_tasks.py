@@ -86,6 +86,17 @@ def live(conn: sa.Connection) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(query).mappings()]
 
 
+def unended_in_workspace(conn: sa.Connection, workspace_id: int) -> list[str]:
+    """The ids of the tasks launched in ``workspace_id`` that have not ended (queued, running
+    or paused)."""
+    query = sa.select(tasks.c.id, tasks.c.data).where(tasks.c.state.in_((*LIVE, PAUSED)))
+    return [
+        str(r.id)
+        for r in conn.execute(query)
+        if int((r.data or {}).get("workspaceId") or 1) == workspace_id
+    ]
+
+
 def set_running(
     conn: sa.Connection, task_id: str, allocation_id: str, ports: dict[str, int]
 ) -> None:
@@ -186,7 +197,9 @@ def unpause(conn: sa.Connection, task_id: str) -> None:
 
 def subtree(conn: sa.Connection, task_id: str) -> list[dict[str, Any]]:
     """The task and its descendants (generic tasks created with ``parentId``), parents first."""
-    query = sa.select(tasks.c.id, tasks.c.state, tasks.c.data).where(tasks.c.type == "GENERIC")
+    query = sa.select(
+        tasks.c.id, tasks.c.type, tasks.c.state, tasks.c.owner_id, tasks.c.data
+    ).where(tasks.c.type == "GENERIC")
     children: dict[str, list[dict[str, Any]]] = {}
     rows = {}
     for r in conn.execute(query).mappings():
