@@ -131,6 +131,17 @@ if [ "$tests" = 1 ]; then
       say "no apt-get as root here: install slurm-wlm and munge for the Slurm tests" >&2
     fi
   fi
+  # bubblewrap, the task sandbox (docs/security.md): its tests run tasks inside it; without it
+  # they skip, and a master here runs tasks unsandboxed (single-user only).
+  if ! command -v bwrap >/dev/null; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+      step "bubblewrap (the task sandbox)" bash -c "{ apt-get update -qq && \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
+        echo 'setup: could not install bubblewrap; sandbox tests will skip' >&2"
+    else
+      say "no apt-get as root here: install bubblewrap for the task sandbox" >&2
+    fi
+  fi
 fi
 
 echo "$wanted" >"$stamp"

@@ -213,11 +213,13 @@ def is_loopback(host: str) -> bool:
 
 
 def _private_data_dir(data_dir: pathlib.Path, db_url: str | None) -> None:
-    """Create the data dir 0700 and the SQLite database 0600 (a database holds password and
-    token hashes and experiment configs with their storage secrets). Existing ones are left
-    as their owner set them."""
+    """The data dir 0700 and the SQLite database 0600 (a database holds password and token
+    hashes and experiment configs with their storage secrets): made so, or an existing data
+    dir of this user's closed to others (``det`` itself may have made it, for its logins). An
+    existing database is left as its owner set it."""
     if not data_dir.exists():
         data_dir.mkdir(parents=True, mode=0o700)
+    if data_dir.stat().st_uid == os.geteuid():
         data_dir.chmod(0o700)  # mkdir's mode is masked by the umask
     if db_url is None:
         db = data_dir / "master.db"
@@ -262,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     data_dir = (args.data_dir or _paths.data_dir()).expanduser().resolve()
+    # Whatever the master creates (work/, envs/, logs, checkpoints of the default storage)
+    # is its own: 0700 directories, 0600 files. Tasks get the usual 022 back (_launcher).
+    os.umask(0o077)
     _private_data_dir(data_dir, args.db_url)
     # Defaults that live in the data dir (checkpoint storage, logs) follow --data-dir.
     os.environ["DET_HOME"] = str(data_dir)

@@ -44,6 +44,10 @@ def test_up_status_down_lifecycle(tmp_path: pathlib.Path) -> None:
         assert f"Master running at {url}" in out
         pid = int((home / "master.pid").read_text())
         assert int((home / "master.port").read_text()) == port
+        # The data dir and what the daemon writes there are private (issue #35 item 7).
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        for name in ("master.pid", "master.port", "master.log", "master.db"):
+            assert stat.S_IMODE((home / name).stat().st_mode) == 0o600, name
         proc = psutil.Process(pid)
         assert "determined.master" in proc.cmdline()
         assert proc.cmdline()[proc.cmdline().index("--cpu-slots") + 1] == "1"

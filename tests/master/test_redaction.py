@@ -72,6 +72,21 @@ def test_redact_then_restore_gives_back_the_config(
             _redact.restore(hidden, None)
 
 
+def test_a_secret_reused_through_a_yaml_anchor_is_hidden_everywhere() -> None:
+    """Issue #35 item 8: the anchor's own mapping (here under ``data``) carries the secret
+    too; it is hidden there as well, in the parsed config and in the YAML text."""
+    text = (
+        "data: &s {type: s3, bucket: b, secret_key: SECRET-KEY-2}\n"
+        "env: &e [WANDB_API_KEY=WANDB-SECRET-3]\n"
+        "checkpoint_storage: *s\n"
+        "environment: {environment_variables: *e}\n"
+    )
+    _clean(_redact.redact_text(text))
+    hidden = _redact.redact(yaml.safe_load(text))
+    _clean(yaml.safe_dump(hidden))
+    assert hidden["data"]["bucket"] == "b" and hidden["env"] == ["WANDB_API_KEY=********"]
+
+
 @pytest.mark.e2e
 def test_configs_are_redacted_except_for_the_trial(shared_master: MasterProcess) -> None:
     url = shared_master.url

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -172,14 +173,38 @@ async def authenticate(request: Request) -> Principal:
     return await authenticate_connection(request)
 
 
+def check_origin(request: HTTPConnection) -> None:
+    """403 for a websocket authenticated by the ``auth`` cookie alone whose ``Origin`` is not
+    this master: a browser sends the cookie with a websocket that any site opens (cross-site
+    websocket hijacking), and websockets have no CSRF header to check. Clients that send a
+    bearer token (det, the SDK, the web UI) are not affected."""
+    if request.scope.get("type") != "websocket" or bearer_token(request.headers.get):
+        return
+    origin = request.headers.get("origin")
+    if not origin or not request.cookies.get("auth"):
+        return
+    parsed = urllib.parse.urlsplit(origin)
+    host = (request.headers.get("host") or "").lower()
+    if parsed.netloc.lower() != host:
+        raise PermissionDenied(
+            f"a websocket from {origin!r} may not use this master's login cookie; "
+            "connect from the master's own pages or send 'Authorization: Bearer <token>'"
+        )
+
+
 async def authenticate_connection(request: HTTPConnection) -> Principal:
-    """:func:`authenticate` for any connection, a websocket's too."""
+    """:func:`authenticate` for any connection, a websocket's too (see :func:`check_origin`)."""
     token = _bearer(request)
     if token is None:
         raise Unauthenticated(
             "no token: log in (POST /api/v1/auth/login) and send 'Authorization: Bearer <token>'"
         )
-    store: Store = request.app.state.store
+    check_origin(request)
+    return await principal_of(request.app.state.store, token)
+
+
+async def principal_of(store: Store, token: str) -> Principal:
+    """The principal of ``token`` (cached, else read in the thread pool), or 401."""
     digest = _users.token_digest(token)
     cached: Principal | None = store.tokens.get(digest)
     if cached is not None:

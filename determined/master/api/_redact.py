@@ -61,10 +61,38 @@ def redact_storage(storage: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def _secret_values(config: dict[str, Any]) -> set[str]:
+    """The secret strings of a config: its storage credentials and environment values."""
+    found: set[str] = set()
+    storage = config.get("checkpoint_storage")
+    if isinstance(storage, dict):
+        found.update(str(v) for k, v in storage.items() if k in SECRET_KEYS and v not in (None, ""))
+    found.update(v for v in _env_map(_env_of(config)).values() if v)
+    return found
+
+
+def _scrub(value: Any, secrets: set[str]) -> Any:
+    """``value`` with every string that is a secret (or ``NAME=<secret>``) replaced: a YAML
+    anchor defined elsewhere in the config and reused for ``checkpoint_storage`` or the
+    environment leaves a copy of the secret where the anchor is defined."""
+    if isinstance(value, str):
+        if value in secrets:
+            return PLACEHOLDER
+        name, eq, rest = value.partition("=")
+        return f"{name}={PLACEHOLDER}" if eq and rest in secrets else value
+    if isinstance(value, dict):
+        return {k: _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value
+
+
 def redact(config: Any) -> Any:
-    """A copy of an experiment config (a mapping) with its secrets replaced."""
+    """A copy of an experiment config (a mapping) with its secrets replaced, wherever else in
+    the config the same secret strings appear too."""
     if not isinstance(config, dict):
         return config
+    secrets = _secret_values(config)
     out = dict(config)
     if isinstance(out.get("checkpoint_storage"), dict):
         out["checkpoint_storage"] = redact_storage(out["checkpoint_storage"])
@@ -74,6 +102,8 @@ def redact(config: Any) -> Any:
             **env,
             "environment_variables": _redact_env(env["environment_variables"]),
         }
+    if secrets:
+        out = {k: _scrub(v, secrets) for k, v in out.items()}
     return out
 
 

@@ -1,7 +1,11 @@
 """Config templates (0.37's ``/api/v1/templates``): named configs that ``det e create
 --template NAME`` lays under an experiment's config (the experiment's own fields win, mappings
 merge key by key). Any user reads and creates them; their creator or an admin changes or
-deletes one (0.37 without RBAC lets every user do both)."""
+deletes one (0.37 without RBAC lets every user do both).
+
+A template's secrets (checkpoint storage credentials, environment variable values) are shown
+redacted (``_redact``), as experiments' are; a config sent back with the placeholder keeps the
+stored secret, and a new template cannot hold the placeholder."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from fastapi import APIRouter, Body, Query
 
 from determined.master import experiment
 from determined.master._errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from determined.master.api import _wire
+from determined.master.api import _redact, _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import _Body
@@ -37,7 +41,11 @@ class RenameTemplate(_Body):
 
 
 def template_json(row: dict[str, Any]) -> dict[str, Any]:
-    return {"name": row["name"], "config": row["config"], "workspaceId": row["workspace_id"]}
+    return {
+        "name": row["name"],
+        "config": _redact.redact(row["config"]),
+        "workspaceId": row["workspace_id"],
+    }
 
 
 def _config(value: Any) -> dict[str, Any]:
@@ -109,6 +117,8 @@ def post_template(
     config = _config(body.config)
     workspace_id = body.workspace_id or DEFAULT_WORKSPACE_ID
 
+    config = _redact.restore(config, None)
+
     def insert(conn: sa.Connection) -> dict[str, Any] | None:
         created = _templates.insert(
             conn, name=name, config=config, workspace_id=workspace_id, user_id=caller.info.user_id
@@ -140,13 +150,13 @@ def put_template(
             _templates.insert(
                 conn,
                 name=name,
-                config=config,
+                config=_redact.restore(config, None),
                 workspace_id=DEFAULT_WORKSPACE_ID,
                 user_id=caller.info.user_id,
             )
         else:
             _check_creator(caller, row, "change")
-            _templates.set_config(conn, name, config)
+            _templates.set_config(conn, name, _redact.restore(config, row["config"]))
         return _require(conn, name)
 
     return {"template": template_json(store.write(upsert))}
@@ -161,8 +171,9 @@ def patch_template_config(
     checked = _config(config)
 
     def update(conn: sa.Connection) -> dict[str, Any]:
-        _check_creator(caller, _require(conn, template_name), "change")
-        _templates.set_config(conn, template_name, checked)
+        row = _require(conn, template_name)
+        _check_creator(caller, row, "change")
+        _templates.set_config(conn, template_name, _redact.restore(checked, row["config"]))
         return _require(conn, template_name)
 
     return {"template": template_json(store.write(update))}

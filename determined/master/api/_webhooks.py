@@ -14,6 +14,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
+from determined.master.api import _redact
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep, WebhooksDep
 from determined.master.api._models import _Body
@@ -101,11 +102,16 @@ def _trigger(t: TriggerBody, mode: str) -> tuple[str, dict[str, Any]]:
     return kind, condition
 
 
-def webhook_json(row: dict[str, Any]) -> dict[str, Any]:
-    """``v1Webhook``."""
+def webhook_json(row: dict[str, Any], *, admin: bool = True) -> dict[str, Any]:
+    """``v1Webhook``; for a non-admin the URL (which often carries a token) is only its scheme
+    and host, the rest the redaction placeholder."""
+    url = str(row["url"])
+    if not admin:
+        parsed = urllib.parse.urlparse(url)
+        url = f"{parsed.scheme}://{parsed.hostname or ''}/{_redact.PLACEHOLDER}"
     return {
         "id": row["id"],
-        "url": row["url"],
+        "url": url,
         "triggers": [
             {
                 "id": t["id"],
@@ -132,7 +138,8 @@ def _require_admin(caller: Any) -> None:
 def list_webhooks(caller: Caller, store: StoreDep) -> dict[str, Any]:
     caller.require_user()
     with store.read() as conn:
-        return {"webhooks": [webhook_json(w) for w in _webhooks.list_webhooks(conn)]}
+        rows = _webhooks.list_webhooks(conn)
+    return {"webhooks": [webhook_json(w, admin=caller.info.admin) for w in rows]}
 
 
 @router.post("/webhooks")
