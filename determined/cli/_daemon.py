@@ -118,7 +118,11 @@ def start(
     url = f"http://127.0.0.1:{port}"
     if answers(url):
         raise _render.CliError(f"port {port} is in use by another master; pick one with --port")
-    data_dir.mkdir(parents=True, exist_ok=True)
+    # Private, as the master makes it (it holds the database, logs and work dirs); det's own
+    # logins may have made it already.
+    data_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+    if data_dir.stat().st_uid == os.geteuid():
+        data_dir.chmod(0o700)  # mkdir's mode is masked by the umask
     if db_url:
         remember_db_url(data_dir, db_url)
     else:
@@ -134,7 +138,7 @@ def start(
     env = dict(os.environ, DET_HOME=str(data_dir))
     env.pop("DET_MASTER", None)
     log_path = data_dir / LOG_FILE
-    with open(log_path, "ab") as log:
+    with os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
         proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
@@ -144,8 +148,8 @@ def start(
             start_new_session=True,  # survives the terminal that ran `det master up`
             close_fds=True,
         )
-    (data_dir / PID_FILE).write_text(f"{proc.pid}\n")
-    (data_dir / PORT_FILE).write_text(f"{port}\n")
+    _write_private(data_dir / PID_FILE, f"{proc.pid}\n")
+    _write_private(data_dir / PORT_FILE, f"{port}\n")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -163,11 +167,15 @@ def start(
     raise _render.CliError(f"the master did not answer within {timeout:.0f}s; see {log_path}")
 
 
-def remember_db_url(data_dir: pathlib.Path, db_url: str) -> None:
-    path = data_dir / DB_URL_FILE
+def _write_private(path: pathlib.Path, text: str) -> None:
+    """``text`` into ``path``, a file only its owner reads (0600 when it is created)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(db_url + "\n")
+        f.write(text)
+
+
+def remember_db_url(data_dir: pathlib.Path, db_url: str) -> None:
+    _write_private(data_dir / DB_URL_FILE, db_url + "\n")
 
 
 def remembered_db_url(data_dir: pathlib.Path) -> str | None:

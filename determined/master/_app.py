@@ -23,9 +23,10 @@ from starlette.exceptions import HTTPException
 
 from determined._version import __version__
 from determined.master import _read_workers, _write_worker, api, resources, webhooks
-from determined.master._errors import ApiError
+from determined.master._errors import ApiError, Unauthenticated
 from determined.master._periodic import Periodic
 from determined.master._signals import STREAM_KEY, Signals
+from determined.master.api._auth import bearer_token, principal_of
 from determined.master.api._hot import HotRoutes
 from determined.master.api._stream import Stamps
 from determined.master.api._trials import ReportOffload
@@ -84,6 +85,7 @@ class BodyTooLarge(Exception):
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _BEARER_HEADERS = (b"authorization", b"grpc-metadata-x-allocation-token", b"x-allocation-token")
+_NO_LOGIN_PATHS = frozenset({"/api/v1/auth/login"})  # every other write needs a login
 
 
 def allowed_host_names(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:
@@ -124,6 +126,10 @@ class _Guards:
       (``csrf_token`` of the cookie's token, which the login answer hands out as
       ``csrfToken``), or is refused with 403. Requests with a bearer token (CLI, SDK, trials,
       the web UI) are not affected, nor those to ``/proxy/...`` (docs/tasks.md).
+    - **Authentication before the body**: a state-changing request to ``/api/`` or
+      ``/proxy/`` (but logging in) without a valid token is answered 401 before its body is
+      read, so unauthenticated uploads cost the master no memory (the route's own
+      dependency then finds the token in the cache).
     - **Body size**: 413 for a body past its limit, at once from its Content-Length, or, for a
       chunked body, once that many bytes have arrived (the app then sees a disconnect and its
       answer is dropped). Any other body needs no watching: the HTTP parser hands the app
@@ -134,9 +140,10 @@ class _Guards:
     # percent of the master's CPU. Bounded: any client chooses the header.
     MAX_KNOWN = 256
 
-    def __init__(self, app: Any, allowed: frozenset[str]) -> None:
+    def __init__(self, app: Any, allowed: frozenset[str], store: Store | None = None) -> None:
         self.app = app
         self.allowed = allowed
+        self.store = store
         self._known: set[bytes] = set()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -152,12 +159,35 @@ class _Guards:
         declared = headers.get(b"content-length", b"")
         if refusal is None and declared.isdigit() and int(declared) > limit:
             refusal = JSONResponse(_error_body(3, str(BodyTooLarge(limit))), status_code=413)
+        if refusal is None and scope["method"] not in _SAFE_METHODS:
+            refusal = await self._login_refusal(scope["path"], headers)
         if refusal is not None:
             await refusal(scope, receive, send)
         elif b"transfer-encoding" in headers:  # chunked: no length known before it arrives
             await self._bounded(limit, scope, receive, send)
         else:  # the parser hands the app Content-Length bytes, or none without one
             await self.app(scope, receive, send)
+
+    async def _login_refusal(
+        self, path: str, headers: Mapping[bytes, bytes]
+    ) -> JSONResponse | None:
+        """401 for a body-carrying request that needs a login and has no valid token."""
+        if self.store is None or path in _NO_LOGIN_PATHS:
+            return None
+        if not path.startswith(("/api/", "/proxy/")):
+            return None
+        token = bearer_token(lambda name: headers.get(name.encode(), b"").decode("latin-1"))
+        token = token or _cookie(headers.get(b"cookie", b"").decode("latin-1"), "auth")
+        try:
+            if not token:
+                raise Unauthenticated(
+                    "no token: log in (POST /api/v1/auth/login) and send "
+                    "'Authorization: Bearer <token>'"
+                )
+            await principal_of(self.store, token)
+        except ApiError as e:
+            return JSONResponse(_error_body(e.code, e.message), status_code=e.status)
+        return None
 
     def _host_refusal(self, header: bytes) -> JSONResponse | None:
         name = _host_name(header.decode("latin-1").strip()).lower().rstrip(".")
@@ -436,6 +466,7 @@ def create_app(
     app.front = _Guards(
         HotRoutes(_UntypedJson(app.serve), app.state, app.exception_handlers),
         allowed=allowed_host_names(host, allowed_hosts),
+        store=store,
     )
     for router in api.ROUTERS:
         app.include_router(router)
