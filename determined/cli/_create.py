@@ -90,7 +90,14 @@ def _ensure_master(args: argparse.Namespace) -> None:
     if _daemon.answers(_session.DEFAULT_MASTER):
         return
     print("No master is running; starting a local one (stop it with `det master down`)...")
-    local = _daemon.start(_daemon.DEFAULT_PORT)
+    port = _daemon.pick_port(_daemon.DEFAULT_PORT)
+    if port != _daemon.DEFAULT_PORT:
+        print(
+            f"Port {_daemon.DEFAULT_PORT} is in use by another program, so the master takes "
+            f"port {port} (choose one with `det master up --port N`; other det commands find "
+            "it by themselves)"
+        )
+    local = _daemon.start(port)
     print(f"Started a local master at {local.url} (data dir {local.data_dir})")
 
 

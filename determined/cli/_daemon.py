@@ -12,6 +12,7 @@ import dataclasses
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -87,6 +88,28 @@ def answers(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on ``host:port`` now (nothing else has it)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_port(first: int = DEFAULT_PORT, tries: int = 20) -> int:
+    """``first`` if it is free, else the next free one of the ``tries`` after it, else any
+    free port (the kernel's pick)."""
+    for port in range(first, first + tries + 1):
+        if port_free(port):
+            return port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _log_tail(path: pathlib.Path, lines: int = 20) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -117,7 +140,15 @@ def start(
         )
     url = f"http://127.0.0.1:{port}"
     if answers(url):
-        raise _render.CliError(f"port {port} is in use by another master; pick one with --port")
+        raise _render.CliError(
+            f"port {port} is in use by another master (not the one of {data_dir}); choose "
+            f"another port with `det master up --port N`, or point -m/DET_MASTER at {url}"
+        )
+    if not port_free(port, host or "127.0.0.1"):
+        raise _render.CliError(
+            f"port {port} is in use by another program; choose another port with "
+            "`det master up --port N`"
+        )
     # Private, as the master makes it (it holds the database, logs and work dirs); det's own
     # logins may have made it already.
     data_dir.mkdir(parents=True, mode=0o700, exist_ok=True)

@@ -60,17 +60,31 @@ class Watcher(threading.Thread):
         self.halt.set()
         if self._validations is not None:
             self._validations.join(timeout)
-        self.poll()
+        self.poll(settle=timeout)
 
-    def poll(self) -> None:
+    def poll(self, settle: float = 0.0) -> None:
+        """Print the experiment's state line if it changed. An experiment whose work is all
+        done (progress 100%) shows as QUEUED until the master records its end: that line is
+        never printed (it would say the finished experiment waits); ``settle`` seconds are
+        spent waiting for the end instead."""
         if self.experiment_id is None:
             return
         with self._lock:
-            try:
-                exp = self.sess.get(f"/api/v1/experiments/{self.experiment_id}").json()
-            except Exception:  # a display thread must never kill the command
-                return
-            exp = exp["experiment"]
+            deadline = time.monotonic() + settle
+            while True:
+                try:
+                    exp = self.sess.get(f"/api/v1/experiments/{self.experiment_id}").json()
+                except Exception:  # a display thread must never kill the command
+                    return
+                exp = exp["experiment"]
+                done = float(exp.get("progress") or 0.0) >= 1.0
+                if done and exp.get("state") not in TERMINAL_STATES:
+                    if time.monotonic() < deadline:
+                        time.sleep(0.2)
+                        continue
+                    if exp.get("state") == "STATE_QUEUED":
+                        return
+                break
             line = (
                 f"Experiment {self.experiment_id}: {_render.strip_state(exp.get('state'))}, "
                 f"progress {_render.format_percent(exp.get('progress') or 0.0)}"

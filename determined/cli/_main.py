@@ -29,6 +29,7 @@ from determined.cli import (
     _resources,
     _session,
     _task,
+    _task_ids,
     _template,
     _tensorboard,
     _trial,
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        _task_ids.resolve_args(args, _session.session)
         func(args)
     except _render.CliError as e:
         print(f"det: {e}", file=sys.stderr)

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from determined.cli import _context, _logs, _render, _session, _workspace
+from determined import errors
+from determined.cli import _context, _logs, _render, _session, _task_ids, _workspace
 from determined.common import _paths
 
 # command name -> (route noun, JSON key of one, of the list, what it is called)
@@ -116,6 +117,7 @@ def cmd_run(args: argparse.Namespace) -> None:
         return
     print(f"Launched command (id: {task['id']}).", flush=True)
     try:
+        wait_for_slots(args, "command", task["id"])
         follow_logs(args, task["id"])
     finally:
         print(f"Task log stream ended. To reopen log stream, run: det task logs -f {task['id']}")
@@ -134,23 +136,119 @@ def cmd_start_notebook(args: argparse.Namespace) -> None:
         print(yaml.safe_dump(config, sort_keys=True), end="")
         return
     task = _launch(args, "notebook")
-    print(task["id"] if args.detach else f"Launched notebook (id: {task['id']}).")
-    if not args.detach and not args.no_browser:
-        _open_url(_service_url(args, task))
+    if args.detach:
+        print(task["id"])
+        return
+    print(f"Launched notebook (id: {task['id']}).", flush=True)
+    _serve(args, "notebook", task, browser=not args.no_browser)
 
 
 def cmd_start_tensorboard(args: argparse.Namespace) -> None:
     extra = {"experimentIds": args.experiment_ids or [], "trialIds": args.trial_ids or []}
     task = _launch(args, "tensorboard", extra)
-    print(task["id"] if args.detach else f"Launched TensorBoard (id: {task['id']}).")
-    if not args.detach and not args.no_browser:
-        _open_url(_service_url(args, task))
+    if args.detach:
+        print(task["id"])
+        return
+    print(f"Launched TensorBoard (id: {task['id']}).", flush=True)
+    _serve(args, "tensorboard", task, browser=not args.no_browser)
 
 
-def _open_url(url: str) -> None:
+def _serve(args: argparse.Namespace, kind: str, task: dict[str, Any], *, browser: bool) -> None:
+    """Wait for the task's slots and for its web service to answer through the master's
+    proxy, then print its URL (and open a browser unless ``browser`` is false)."""
+    wait_for_slots(args, kind, task["id"])
+    _wait_answering(args, kind, task)
+    _open_url(_service_url(args, task), browser=browser)
+
+
+def _wait_answering(
+    args: argparse.Namespace, kind: str, task: dict[str, Any], timeout: float = 180
+) -> None:
+    """Poll the service through the master's proxy until it answers (JupyterLab takes a few
+    seconds to start); a task that ends first is an error that names its logs."""
+    sess = _session.session(args)
+    name = KINDS[kind][3]
+    deadline = time.monotonic() + timeout
+    said = False
+    while time.monotonic() < deadline:
+        try:
+            sess.get(str(task.get("serviceAddress") or ""), timeout=5)
+            return
+        except errors.MasterError:
+            pass
+        if _get(args, kind, task["id"])["state"] == "STATE_TERMINATED":
+            raise _render.CliError(
+                f"{name} {task['id']} ended before it served; see `det {_COMMAND[kind]} logs "
+                f"{str(task['id'])[:8]}`"
+            )
+        if not said:
+            print(f"Waiting for the {name} to answer...", flush=True)
+            said = True
+        time.sleep(0.5)
+    raise _render.CliError(
+        f"{name} {task['id']} did not answer within {timeout:.0f} s; see "
+        f"`det {_COMMAND[kind]} logs {str(task['id'])[:8]}`"
+    )
+
+
+# det's kind names -> the det command that manages them
+_COMMAND = {
+    "command": "cmd",
+    "notebook": "notebook",
+    "shell": "shell",
+    "tensorboard": "tensorboard",
+}
+
+
+def wait_for_slots(args: argparse.Namespace, kind: str, task_id: str) -> dict[str, Any]:
+    """Poll the task until it leaves the queue; while it waits, print what it waits for
+    whenever that changes: ``Waiting for N slots (M of T in use by ...); position P in the
+    queue``. The task as it is then (running or ended)."""
+    sess = _session.session(args)
+    last = ""
+    while True:
+        task = _get(args, kind, task_id)
+        if task["state"] != "STATE_QUEUED":
+            return task
+        line = queue_line(sess, task_id)
+        if line and line != last:
+            print(line, flush=True)
+            last = line
+        time.sleep(0.5)
+
+
+def queue_line(sess: Any, job_id: str) -> str:
+    """``Waiting for N slots (M of T in use by experiment 3, command 42b67709); position P in
+    the queue`` for a queued job (``det job list``'s), or "" when it is not queued."""
+    jobs = sess.get("/api/v1/job-queues").json().get("jobs") or []
+    queued = [j for j in jobs if (j.get("summary") or {}).get("state") == "STATE_QUEUED"]
+    mine = next((j for j in queued if str(j.get("jobId")) == job_id), None)
+    if mine is None:
+        return ""
+    pools = sess.get("/api/v1/resource-pools").json().get("resourcePools") or []
+    total = sum(int(p.get("slotsAvailable") or 0) for p in pools)
+    users = [j for j in jobs if int(j.get("allocatedSlots") or 0) > 0]
+    in_use = sum(int(j["allocatedSlots"]) for j in users)
+    need = int(mine.get("requestedSlots") or 0)
+    holders = ", ".join(_job_name(j) for j in users) or "nothing"
+    position = queued.index(mine) + 1
+    return (
+        f"Waiting for {need} slot{'s' if need != 1 else ''} ({in_use} of {total} in use by "
+        f"{holders}); position {position} of {len(queued)} in the queue (det job list)"
+    )
+
+
+def _job_name(job: dict[str, Any]) -> str:
+    kind = str(job.get("type") or "").removeprefix("TYPE_").lower()
+    entity = str(job.get("entityId") or job.get("jobId") or "")
+    if kind == "experiment":
+        return f"experiment {entity}"
+    return f"{kind or 'task'} {entity[:8]}"
+
+
+def _open_url(url: str, *, browser: bool = True) -> None:
     print(f"Open it at {url} (log in to the master's web UI first: the proxy asks for it)")
-    with_browser = os.environ.get("DET_NO_BROWSER") is None
-    if with_browser:
+    if browser and os.environ.get("DET_NO_BROWSER") is None:
         webbrowser.open(url)
 
 
@@ -293,6 +391,7 @@ def cmd_start_shell(args: argparse.Namespace) -> None:
         print(task["id"])
         return
     print(f"Launched shell (id: {task['id']}).", flush=True)
+    wait_for_slots(args, "shell", task["id"])
     _wait_running(args, "shell", task["id"])
     sys.exit(open_shell(args, task["id"], args.ssh_opts, show=args.show_ssh_command))
 
@@ -371,6 +470,7 @@ def cmd_open_shell(args: argparse.Namespace) -> None:
 
 
 def cmd_show_ssh_command(args: argparse.Namespace) -> None:
+    wait_for_slots(args, "shell", args.task_id)
     _wait_running(args, "shell", args.task_id)
     open_shell(args, args.task_id, args.ssh_opts, show=True, print_only=True)
 
@@ -425,20 +525,20 @@ def common_manage(cmds: argparse._SubParsersAction, kind: str, what: str) -> Non
     fmt.add_argument("--json", action="store_true", help="print as JSON")
     ls.set_defaults(func=cmd_list, kind=kind)
     kill = cmds.add_parser("kill", help=f"kill {what}s")
-    kill.add_argument("task_ids", nargs="+", metavar="ID")
+    kill.add_argument("task_ids", type=_task_ids.TaskRef, nargs="+", metavar="ID")
     kill.add_argument("-f", "--force", action="store_true", help="go on after a failed kill")
     kill.set_defaults(func=cmd_kill, kind=kind)
     logs = cmds.add_parser("logs", help=f"a {what}'s logs")
-    logs.add_argument("task_id", metavar="ID")
+    logs.add_argument("task_id", type=_task_ids.TaskRef, metavar="ID")
     _logs.add_log_args(logs, allocations=True)
     logs.set_defaults(func=cmd_logs, kind=kind)
     config = cmds.add_parser("config", help=f"print a {what}'s config")
-    config.add_argument("task_id", metavar="ID")
+    config.add_argument("task_id", type=_task_ids.TaskRef, metavar="ID")
     config.set_defaults(func=cmd_config, kind=kind)
     setter = cmds.add_parser("set", help=f"set {what} attributes")
     attrs = setter.add_subparsers(dest="attribute", metavar="ATTRIBUTE", required=True)
     priority = attrs.add_parser("priority", help=f"set a {what}'s priority (1 to 99, 1 first)")
-    priority.add_argument("task_id", metavar="ID")
+    priority.add_argument("task_id", type=_task_ids.TaskRef, metavar="ID")
     priority.add_argument("priority", type=int)
     priority.set_defaults(func=cmd_set_priority, kind=kind)
 
@@ -452,7 +552,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.set_defaults(func=cmd_run)
     common_manage(cmds, "command", "command")
     describe = cmds.add_parser("describe", help="a command's row of det cmd list")
-    describe.add_argument("task_id", metavar="ID")
+    describe.add_argument("task_id", type=_task_ids.TaskRef, metavar="ID")
     fmt = describe.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="print as CSV")
     fmt.add_argument("--json", action="store_true", help="print as JSON")
@@ -468,7 +568,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     start.set_defaults(func=cmd_start_notebook)
     op = cmds.add_parser("open", help="open a notebook in the browser")
-    op.add_argument("task_id", metavar="ID")
+    op.add_argument("task_id", type=_task_ids.TaskRef, metavar="ID")
     op.set_defaults(func=cmd_open, kind="notebook")
     common_manage(cmds, "notebook", "notebook")
 
@@ -483,18 +583,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _show_flag(start)
     start.set_defaults(func=cmd_start_shell)
     op = cmds.add_parser("open", help="open a shell with ssh (through the master)")
-    op.add_argument("task_id", metavar="ID")
+    op.add_argument("task_id", type=_task_ids.TaskRef, metavar="ID")
     op.add_argument("ssh_opts", nargs="*", help="ssh options and a command (after --)")
     _show_flag(op)
-    op.set_defaults(func=cmd_open_shell)
+    op.set_defaults(func=cmd_open_shell, kind="shell")
     show = cmds.add_parser(
         "show-ssh-command",
         aliases=["show_ssh_command"],
         help="print the ssh command that opens the shell (e.g. for an IDE's remote SSH)",
     )
-    show.add_argument("task_id", metavar="ID")
+    show.add_argument("task_id", type=_task_ids.TaskRef, metavar="ID")
     show.add_argument("ssh_opts", nargs="*", help="ssh options (after --)")
-    show.set_defaults(func=cmd_show_ssh_command)
+    show.set_defaults(func=cmd_show_ssh_command, kind="shell")
     common_manage(cmds, "shell", "shell")
 
 

@@ -7,7 +7,7 @@ import json
 import pathlib
 from typing import Any
 
-from determined.cli import _logs, _ntsc, _render, _session
+from determined.cli import _logs, _ntsc, _render, _session, _task_ids
 
 _HEADERS = [
     "Task ID",
@@ -142,7 +142,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     fmt.add_argument("--json", action="store_true", help="print as JSON")
     ls.set_defaults(func=cmd_list)
     logs = cmds.add_parser("logs", help="fetch a task's logs")
-    logs.add_argument("task_id", help="task ID")
+    logs.add_argument("task_id", type=_task_ids.TaskRef, help="task ID")
     _logs.add_log_args(logs, allocations=True)
     logs.set_defaults(func=_ntsc.cmd_logs)
     create = cmds.add_parser("create", help="create a generic task from a config file")
@@ -151,8 +151,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     create.add_argument("-i", "--include", type=pathlib.Path, action="append", default=[])
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     create.add_argument("-f", "--follow", action="store_true", help="follow its logs")
-    create.add_argument("--fork", default=None, help="start from this task's config and context")
-    create.add_argument("-p", "--parent", default=None, help="the parent task's ID")
+    create.add_argument(
+        "--fork",
+        type=_task_ids.TaskRef,
+        default=None,
+        help="start from this task's config and context",
+    )
+    create.add_argument(
+        "-p", "--parent", type=_task_ids.TaskRef, default=None, help="the parent task's ID"
+    )
     create.add_argument(
         "--inherit_context", action="store_true", help="run in the parent's context directory"
     )
@@ -162,23 +169,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--project_id", type=int, default=None, help="the project it belongs to")
     create.set_defaults(func=cmd_create)
     fork = cmds.add_parser("fork", help="a new generic task with a task's config and context")
-    fork.add_argument("parent_task_id", help="the task to fork")
+    fork.add_argument("parent_task_id", type=_task_ids.TaskRef, help="the task to fork")
     fork.add_argument("-f", "--follow", action="store_true", help="follow its logs")
     fork.add_argument("--project_id", type=int, default=None, help="the project it belongs to")
     fork.set_defaults(func=cmd_fork)
     config = cmds.add_parser("config", help="print a task's config (YAML)")
-    config.add_argument("task_id", help="task ID")
+    config.add_argument("task_id", type=_task_ids.TaskRef, help="task ID")
     config.add_argument("--json", action="store_true", help="print it as JSON")
     config.set_defaults(func=cmd_config)
     kill = cmds.add_parser("kill", help="kill a generic task (or any non-trial task)")
-    kill.add_argument("task_id", help="task ID")
+    kill.add_argument("task_id", type=_task_ids.TaskRef, help="task ID")
     kill.add_argument("--root", action="store_true", help="kill its whole tree, from its root")
     kill.set_defaults(func=cmd_kill)
     pause = cmds.add_parser("pause", help="stop a generic task's run and keep it paused")
-    pause.add_argument("task_id", help="task ID")
+    pause.add_argument("task_id", type=_task_ids.TaskRef, help="task ID")
     pause.set_defaults(func=cmd_pause)
     unpause = cmds.add_parser("unpause", help="run a paused generic task again")
-    unpause.add_argument("task_id", help="task ID")
+    unpause.add_argument("task_id", type=_task_ids.TaskRef, help="task ID")
     unpause.set_defaults(func=cmd_unpause)
     cleanup = cmds.add_parser("cleanup-logs", help="drop task logs past their retention now")
     cleanup.set_defaults(func=cmd_cleanup_logs)

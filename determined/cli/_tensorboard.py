@@ -23,7 +23,7 @@ import tempfile
 import threading
 from typing import Any
 
-from determined.cli import _ntsc, _render, _session
+from determined.cli import _ntsc, _render, _session, _task_ids
 from determined.common import storage
 from determined.tensorboard import get_sync_path
 
@@ -190,6 +190,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     s.set_defaults(func=_start)
     op = cmds.add_parser("open", help="open a TensorBoard in the browser")
-    op.add_argument("task_id", metavar="ID")
+    op.add_argument("task_id", type=_task_ids.TaskRef, metavar="ID")
     op.set_defaults(func=_ntsc.cmd_open, kind="tensorboard")
     _ntsc.common_manage(cmds, "tensorboard", "TensorBoard")

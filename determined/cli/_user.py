@@ -71,13 +71,20 @@ def cmd_create(args: argparse.Namespace) -> None:
         if _read_password(args.username, "Confirm password: ") != password:
             raise _render.CliError("Passwords do not match")
     check_complexity(password)
-    sess.post(
+    created = sess.post(
         "/api/v1/users",
         json={
             "user": {"username": args.username, "admin": bool(args.admin), "active": True},
             "password": _session.hash_password(password),
             "isHashed": True,
         },
+    ).json()
+    # 0.37 printed nothing on success; a new user is told it worked and how to log in.
+    user_id = (created.get("user") or {}).get("id")
+    role = "admin " if args.admin else ""
+    print(
+        f"Created {role}user '{args.username}' (id {user_id}); "
+        f"log in with `det user login {args.username}`"
     )
 
 
@@ -95,12 +102,14 @@ def cmd_change_password(args: argparse.Namespace) -> None:
         url = _session.master_url(args)
         _, token = _session.login(url, username, password)
         _session.TokenStore(url).set_token(username, token, active=True)
+    print(f"Changed the password of user '{username}'")
 
 
 def _set_active(args: argparse.Namespace, active: bool) -> None:
     sess = _session.session(args)
     user = _by_name(sess, args.username)
     sess.patch(f"/api/v1/users/{user['id']}", json={"active": active})
+    print(f"{'Activated' if active else 'Deactivated'} user '{args.username}'")
 
 
 def cmd_activate(args: argparse.Namespace) -> None:

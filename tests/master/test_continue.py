@@ -306,3 +306,34 @@ def test_warm_start_from_a_trial_or_a_checkpoint(cluster: Cluster, tmp_path: pat
     )
     assert r.status_code in (400, 404) and "999999" in r.json()["message"], r.text
     assert re.search(r"\d", r.json()["message"])
+
+
+def test_continue_into_storage_of_another_type(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    """Issue 38 item 6: a ``checkpoint_storage`` of another type replaces the section (the old
+    type's keys, ``host_path``, were merged into it and refused as unknown keys); the trial
+    resumes from its checkpoint and writes the next one into the new storage."""
+    out = tmp_path / "out"
+    old_dir = tmp_path / "old"
+    cfg = config(out, max_length=2)
+    cfg["checkpoint_storage"] = {"type": "shared_fs", "host_path": str(old_dir)}
+    exp_id = cluster.create(cfg)
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    new_dir = tmp_path / "new"
+    moved = {"type": "directory", "container_path": str(new_dir)}
+    r = _continue(cluster, exp_id, {"searcher": {"max_length": 4}, "checkpoint_storage": moved})
+    assert r.status_code == 200, r.text
+    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    storage = exp["config"]["checkpoint_storage"]
+    assert storage["type"] == "directory" and "host_path" not in storage
+    assert cluster.trials(exp_id)[0]["totalBatchesProcessed"] == 4
+    uuid = _ckpt(cluster, cluster.trials(exp_id)[0]["id"], 4)
+    assert (new_dir / uuid).is_dir()
+    # The same type still merges key by key: a GC field alone keeps the directory.
+    r = _continue(
+        cluster,
+        exp_id,
+        {"searcher": {"max_length": 5}, "checkpoint_storage": {"save_trial_latest": 2}},
+    )
+    assert r.status_code == 200, r.text
+    exp = cluster.wait_experiment(exp_id, "STATE_COMPLETED")
+    assert exp["config"]["checkpoint_storage"]["container_path"] == str(new_dir)

@@ -41,13 +41,20 @@ class SharedFSConfig(_StorageBase):
     def _paths(self) -> SharedFSConfig:
         if not self.host_path.startswith("/"):
             raise ValueError(f"host_path must be an absolute path (got {self.host_path!r})")
-        sp = self.storage_path
-        if sp is not None and sp.startswith("/"):
-            rel = posixpath.relpath(posixpath.normpath(sp), posixpath.normpath(self.host_path))
+        # Relative ones too ("../elsewhere"): the harness would refuse them only when the
+        # trial starts (storage.shared_fs_base), after the experiment was created.
+        for key, sp in (
+            ("storage_path", self.storage_path),
+            ("checkpoint_path", self.checkpoint_path),
+        ):
+            if sp is None:
+                continue
+            base = posixpath.normpath(self.host_path)
+            rel = posixpath.relpath(posixpath.normpath(posixpath.join(base, sp)), base)
             if rel == ".." or rel.startswith("../"):
                 raise ValueError(
-                    "storage_path must either be a relative directory or a subdirectory of "
-                    f"host_path (got storage_path={sp!r}, host_path={self.host_path!r})"
+                    f"{key} must either be a relative directory or a subdirectory of "
+                    f"host_path: {key}={sp!r} leads out of host_path={self.host_path!r}"
                 )
         return self
 

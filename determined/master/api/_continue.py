@@ -6,11 +6,14 @@ complete."""
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 from fastapi import APIRouter
 
 from determined import errors
+from determined.common import storage
+from determined.common.expconf._storage import merge_storage
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument
 from determined.master.api import _redact
@@ -24,7 +27,14 @@ from determined.master.searcher import (
     optional_max_length,
     parse_hyperparameters,
 )
-from determined.master.store import ExperimentRow, Store, TrialRow, _experiments
+from determined.master.store import (
+    ExperimentRow,
+    Store,
+    TrialRow,
+    _checkpoints,
+    _experiments,
+    _trials,
+)
 
 router = APIRouter(prefix="/api/v1")
 
@@ -83,6 +93,11 @@ def continued_config(
         return old
     # A redacted config sent back: its placeholders get the stored secrets again.
     merged = experiment.merge_configs(old, override)
+    storage = override.get("checkpoint_storage")
+    if isinstance(storage, dict) and "type" in storage:
+        # Another storage type replaces the section, as the user means (the old type's keys,
+        # host_path under s3, say, would be unknown keys); the same type merges key by key.
+        merged["checkpoint_storage"] = merge_storage(storage, old.get("checkpoint_storage"))
     config = experiment.parse_experiment_config(_redact.restore(merged, old))
     resources.check_bind_mounts(config)
     new, was = config["searcher"], old["searcher"]
@@ -116,10 +131,41 @@ def continued_config(
     return config
 
 
+def _carry_checkpoint(store: Store, experiment_id: int, override: dict[str, Any]) -> None:
+    """A continue into storage of another type: copy the checkpoint the trial resumes from
+    (its newest completed one) into the new storage first, so the trial finds it there.
+    The override is checked (a 400 when refused) before anything is copied."""
+    moved = override.get("checkpoint_storage")
+    if not isinstance(moved, dict) or "type" not in moved:
+        return
+    with store.read() as conn:
+        exp = _experiments.require_experiment(conn, experiment_id)
+        trials = _trials.trials_of(conn, experiment_id)
+        old = dict(exp["config"].get("checkpoint_storage") or {})
+        if moved["type"] == old.get("type") or len(trials) != 1:
+            return
+        latest = _checkpoints.latest_completed(conn, int(trials[0]["id"]))
+    continued_config(exp, trials, override)  # refused here, nothing is copied
+    if latest is None:
+        return
+    uuid = str(latest["uuid"])
+    try:
+        source, target = storage.build(old), storage.build(merge_storage(moved, old))
+        with tempfile.TemporaryDirectory(prefix="det-continue-") as tmp:
+            source.download(uuid, tmp)
+            target.upload(tmp, uuid)
+    except Exception as e:
+        raise InvalidArgument(
+            f"cannot copy checkpoint {uuid}, which the trial resumes from, from the "
+            f"{old.get('type')} storage into the new {moved['type']} storage: {e}"
+        ) from e
+
+
 def _continue(
     experiment_id: int, body: ContinueExperiment, exps: Experiments, store: Store
 ) -> dict[str, Any]:
     override = _override(body.override_config)
+    _carry_checkpoint(store, experiment_id, override)
     exps.continue_trial(experiment_id, lambda exp, trials: continued_config(exp, trials, override))
     with store.read() as conn:
         exp = _experiments.require_experiment(conn, experiment_id)

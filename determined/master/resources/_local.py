@@ -210,8 +210,8 @@ class LocalResourceManager:
 
     def task_refusal(self, kind: str) -> str | None:
         """Why it cannot run a task of ``kind`` (the API refuses to queue one), or None: it
-        runs them all."""
-        return None
+        runs them all, notebooks once JupyterLab is installed."""
+        return _tasks.notebook_refusal() if kind == "NOTEBOOK" else None
 
     def terminate_all(self) -> None:
         """SIGTERM every run's process group (the master is stopping); :meth:`stop` follows."""
@@ -534,12 +534,14 @@ class LocalResourceManager:
         if it cannot be."""
         task_id = str(task["id"])
         allocation_id = _task_rows.allocation_of(task)
-        sink = LogSink(self._logs, task_id, allocation_id)
+        # Held: the process's first lines come after the "have started" note below.
+        sink = LogSink(self._logs, task_id, allocation_id, held=True)
         work_dir = self._work_root / allocation_id
         try:
             launch = self._prepare_task(task, work_dir, slots)
             proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink)
         except Exception as e:
+            sink.release()
             self._task_not_started(task, sink, work_dir, e)
             return False
         with self._store.tx() as conn:
@@ -550,6 +552,7 @@ class LocalResourceManager:
             f"Resources for {task['description']} have started "
             f"(slots {slots}, pid {proc.pid}, ports {launch.ports})"
         )
+        sink.release()
         return True
 
     def _prepare_task(

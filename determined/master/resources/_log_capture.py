@@ -100,18 +100,39 @@ class LogWriter:
                 return
 
 
+# How long a held sink keeps a process's lines back at most (a release that never comes).
+RELEASE_TIMEOUT_S = 10.0
+
+
 class LogSink:
     """The lines of one allocation: ``line()`` is called from its output-reading threads."""
 
     def __init__(
-        self, writer: LogWriter, task_id: str, allocation_id: str, container_id: str | None = None
+        self,
+        writer: LogWriter,
+        task_id: str,
+        allocation_id: str,
+        container_id: str | None = None,
+        *,
+        held: bool = False,
     ) -> None:
+        """``held``: the process's lines wait (in their reading threads) until :meth:`release`,
+        so that the master's note that it started comes first."""
         self._writer = writer
         self.task_id = task_id
         self.allocation_id = allocation_id
         self.container_id = container_id or allocation_id
+        self._open = threading.Event()
+        if not held:
+            self._open.set()
+
+    def release(self) -> None:
+        """Let the held lines through."""
+        self._open.set()
 
     def line(self, text: str, *, stdtype: str = "stdout", source: str = "task") -> None:
+        if source != "master":
+            self._open.wait(RELEASE_TIMEOUT_S)
         rank, level, rest = parse_line(text)
         self._writer.put(
             {
