@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -130,13 +130,16 @@ class LogFilter:
             ("agent_id", set(self.agent_ids)),
             ("container_id", set(self.container_ids)),
             ("allocation_id", set(self.allocation_ids)),
-            ("rank_id", set(self.rank_ids)),
             ("stdtype", set(self.stdtypes)),
             ("source", set(self.sources)),
         )
+        ranks = set(self.rank_ids)
 
         def keep(row: dict[str, Any]) -> bool:
             if any(wanted and row[col] not in wanted for col, wanted in columns):
+                return False
+            # Rank -1 stands for a line without a rank (0.37's "in or null" filter).
+            if ranks and (-1 if row["rank_id"] is None else row["rank_id"]) not in ranks:
                 return False
             if self.levels and (row["level"] or "LOG_LEVEL_INFO") not in self.levels:
                 return False
@@ -185,6 +188,53 @@ def task_logs(
     )
 
 
+@router.get("/tasks/{task_id}/logs/fields")
+def task_log_fields(
+    task_id: str, caller: Caller, store: StoreDep, follow: bool = False
+) -> StreamingResponse:
+    """NDJSON ``{"result": v1TaskLogsFieldsResponse}``: the values the task's lines may be
+    filtered on; with ``follow``, again whenever they change, until the task ends and is
+    quiet (0.37's ``TaskLogsFields``)."""
+    caller.check_task(task_id)
+    with store.read() as conn:
+        if not _logs.task_known(conn, task_id) and _tasks.get(conn, task_id) is None:
+            raise NotFound(f"task {task_id} not found")
+    lines = _field_lines(
+        store, task_id, follow, lambda conn: _task_ended(conn, task_id), _logs.FIELD_COLUMNS
+    )
+    return StreamingResponse(lines, media_type="application/json")
+
+
+def _field_lines(
+    store: Store,
+    task_id: str,
+    follow: bool,
+    ended: Callable[[Any], bool],
+    keys: Iterable[str],
+) -> Iterator[bytes]:
+    """The task's log fields (only ``keys``) now, then with ``follow`` each change until
+    ``ended`` holds and nothing changed for ``FOLLOW_GRACE_S``."""
+    wanted = set(keys)
+    last: dict[str, list[Any]] | None = None
+    quiet_since: float | None = None
+    while True:
+        with store.read() as conn:
+            found = {k: v for k, v in _logs.fields(conn, task_id).items() if k in wanted}
+            done = ended(conn)
+        if found != last:
+            yield (json.dumps({"result": found}) + "\n").encode()
+            last, quiet_since = found, None
+        if not follow:
+            return
+        if not done:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= FOLLOW_GRACE_S:
+            return
+        time.sleep(FOLLOW_POLL_S)
+
+
 def task_log_response(row: dict[str, Any]) -> dict[str, Any]:
     """``v1TaskLogsResponse``: the stored line plus 0.37's formatted ``message``."""
     when = _time.rfc3339(_time.as_utc(row["timestamp"]))
@@ -194,6 +244,8 @@ def task_log_response(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **_logs.log_json(row),
         "id": str(row["id"]),
+        # 0.37's clients parse the level as an enum: a line without one is UNSPECIFIED.
+        "level": row["level"] or "LOG_LEVEL_UNSPECIFIED",
         "message": f"[{when}] {container} {rank}|| {level}: {row['log']}",
     }
 
@@ -248,6 +300,7 @@ def trial_log_json(row: dict[str, Any], trial_id: int) -> dict[str, Any]:
     level = str(row["level"] or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_")
     return {
         **_logs.log_json(row),
+        "level": row["level"] or "LOG_LEVEL_UNSPECIFIED",  # as in task_log_response
         "trialId": trial_id,
         "message": f"[{when}] {container} {rank}|| {level}: {row['log']}",
     }
@@ -302,6 +355,25 @@ def _trial_lines(
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since >= FOLLOW_GRACE_S:
             return
+
+
+@router.get("/trials/{trial_id}/logs/fields")
+def trial_log_fields(
+    trial_id: int, caller: Caller, store: StoreDep, follow: bool = False
+) -> StreamingResponse:
+    """NDJSON ``{"result": v1TrialLogsFieldsResponse}`` (the task's fields but allocations),
+    as ``task_log_fields``, until the trial is terminal and quiet."""
+    caller.check_trial(trial_id)
+    with store.read() as conn:
+        trial = _trials.require_trial(conn, trial_id)
+
+    def ended(conn: Any) -> bool:
+        row = _trials.get_trial(conn, trial_id)
+        return row is None or State(row["state"]).is_terminal
+
+    keys = [k for k in _logs.FIELD_COLUMNS if k != "allocationIds"]
+    lines = _field_lines(store, str(trial["task_id"]), follow, ended, keys)
+    return StreamingResponse(lines, media_type="application/json")
 
 
 @router.get("/trials/{trial_id}/logs")

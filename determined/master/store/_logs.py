@@ -41,6 +41,33 @@ def newest(conn: sa.Connection, task_id: str, n: int) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(q).mappings()][::-1]
 
 
+# v1TaskLogsFieldsResponse's keys and the columns whose distinct values they list.
+FIELD_COLUMNS = {
+    "allocationIds": "allocation_id",
+    "agentIds": "agent_id",
+    "containerIds": "container_id",
+    "rankIds": "rank_id",
+    "stdtypes": "stdtype",
+    "sources": "source",
+}
+
+
+def fields(conn: sa.Connection, task_id: str) -> dict[str, list[Any]]:
+    """The values a reader of the task's lines may filter on (0.37's ``TaskLogsFields``): for
+    each key of ``FIELD_COLUMNS``, the distinct non-null values of its column, sorted."""
+    out: dict[str, list[Any]] = {}
+    for key, name in FIELD_COLUMNS.items():
+        column = task_logs.c[name]
+        q = (
+            sa.select(column)
+            .where(task_logs.c.task_id == task_id, column.is_not(None))
+            .distinct()
+            .order_by(column)
+        )
+        out[key] = [r[0] for r in conn.execute(q)]
+    return out
+
+
 def log_json(row: dict[str, Any], trial_id: int | None = None) -> dict[str, Any]:
     """``v1TaskLog`` for one stored line."""
     return {
