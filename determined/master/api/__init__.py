@@ -30,10 +30,12 @@ from determined.master.api import (
     _metrics,
     _ntsc,
     _preview,
+    _project_columns,
     _projects,
     _proxy,
     _registry,
     _retain_logs,
+    _roles,
     _runs,
     _searcher_events,
     _stream,
@@ -66,6 +68,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _experiment_edits.router,
     _bulk_experiments.router,
     _projects.router,
+    _project_columns.router,
     _registry.router,
     _continue.router,
     _searcher_events.router,
@@ -83,6 +86,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     _jobs.router,
     _usage.router,
     _runs.router,
+    _roles.router,
     _stream.router,  # the /stream websocket
 )
 

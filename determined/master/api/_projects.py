@@ -18,6 +18,7 @@ from pydantic import Field
 from determined.master import experiment
 from determined.master._errors import (
     ApiError,
+    Conflict,
     FailedPrecondition,
     InvalidArgument,
     PermissionDenied,
@@ -77,7 +78,8 @@ def project_json(conn: sa.Connection, p: dict[str, Any]) -> dict[str, Any]:
         "numActiveExperiments": stats["num_active"],
         "numExperiments": stats["num_experiments"],
         "numRuns": stats["num_runs"],
-        "archived": bool(p["archived"]),
+        # A project of an archived workspace shows as archived (0.37).
+        "archived": bool(p["archived"]) or bool(ws is not None and ws["archived"]),
         "username": "" if owner is None else owner["username"],
         "immutable": bool(p["immutable"]),
         "userId": p["user_id"],
@@ -480,6 +482,8 @@ def patch_project(
     with store.tx() as conn:
         p = _projects.require_project(conn, project_id)
         _check_project_changeable(conn, caller, p, "edited")
+        if p["archived"]:  # as 0.37
+            raise FailedPrecondition(f"project {p['name']!r} is archived: unarchive it to edit it")
         values: dict[str, Any] = {}
         if body.name is not None:
             values["name"] = _check_name(body.name, "project")
@@ -532,6 +536,45 @@ def archive_project(project_id: int, caller: Caller, store: StoreDep) -> dict[st
 @router.post("/projects/{project_id}/unarchive")
 def unarchive_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
     _set_project_archived(store, caller, project_id, False)
+    return {}
+
+
+class MoveProject(_Body):
+    destination_workspace_id: int | None = None
+    project_id: int | None = None
+
+
+@router.post("/projects/{project_id}/move")
+def move_project(
+    project_id: int, body: MoveProject, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """0.37's ``MoveProject``: the project's owner or an admin moves a project (not the
+    default one, not archived, not out of an archived workspace) into another workspace that
+    is neither the default one nor archived and has no project of that name."""
+    caller.require_user()
+    if body.project_id and body.project_id != project_id:
+        raise InvalidArgument(f"body projectId {body.project_id} does not match the path's")
+    if not body.destination_workspace_id:
+        raise InvalidArgument("give destinationWorkspaceId: the workspace to move the project to")
+    with store.tx() as conn:
+        p = _projects.require_project(conn, project_id)
+        source = _projects.require_workspace(conn, int(p["workspace_id"]))
+        to = _projects.require_workspace(conn, body.destination_workspace_id)
+        if to["immutable"] or to["archived"]:
+            state = "the default workspace" if to["immutable"] else "archived"
+            raise FailedPrecondition(f"workspace ({to['id']}) is {state} and cannot take projects")
+        if not caller.info.admin and int(p["user_id"]) != caller.info.user_id:
+            raise PermissionDenied("non admin users can't move projects that someone else owns")
+        if p["immutable"]:
+            raise FailedPrecondition(f"the default project {p['name']!r} cannot be moved")
+        if p["archived"] or source["archived"]:
+            raise FailedPrecondition(
+                f"project ({project_id}) is archived or in an archived workspace: unarchive "
+                "it first"
+            )
+        if _projects.project_by_name(conn, int(to["id"]), str(p["name"])) is not None:
+            raise Conflict(f"project with name {p['name']!r} already exists in target workspace")
+        _projects.update_project(conn, project_id, workspace_id=int(to["id"]))
     return {}
 
 
