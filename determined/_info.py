@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from determined.common.expconf import ExperimentConfig
 
 INFO_DIR = "/run/determined/info"
 
@@ -114,6 +117,7 @@ class TrialInfo:
         self.hparams = hparams
         # Private, as in the reference: the config's shape is not a stable API for user code.
         self._config = config
+        self._parsed: ExperimentConfig | None = None
         self._steps_completed = steps_completed
         self._trial_run_id = trial_run_id
         self._debug = debug
@@ -151,7 +155,20 @@ class TrialInfo:
 
     def _to_file(self, info_dir: str | None = None) -> None:
         with open(_info_path(info_dir, "trial.json"), "w") as f:
-            json.dump(_public_vars(self), f)
+            json.dump(_public_vars(self, ("_parsed",)), f)
+
+    def _experiment_config(self) -> ExperimentConfig:
+        """The config, parsed (on first use) with the model the master resolved it with
+        (``determined.common.expconf``): what the harness reads, every default filled in.
+
+        Raises:
+            determined.errors.InvalidExperimentConfig: a config no master would send.
+        """
+        if self._parsed is None:
+            from determined.common import expconf  # pydantic: only trials that read it pay
+
+            self._parsed = expconf.parse_experiment_config(self._config)
+        return self._parsed
 
 
 class ResourcesInfo:

@@ -23,10 +23,10 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from typing import Any
 
 import determined as det
-from determined.common import storage
+from determined import errors
+from determined.common import expconf, storage
 from determined.common.api import Session
 from determined.launch import _signals
 
@@ -55,9 +55,9 @@ def entrypoint_command(entrypoint: str | list[str]) -> list[str]:
     return ["sh", "-c", f"exec {entrypoint.strip()}" if plain else entrypoint]
 
 
-def validate_storage(config: dict[str, Any]) -> None:
+def validate_storage(config: expconf.ExperimentConfig) -> None:
     """Write, read back and delete a small checkpoint; raises what goes wrong."""
-    manager = storage.build(config["checkpoint_storage"])
+    manager = storage.build(config.checkpoint_storage.to_json_dict())
     storage_id = str(uuid.uuid4())
     with tempfile.TemporaryDirectory() as src:
         with open(f"{src}/VALIDATE.txt", "w") as f:
@@ -93,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     if info is None or info.task_type != "TRIAL":
         print("determined.exec.launch runs trials started by a master", file=sys.stderr)
         return 1
-    config = info.trial._config
+    try:
+        config = info.trial._experiment_config()
+    except errors.InvalidExperimentConfig as e:
+        print(f"the trial's experiment config is not valid: {e}", file=sys.stderr)
+        return 1
     try:
         validate_storage(config)
     except Exception as e:
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     resources_id = os.environ.get("DET_RESOURCES_ID")
     if resources_id is not None:
         env.update(rendezvous(info, resources_id))
-    cmd = entrypoint_command(config.get("entrypoint") or "")
+    cmd = entrypoint_command(config.entrypoint)
     logger.info(f"running entrypoint: {cmd}")
     proc = subprocess.Popen(cmd, env=env)
     _signals.forward_to(proc)

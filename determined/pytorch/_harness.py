@@ -6,31 +6,33 @@ from __future__ import annotations
 from typing import Any
 
 import determined as det
+from determined.common import expconf
 from determined.pytorch._controller import ExitReason
 from determined.pytorch._trainer import Trainer, init
 from determined.pytorch._trial import PyTorchTrial
 from determined.pytorch._units import Batch, TrainUnit
 
 
-def _period(value: dict[str, int] | None, gbs: int | None) -> TrainUnit:
-    return TrainUnit._from_values(**(value or {"batches": 0}), global_batch_size=gbs)
+def _period(length: expconf.Length, gbs: int | None) -> TrainUnit:
+    unit = (length.unit or expconf.Unit.BATCHES).value
+    return TrainUnit._from_values(**{unit: length.value}, global_batch_size=gbs)
 
 
 def fit_arguments(
-    config: dict[str, Any], hparams: dict[str, Any], latest_checkpoint: str | None
+    config: expconf.ExperimentConfig, hparams: dict[str, Any], latest_checkpoint: str | None
 ) -> dict[str, Any]:
     """``Trainer.fit()`` keyword arguments from an experiment config: ``min_checkpoint_period``,
     ``min_validation_period`` (records via ``global_batch_size``), ``Batch(scheduling_unit)``,
     ``checkpoint_policy``, ``perform_initial_validation`` and ``profiling.enabled``."""
     gbs = hparams.get("global_batch_size")
     return {
-        "checkpoint_period": _period(config.get("min_checkpoint_period"), gbs),
-        "validation_period": _period(config.get("min_validation_period"), gbs),
-        "reporting_period": Batch(int(config.get("scheduling_unit") or 100)),
-        "checkpoint_policy": config.get("checkpoint_policy") or "best",
+        "checkpoint_period": _period(config.min_checkpoint_period, gbs),
+        "validation_period": _period(config.min_validation_period, gbs),
+        "reporting_period": Batch(config.scheduling_unit),
+        "checkpoint_policy": config.checkpoint_policy,
         "latest_checkpoint": latest_checkpoint,
-        "step_zero_validation": bool(config.get("perform_initial_validation", False)),
-        "profiling_enabled": bool((config.get("profiling") or {}).get("enabled", False)),
+        "step_zero_validation": config.perform_initial_validation,
+        "profiling_enabled": config.profiling.enabled,
     }
 
 
@@ -40,12 +42,11 @@ def run_trial(trial_class: type[PyTorchTrial], info: det.ClusterInfo | None = No
     info = info or det.get_cluster_info()
     if info is None or info.task_type != "TRIAL":
         raise RuntimeError("run_trial() runs a trial started by a master; use Trainer locally")
-    config, hparams = info.trial._config, info.trial.hparams
-    opts = config.get("optimizations") or {}
+    config, hparams = info.trial._experiment_config(), info.trial.hparams
     with init(
         hparams=hparams,
-        exp_conf=config,
-        aggregation_frequency=int(opts.get("aggregation_frequency", 1)),
+        exp_conf=info.trial._config,  # the user's get_experiment_config(): as the master sent it
+        aggregation_frequency=config.optimizations.aggregation_frequency,
     ) as context:
         trial = trial_class(context)
         kwargs = fit_arguments(config, hparams, info.latest_checkpoint)

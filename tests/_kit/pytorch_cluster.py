@@ -15,6 +15,7 @@ HPARAMS = {"lr": 0.01, "n": 40, "batch_size": 4, "global_batch_size": 4}
 
 def config(storage: pathlib.Path, max_length: dict[str, int] | None = None) -> dict[str, Any]:
     return {
+        "entrypoint": "model_def:Trial",  # a master always sends one; the harness parses it
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)},
         "searcher": {
             "name": "custom",

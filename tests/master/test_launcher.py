@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from determined.common import expconf
 from determined.master._errors import InvalidArgument
 from determined.master.resources import _launcher
 from determined.master.resources._log_capture import (
@@ -27,6 +28,12 @@ from determined.master.resources._log_capture import (
 from determined.master.store import Store, _logs, sqlite_url
 
 
+def _config(raw: dict[str, Any]) -> expconf.ExperimentConfig:
+    """``raw`` with what every config needs, parsed as the master parses it."""
+    base = {"entrypoint": "python3 train.py", "searcher": {"name": "single", "metric": "x"}}
+    return expconf.parse_experiment_config({**base, **raw})
+
+
 def _spec(config: dict[str, Any], tgz: bytes = b"", **kw: Any) -> _launcher.LaunchSpec:
     values: dict[str, Any] = {
         "allocation_id": "7.abc.2",
@@ -37,7 +44,7 @@ def _spec(config: dict[str, Any], tgz: bytes = b"", **kw: Any) -> _launcher.Laun
         "token": "tok",
         "slot_ids": [1],
         "gpu": False,
-        "config": config,
+        "config": _config(config),
         "hparams": {"lr": 0.1},
         "seed": 42,
         "latest_checkpoint": None,
@@ -80,10 +87,10 @@ def test_port_offsets_skip_live_runs_and_busy_ports() -> None:
 
 def test_bind_mount_rules(tmp_path: pathlib.Path) -> None:
     ok = {"bind_mounts": [{"host_path": str(tmp_path), "container_path": str(tmp_path)}]}
-    _launcher.check_bind_mounts(ok)
+    _launcher.check_bind_mounts(_config(ok))
     bad = {"bind_mounts": [{"host_path": str(tmp_path), "container_path": "/data"}]}
     with pytest.raises(InvalidArgument, match="Use a relative container_path"):
-        _launcher.check_bind_mounts(bad)
+        _launcher.check_bind_mounts(_config(bad))
 
 
 def test_work_dir_unpacks_and_links(tmp_path: pathlib.Path) -> None:
@@ -162,3 +169,24 @@ def test_the_log_queue_is_bounded_with_back_pressure(tmp_path: pathlib.Path) -> 
         assert len(_logs.read(conn, "t.1")) == total
     writer.close()
     store.close()
+
+
+def test_a_run_gets_the_stored_config_byte_for_byte(tmp_path: pathlib.Path) -> None:
+    """The master stores a config's JSON; a run parses it back into its typed LaunchSpec and
+    hands it on as DET_EXPERIMENT_CONFIG: the same text, key order included (the stored
+    configs of tests/fixtures/config_pins.json)."""
+    pins = json.loads(
+        (pathlib.Path(__file__).parent.parent / "fixtures/config_pins.json").read_text()
+    )
+    home = str(tmp_path / "home")
+    stored = [
+        json.loads(v.replace("<DET_HOME>", home))[0]
+        for k, v in pins.items()
+        if k.endswith(".stored")
+    ]
+    assert len(stored) >= 5
+    for config in stored:
+        spec = _spec({})
+        spec.config = expconf.parse_experiment_config(config)
+        env = _launcher.trial_env(spec, "http://m", "cid", tmp_path)
+        assert env["DET_EXPERIMENT_CONFIG"] == json.dumps(config), config["name"]

@@ -20,7 +20,7 @@ from determined.common.expconf._hparams import (
     parse_hyperparameters,
 )
 from determined.common.expconf._lengths import Length, Unit, searcher_unit
-from determined.common.expconf._models import ExperimentConfig
+from determined.common.expconf._models import ExperimentConfig, default
 from determined.common.expconf._parse import KNOWN_KEYS, parse_experiment_config
 from determined.common.expconf._resources import (
     BindMount,
@@ -91,6 +91,7 @@ __all__ = [
     "SingleConfig",
     "TPEConfig",
     "Unit",
+    "default",
     "hyperparameters_to_json",
     "iter_hyperparameters",
     "parse_experiment_config",

@@ -7,6 +7,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import Field, field_serializer, field_validator
+from pydantic_core import PydanticUndefined
 
 from determined.common.expconf._base import Section
 from determined.common.expconf._hparams import HyperparameterSpace, hyperparameters_to_json
@@ -126,3 +127,23 @@ class ExperimentConfig(TopLevelScalars):
         ``GET /api/v1/experiments/{id}`` and hands to trials in ``DET_EXPERIMENT_CONFIG``.
         Parsing it again gives an equal config."""
         return self.model_dump(mode="json")
+
+
+def default(path: str) -> Any:
+    """The default a config that leaves out the key at ``path`` gets: ``default("scheduling_unit")``
+    is 100, ``default("optimizations.average_training_metrics")`` True. The one place for
+    defaults: readers of partial configs (local runs, legacy trial code) fall back to these.
+
+    Raises:
+        KeyError: no such key, or one without a default (``name``, ``searcher``...).
+    """
+    head, *rest = path.split(".")
+    field = ExperimentConfig.model_fields.get(head)
+    value = None if field is None else field.get_default(call_default_factory=True)
+    if field is None or value is PydanticUndefined:
+        raise KeyError(f"{head!r} is not an experiment config key with a default")
+    for key in rest:
+        if not isinstance(value, Section) or key not in type(value).model_fields:
+            raise KeyError(f"{path!r} is not an experiment config key with a default")
+        value = getattr(value, key)
+    return value

@@ -98,8 +98,9 @@ def continued_config(
         # Another storage type replaces the section, as the user means (the old type's keys,
         # host_path under s3, say, would be unknown keys); the same type merges key by key.
         merged["checkpoint_storage"] = merge_storage(storage, old.get("checkpoint_storage"))
-    config = experiment.parse_experiment_config(_redact.restore(merged, old))
-    resources.check_bind_mounts(config)
+    typed = experiment.parse_config(_redact.restore(merged, old))
+    resources.check_bind_mounts(typed)
+    config = typed.to_json_dict()
     new, was = config["searcher"], old["searcher"]
     if new.get("name") != "single":
         raise InvalidArgument(

@@ -4,19 +4,21 @@ searcher's best validation, and the task context directory a trial downloads."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
-import yaml
 from fastapi import APIRouter, Query, Request, Response
 
+from determined.common.expconf import ExperimentConfig
 from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument, NotFound
-from determined.master.api import _experiment_filters, _redact, _templates, _unmanaged, _wire
+from determined.master.api import _experiment_filters, _templates, _unmanaged, _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, Limit, ReadsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._models import CreateExperiment
+from determined.master.api._resolve import resolve
 from determined.master.api._wire import EMPTY_EXPERIMENT, experiment_json, trial_json
 from determined.master.experiment import State
 from determined.master.store import _experiments, _metrics, _projects, _trials
@@ -24,9 +26,9 @@ from determined.master.store import _experiments, _metrics, _projects, _trials
 router = APIRouter(prefix="/api/v1")
 
 
-def _check_capacity(config: dict[str, Any], rm: resources.ResourceManager | None) -> None:
+def _check_capacity(config: ExperimentConfig, rm: resources.ResourceManager | None) -> None:
     """Refuse a trial size this cluster can never provide: it would stay queued forever."""
-    wanted = int((config.get("resources") or {}).get("slots_per_trial", 1))
+    wanted = config.resources.slots_per_trial
     if rm is not None and wanted > rm.capacity():
         raise InvalidArgument(
             f"resources.slots_per_trial is {wanted}, but this cluster has {rm.capacity()} slots "
@@ -42,16 +44,24 @@ def create_experiment(
     caller.require_user()
     if body.unmanaged and not body.validate_only:
         return _unmanaged.create_unmanaged_experiment(body, caller, exps, store)
-    text = _with_template(_restored_text(body, caller, store), body.template, store)
-    config = experiment.parse_experiment_config(text)
+    parent = template = None
     with store.read() as conn:
-        project_id = _projects.target_project(conn, body.project_id, config)
-        workspace = _projects.require_workspace(
-            conn, int(_projects.require_project(conn, project_id)["workspace_id"])
-        )
-    defaulted = _with_workspace_defaults(text, workspace)
-    if defaulted is not text:
-        config = experiment.parse_experiment_config(defaulted)
+        if body.parent_id is not None:
+            parent = _experiments.require_experiment(conn, body.parent_id)["config"]
+        if body.template:  # the template's config: laid over nothing (400 if there is none)
+            template = _templates.apply_template(conn, body.template, {})
+    project: list[int] = []
+
+    def workspace_of(config: dict[str, Any]) -> Mapping[str, Any]:
+        with store.read() as conn:
+            project.append(_projects.target_project(conn, body.project_id, config))
+            ws_id = int(_projects.require_project(conn, project[0])["workspace_id"])
+            return _projects.require_workspace(conn, ws_id)
+
+    resolved = resolve(body.config, parent, template, workspace_of)
+    if resolved.restored:
+        caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
+    config = resolved.config
     resources.check_bind_mounts(config)
     _check_capacity(config, request.app.state.rm)
     if body.validate_only:
@@ -59,74 +69,15 @@ def create_experiment(
     tgz = tar_model_definition(body.model_definition or [])
     exp_id = exps.create(
         config,
-        text,
+        resolved.original,
         owner_id=caller.info.user_id,
         model_definition=tgz,
         activate=body.activate,
-        project_id=project_id,
+        project_id=project[0],
     )
     with store.read() as conn:
         created = experiment_json(conn, _experiments.require_experiment(conn, exp_id))
-    return {"experiment": created, "config": _redact.redact(config), "warnings": []}
-
-
-def _restored_text(body: CreateExperiment, caller: Caller, store: StoreDep) -> str:
-    """The config text with redacted secrets put back from ``parentId`` (a fork of a config
-    read redacted); 400 for placeholders with nothing to restore, 403 for another user's."""
-    raw = experiment.load_yaml(body.config, "config")
-    if not isinstance(raw, dict):
-        return body.config  # parse_experiment_config says what is wrong
-    parent = None
-    if body.parent_id is not None:
-        with store.read() as conn:
-            parent = _experiments.require_experiment(conn, body.parent_id)["config"]
-    restored = _redact.restore(raw, parent)
-    if restored is raw:
-        return body.config
-    caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
-    return str(yaml.safe_dump(restored, sort_keys=False))
-
-
-def _with_workspace_defaults(text: str, workspace: dict[str, Any]) -> str:
-    """The config text with the workspace's defaults for what it leaves out (0.37): its
-    checkpoint storage, laid under the config's own ``checkpoint_storage``, and its default
-    compute pool as ``resources.resource_pool``. ``text`` itself when there is nothing to add."""
-    storage = workspace.get("checkpoint_storage_config")
-    pool = workspace.get("default_compute_pool")
-    if not storage and not pool:
-        return text
-    raw = experiment.load_yaml(text, "config")
-    if not isinstance(raw, dict):
-        return text
-    merged = dict(raw)
-    own = raw.get("checkpoint_storage")
-    if storage and not own:
-        merged["checkpoint_storage"] = storage
-    elif (
-        storage
-        and isinstance(own, dict)
-        and own.get("type", storage.get("type")) == storage.get("type")
-    ):
-        # The same kind of storage (or no type given): the config's keys over the workspace's.
-        # Another type replaces it whole, as 0.37 merges a union.
-        merged["checkpoint_storage"] = experiment.merge_configs(dict(storage), own)
-    if pool:
-        resources_ = dict(raw.get("resources") or {})
-        resources_.setdefault("resource_pool", pool)
-        merged["resources"] = resources_
-    return str(yaml.safe_dump(merged, sort_keys=False))
-
-
-def _with_template(text: str, name: str | None, store: StoreDep) -> str:
-    """The config text laid over the template ``name`` (unchanged without one)."""
-    if not name:
-        return text
-    raw = experiment.load_yaml(text, "config")
-    if not isinstance(raw, dict):
-        return text  # parse_experiment_config says what is wrong
-    with store.read() as conn:
-        merged = _templates.apply_template(conn, name, raw)
-    return str(yaml.safe_dump(merged, sort_keys=False))
+    return {"experiment": created, "config": created["config"], "warnings": []}
 
 
 @router.get("/experiments/{experiment_id}/searcher/best_searcher_validation_metric")

@@ -23,9 +23,10 @@ def _simulate(raw: Any, seed: int | None = None) -> tuple[dict[str, Any], search
         raise InvalidArgument("the body must be an experiment config (a JSON object)")
     if not isinstance(raw.get("searcher"), dict):
         raise InvalidArgument("Experiment configuration must have 'searcher' section")
-    config = experiment.parse_experiment_config({"entrypoint": "preview", **raw})
+    typed = experiment.parse_config({"entrypoint": "preview", **raw})
+    config = typed.to_json_dict()
     if seed is None:
-        seed = int((config.get("reproducibility") or {}).get("experiment_seed", 0))
+        seed = typed.reproducibility.experiment_seed
     try:
         found = searcher.preview(config["searcher"], config.get("hyperparameters"), seed)
     except errors.InvalidSearcherConfig as e:

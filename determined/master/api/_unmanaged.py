@@ -64,7 +64,8 @@ def create_unmanaged_experiment(
         )
     config = experiment.parse_unmanaged_config(body.config)
     with store.read() as conn:
-        project_id = _projects.target_project(conn, body.project_id, config)
+        names = {"workspace": config.workspace, "project": config.project}
+        project_id = _projects.target_project(conn, body.project_id, names)
     exp_id = exps.create_unmanaged(
         config,
         body.config,

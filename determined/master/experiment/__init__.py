@@ -9,7 +9,7 @@ from determined.master.experiment._config import (
     check_size,
     load_yaml,
     merge_configs,
-    parse_experiment_config,
+    parse_config,
     parse_unmanaged_config,
     searcher_metric,
 )
@@ -30,7 +30,8 @@ __all__ = [
     "decide_exit",
     "load_yaml",
     "merge_configs",
-    "parse_experiment_config",
+    "merge_configs",
+    "parse_config",
     "parse_unmanaged_config",
     "preemption_key",
     "scan_log_policies",

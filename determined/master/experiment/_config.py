@@ -4,6 +4,7 @@ validate, fill every default), API errors out; and the searcher's reading of a c
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -16,7 +17,8 @@ __all__ = [
     "UNMANAGED_ENTRYPOINT",
     "check_size",
     "load_yaml",
-    "parse_experiment_config",
+    "merge_configs",
+    "parse_config",
     "parse_unmanaged_config",
     "searcher_metric",
 ]
@@ -25,8 +27,8 @@ __all__ = [
 UNMANAGED_ENTRYPOINT = "(unmanaged: runs in its user's own process)"
 
 
-def parse_experiment_config(raw: str | dict[str, Any]) -> dict[str, Any]:
-    """The defaulted config as a JSON-able dict.
+def parse_config(raw: str | Mapping[str, Any]) -> expconf.ExperimentConfig:
+    """The typed, defaulted config, checked for what this master cannot run.
 
     Raises:
         InvalidArgument: not YAML, or a config that fails validation (the message names each
@@ -34,14 +36,14 @@ def parse_experiment_config(raw: str | dict[str, Any]) -> dict[str, Any]:
     """
     raw = load_yaml(raw, "the experiment config") if isinstance(raw, str) else raw
     check_size(raw, "the experiment config")
-    if not isinstance(raw, dict):
+    if not isinstance(raw, Mapping):
         raise InvalidArgument("the experiment config must be a YAML mapping of fields")
     try:
-        config = dict(expconf.parse_experiment_config(raw).to_json_dict())
+        config = expconf.parse_experiment_config(raw)
     except InvalidExperimentConfig as e:
         raise InvalidArgument(str(e)) from e
-    _check_storage_path(config.get("checkpoint_storage") or {})
-    size = len(json.dumps(config))
+    _check_storage_path(config.checkpoint_storage)
+    size = len(json.dumps(config.to_json_dict()))
     if size > MAX_CONFIG_JSON_BYTES:
         raise InvalidArgument(
             f"the experiment config is {size} bytes as JSON; trials receive it in an environment "
@@ -63,20 +65,20 @@ def merge_configs(base: dict[str, Any], override: dict[str, Any]) -> dict[str, A
     return out
 
 
-def parse_unmanaged_config(text: str) -> dict[str, Any]:
+def parse_unmanaged_config(text: str) -> expconf.ExperimentConfig:
     """The defaulted config of an unmanaged experiment (core_v2). 0.37's client writes every
     field it knows, null where unset (``data: null``, ``labels: null``...), and no entrypoint:
     nulls mean "not given", and the entrypoint is a placeholder.
 
     Raises:
-        InvalidArgument: as :func:`parse_experiment_config`.
+        InvalidArgument: as :func:`parse_config`.
     """
     raw = load_yaml(text, "the experiment config")
     if not isinstance(raw, dict):
         raise InvalidArgument("the experiment config must be a YAML mapping of fields")
     given = {k: v for k, v in raw.items() if v is not None}
     given.setdefault("entrypoint", UNMANAGED_ENTRYPOINT)
-    return parse_experiment_config(given)
+    return parse_config(given)
 
 
 # Bounds on a config (issue #16): YAML aliases can make a few hundred bytes into millions of
@@ -135,12 +137,14 @@ def check_size(data: Any, what: str) -> None:
             stack.extend((v, depth + 1) for v in node)
 
 
-def _check_storage_path(storage: dict[str, Any]) -> None:
+def _check_storage_path(storage: expconf.CheckpointStorageConfig) -> None:
     """Refuse a relative ``directory`` path: it would resolve inside the trial's work dir,
     which the master deletes after every run, checkpoints and all. (``shared_fs`` requires an
     absolute ``host_path`` already.)"""
-    path = str(storage.get("container_path") or "")
-    if storage.get("type") == "directory" and not path.startswith("/"):
+    if not isinstance(storage, expconf.DirectoryConfig):
+        return
+    path = storage.container_path or ""
+    if not path.startswith("/"):
         raise InvalidArgument(
             f"checkpoint_storage.container_path {path!r} is relative: trials run in a work "
             "directory the master deletes after each run, and checkpoints there would be lost. "

@@ -21,6 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined import errors
+from determined.common import expconf
 from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument
 from determined.master._signals import Signals
@@ -124,7 +125,7 @@ class Lifecycle:
 
     def create(
         self,
-        config: dict[str, Any],
+        typed: expconf.ExperimentConfig,
         original_config: str,
         *,
         owner_id: int,
@@ -133,9 +134,10 @@ class Lifecycle:
         project_id: int = 1,
     ) -> int:
         """Store a new experiment (PAUSED, its trials created) in project ``project_id`` and
-        activate it unless asked not to. Raises InvalidArgument for a searcher section that
-        cannot run."""
-        seed = int((config.get("reproducibility") or {}).get("experiment_seed", 0))
+        activate it unless asked not to. Its config is stored as JSON (what the API and trials
+        read). Raises InvalidArgument for a searcher section that cannot run."""
+        config = typed.to_json_dict()
+        seed = typed.reproducibility.experiment_seed
         try:
             method = searcher.make_search_method(
                 config["searcher"], config.get("hyperparameters"), seed

@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from determined import errors
+from determined.common import expconf
 from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from determined.master.experiment import _log_policies as log_policies
@@ -61,7 +62,7 @@ class Unmanaged(Lifecycle):
 
     def create_unmanaged(
         self,
-        config: dict[str, Any],
+        typed: expconf.ExperimentConfig,
         original_config: str,
         *,
         owner_id: int,
@@ -75,7 +76,8 @@ class Unmanaged(Lifecycle):
             PermissionDenied: the external id is taken by another user's experiment.
             InvalidArgument: a searcher section that cannot be read.
         """
-        seed = int((config.get("reproducibility") or {}).get("experiment_seed", 0))
+        config = typed.to_json_dict()
+        seed = typed.reproducibility.experiment_seed
         try:
             method = searcher.make_search_method(
                 config["searcher"], config.get("hyperparameters"), seed

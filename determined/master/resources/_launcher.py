@@ -23,6 +23,7 @@ from typing import IO, Any
 
 import sqlalchemy as sa
 
+from determined.common import expconf
 from determined.master._errors import InvalidArgument
 from determined.master.resources._log_capture import LogSink
 from determined.master.store import AllocationRow, _checkpoints, _experiments, _trials
@@ -54,7 +55,7 @@ class LaunchSpec:
     token: str
     slot_ids: list[int]  # every slot of the run
     gpu: bool
-    config: dict[str, Any]
+    config: expconf.ExperimentConfig  # typed, as resolved at create (api/_resolve.py)
     hparams: dict[str, Any]
     seed: int
     latest_checkpoint: str | None
@@ -94,7 +95,8 @@ def launch_spec(
         token=token,
         slot_ids=[s for c in containers for s in c],
         gpu=gpu,
-        config=dict(exp["config"]),
+        # The stored JSON is a config this parser wrote: it parses back to the same config.
+        config=expconf.parse_experiment_config(exp["config"]),
         hparams=dict(trial["hparams"]),
         seed=int(trial["seed"]),
         latest_checkpoint=uuid,
@@ -111,31 +113,20 @@ def command(python: str = sys.executable) -> list[str]:
     return [python, "-m", "determined.exec.launch"]
 
 
-def check_bind_mounts(config: dict[str, Any]) -> None:
+def check_bind_mounts(config: expconf.ExperimentConfig) -> None:
     """Refuse bind mounts a local process cannot honour.
 
     Raises:
         InvalidArgument: an absolute ``container_path`` other than its ``host_path``.
     """
-    for mount in config.get("bind_mounts") or []:
-        host, target = str(mount.get("host_path", "")), str(mount.get("container_path", ""))
+    for mount in config.bind_mounts:
+        host, target = mount.host_path, mount.container_path
         if os.path.isabs(target) and os.path.normpath(target) != os.path.normpath(host):
             raise InvalidArgument(
                 f"bind_mounts: container_path {target!r} is absolute; trials of this master run "
                 f"as local processes and cannot mount {host!r} there. Use a relative "
                 f"container_path (linked inside the trial's work dir) or set it to the host_path"
             )
-
-
-def _env_vars(config: dict[str, Any], gpu: bool) -> dict[str, str]:
-    raw = (config.get("environment") or {}).get("environment_variables") or []
-    if isinstance(raw, dict):
-        raw = raw.get("cuda" if gpu else "cpu") or []
-    out = {}
-    for item in raw:
-        key, _, value = str(item).partition("=")
-        out[key] = value
-    return out
 
 
 def container_id(allocation_id: str, container: int) -> str:
@@ -180,7 +171,7 @@ def trial_env(
     gives the rendezvous endpoint."""
     slot_ids = spec.containers[container]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_") or k == "DET_HOME"}
-    user_env = _env_vars(spec.config, spec.gpu)
+    user_env = spec.config.environment.environment_variables.as_dict("cuda" if spec.gpu else "cpu")
     env.update(user_env)
     if not user_env.keys() & set(ZMQ_PORT_ENV):
         # Every DistributedContext of the run, also one built directly, binds these.
@@ -208,7 +199,7 @@ def trial_env(
         DET_TRIAL_RUN_ID=str(spec.run_id),
         DET_TRIAL_SEED=str(spec.seed),
         DET_HPARAMS=json.dumps(spec.hparams),
-        DET_EXPERIMENT_CONFIG=json.dumps(spec.config),
+        DET_EXPERIMENT_CONFIG=json.dumps(spec.config.to_json_dict()),
         DET_STEPS_COMPLETED=str(spec.steps_completed),
         DET_UNIQUE_PORT_OFFSET=str(spec.port_offset),
     )
@@ -234,15 +225,15 @@ def prepare_work_dir(work_dir: Path, spec: LaunchSpec) -> None:
         check_bind_mounts(spec.config)
     except InvalidArgument as e:
         raise LaunchError(e.message) from e
-    for mount in spec.config.get("bind_mounts") or []:
-        target = str(mount["container_path"])
+    for mount in spec.config.bind_mounts:
+        target = mount.container_path
         if os.path.isabs(target):
             continue  # equal to host_path: already there
         link = (work_dir / target).resolve()
         if work_dir.resolve() not in link.parents:
             raise LaunchError(f"bind_mounts: container_path {target!r} leaves the work dir")
         link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(str(mount["host_path"]), target_is_directory=True)
+        link.symlink_to(mount.host_path, target_is_directory=True)
 
 
 class TrialProcess:

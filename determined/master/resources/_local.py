@@ -460,7 +460,7 @@ class LocalResourceManager:
             self._exits[allocation_id] = (1, False)
             self._record_exits()
             return False
-        timeout = float(spec.config.get("preemption_timeout") or 3600)
+        timeout = float(spec.config.preemption_timeout or 3600)  # 0: the default, as before
         self._runs[spec.allocation_id] = _Run(
             procs, sink, spec.slot_ids, timeout, port_offset=spec.port_offset
         )

@@ -215,7 +215,7 @@ def _run(
     _report_reduced(context, ctx, total)
     processor.on_finish()
     if rank == 0 and context._use_default_storage:
-        where = info.trial._config.get("checkpoint_storage", {}).get("type")
+        where = info.trial._experiment_config().checkpoint_storage.type
         logger.info(f"upload_path() files are under {output_uuid}/ of the {where} storage")
     ctx.distributed.gather(None)  # report completion once every rank is done
     if rank == 0:
