@@ -19,6 +19,7 @@ import enum
 import inspect
 import logging
 import pathlib
+import secrets
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -123,14 +124,17 @@ class Controller:
 
     def _setup(self, stack: contextlib.ExitStack) -> None:
         # Loaders first (the reference order), then the checkpoint, then the iterator: the
-        # restored counters decide how many batches the iterator skips, as indices only. The
-        # RNG state comes last: building an iterator draws from the global torch RNG, and the
-        # first batch after a restore must see the random numbers an uninterrupted run saw.
+        # restored counters decide how many batches the iterator skips, as indices only, and
+        # the restored data seed the order and the workers' random numbers. The RNG state
+        # comes last, as in 0.37: building an iterator of a plain torch loader draws from the
+        # global torch RNG, and the first batch after a restore must see the random numbers
+        # an uninterrupted run saw.
         train_loader = self.trial.build_training_data_loader()
         self.validator.set_loader(self.trial.build_validation_data_loader())
         rng = None
         if self.settings.latest_checkpoint is not None:
             rng = self._restore(self.settings.latest_checkpoint)
+        self.progress.data_seed = self.validator.data_seed = self._data_seed()
         self._batches, epoch_len = self._training_batches(train_loader)
         stack.callback(self._drop_iterator)  # loader workers shut down with the iterator
         if rng is not None:
@@ -151,6 +155,18 @@ class Controller:
             self.core.profiler.on()
             stack.callback(self.core.profiler.off)
 
+    def _data_seed(self) -> int:
+        """The seed of the data order and of the loader workers' random numbers: the trial
+        seed (on a cluster) or experiment_seed; else the one a restored checkpoint of this run
+        kept; else a fresh one, chosen by the chief. Never drawn from the global RNGs, whose
+        state belongs to the user's code and is restored separately."""
+        if self.settings.data_seed is not None:
+            return self.settings.data_seed
+        if self.progress.data_seed is not None:
+            return self.progress.data_seed
+        fresh = secrets.randbits(63) if self.chief else None
+        return int(self.dist.broadcast(fresh))
+
     def _training_batches(self, loader: Any) -> tuple[Iterator[Any], int]:
         if isinstance(loader, DataLoader):
             torch_loader = loader.get_data_loader(
@@ -158,7 +174,7 @@ class Controller:
                 skip=self.progress.batches_trained,
                 num_replicas=self.dist.get_size(),
                 rank=self.dist.get_rank(),
-                seed=self.settings.data_seed,
+                seed=self.progress.data_seed,
             )
             return iter(torch_loader), len(torch_loader)
         self.validator.check_raw_loader(loader, "build_training_data_loader")

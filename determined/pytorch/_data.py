@@ -168,8 +168,9 @@ class DataLoader:
             num_replicas: ranks sharing the data; rank ``r`` gets global batches
                 ``r, r+n, r+2n, ...``.
             rank: this rank, in ``[0, num_replicas)``.
-            seed: not in Determined 0.37. With a seed (the trainer passes the trial seed), a
-                shuffle built from ``shuffle=True`` draws epoch ``e``'s permutation from
+            seed: not in Determined 0.37. With a seed (the training loop always passes the
+                run's data seed: docs/pytorch/data.md), a shuffle built from
+                ``shuffle=True`` draws epoch ``e``'s permutation from
                 ``(seed, e)`` and never touches the global torch RNG, and worker processes load
                 each sample right after seeding ``random``, ``numpy`` and torch's CPU generator
                 from ``(seed, epoch, index)``. Both make a resumed run see the same samples with

@@ -40,13 +40,16 @@ _SKIP_DIRS = {"__pycache__", ".git", ".venv", "venv", "node_modules", "checkpoin
 
 @dataclasses.dataclass
 class Progress:
-    """Counters the loop owns. ``batches_trained`` is per rank and equals steps_completed."""
+    """Counters the loop owns. ``batches_trained`` is per rank and equals steps_completed.
+    ``data_seed`` seeds the data order and the loader workers' random numbers (see
+    ``_sample_seed``): chosen once per run, kept so that a resumed run sees the same data."""
 
     trial_id: int = 0
     batches_trained: int = 0
     epochs_trained: int = 0
     last_ckpt: int | None = None
     last_val: int | None = None
+    data_seed: int | None = None
 
     def state_dict(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}

@@ -26,6 +26,7 @@ class Validator:
     ) -> None:
         self.trial, self.setup, self.callbacks = trial, setup, callbacks
         self.s, self.by_batch = settings, by_batch
+        self.data_seed: int | None = settings.data_seed  # the loop sets the run's own
         self.dist = setup.core.distributed
         self.chief = self.dist.get_rank() == 0
         self.loader: Any = None
@@ -49,7 +50,7 @@ class Validator:
         if not isinstance(self.loader, DataLoader):
             return self.loader
         n, r = (self.dist.get_size(), self.dist.get_rank()) if sharded else (1, 0)
-        return self.loader.get_data_loader(num_replicas=n, rank=r, seed=self.s.data_seed)
+        return self.loader.get_data_loader(num_replicas=n, rank=r, seed=self.data_seed)
 
     # ---- reducers --------------------------------------------------------------------------
 
