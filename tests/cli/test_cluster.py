@@ -72,6 +72,8 @@ def test_follow_checkpoints_and_logs(cluster: Det, tmp_path: pathlib.Path) -> No
         f"Trial log stream ended. To reopen log stream, run: det trial logs -f {trial_id}"
     )
     assert f"Experiment {exp_id}: COMPLETED, progress 100.0%" in r.stderr
+    # Done but not yet recorded as ended, it shows as QUEUED: not printed (issue 38 item 5).
+    assert "QUEUED, progress 100.0%" not in r.stderr
     # Each validation as it arrives (here one, at the end: shown by the final poll at least).
     assert f"Trial {trial_id} validation after 10 batches: loss=0.5" in r.stderr.splitlines()
 

@@ -127,3 +127,58 @@ def test_up_beyond_loopback_refuses_blank_passwords(tmp_path: pathlib.Path) -> N
     assert r.returncode == 1
     assert "blank password" in r.stderr and "det user change-password admin" in r.stderr
     assert stat.S_IMODE((home / "master.db").stat().st_mode) == 0o600
+
+
+def test_create_takes_another_port_when_8080_is_taken(tmp_path: pathlib.Path) -> None:
+    """Issue 38 item 2: the master ``det e create`` starts takes the next free port when
+    another program holds 8080, says so and how to choose one; later commands find it."""
+    if _port_8080_free():
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 8080))
+        holder.listen()
+    else:
+        holder = None
+        try:
+            if requests.get("http://127.0.0.1:8080/info", timeout=2).ok:
+                pytest.skip("a master answers at 8080: det e create would use it")
+        except requests.RequestException:
+            pass  # something that is not a master holds it: the case under test
+    home = tmp_path / "home"
+    det = Det(home)
+    config = tmp_path / "c.yaml"
+    config.write_text(CONFIG)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "train.py").write_text("print('hi')\n")
+    try:
+        out = det.ok("e", "create", "--paused", str(config), str(model))
+        port = int((home / "master.port").read_text())
+        assert port != 8080
+        assert (
+            f"Port 8080 is in use by another program, so the master takes port {port} "
+            "(choose one with `det master up --port N`; other det commands find it by "
+            "themselves)"
+        ) in out
+        assert f"Started a local master at http://127.0.0.1:{port}" in out
+        assert "Created experiment 1" in out
+        assert "PAUSED" in det.ok("e", "list")
+        det.ok("master", "down")
+    finally:
+        _cleanup(home)
+        if holder is not None:
+            holder.close()
+
+
+def test_up_on_a_taken_port_says_how_to_choose_another(tmp_path: pathlib.Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        home = tmp_path / "home"
+        r = Det(home)("master", "up", "--port", str(port))
+    assert r.returncode == 1
+    assert r.stderr.strip() == (
+        f"det: port {port} is in use by another program; choose another port with "
+        "`det master up --port N`"
+    )
+    assert not (home / "master.pid").exists()

@@ -23,6 +23,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from determined.common import expconf
 from determined.master.resources import _envs
 from determined.master.resources._launcher import LaunchError
 
@@ -109,21 +110,27 @@ def notebook_refusal() -> str | None:
     why = lines[-1] if lines else f"exit status {probe.returncode}"
     return (
         f"notebooks need JupyterLab, which the master's Python cannot import ({why}). Install "
-        f"the notebook extra into it: `{sys.executable} -m pip install 'redetermined[notebook]'` "
-        "(in a clone: `.venv/bin/pip install -e '.[notebook]'`), then start the notebook again; "
-        "the running master sees it at once"
+        f"the notebook extra into it: `{install_notebook_command()}`, then start the notebook "
+        "again (the running master sees it at once)"
     )
 
 
+def install_notebook_command() -> str:
+    """The command that installs the ``[notebook]`` extra into the master's Python: from the
+    clone this master runs from (an editable install), else from the package index."""
+    root = Path(__file__).resolve().parents[3]
+    if (root / "pyproject.toml").is_file() and (root / "determined" / "master").is_dir():
+        return f"{sys.executable} -m pip install -e '{root}[notebook]'"
+    return f"{sys.executable} -m pip install 'redetermined[notebook]'"
+
+
 def _user_env(config: dict[str, Any], gpu: bool) -> dict[str, str]:
+    """A task's ``environment_variables`` for its device kind (its config is not an experiment's:
+    checked by :func:`check_environment`, not parsed into expconf's model)."""
     raw = (config.get("environment") or {}).get("environment_variables") or []
     if isinstance(raw, dict):
         raw = raw.get("cuda" if gpu else "cpu") or []
-    out = {}
-    for item in raw:
-        key, _, value = str(item).partition("=")
-        out[key] = value
-    return out
+    return expconf.environment_dict(raw)
 
 
 def entrypoint_argv(entrypoint: Any) -> list[str]:

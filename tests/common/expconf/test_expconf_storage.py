@@ -111,6 +111,11 @@ AZ = {"type": "azure", "container": "c"}
         ({"type": "shared_fs"}, f"{CS}.host_path", "is required"),
         ({"type": "shared_fs", "host_path": "rel"}, CS, "absolute"),
         ({"type": "shared_fs", "host_path": "/a", "storage_path": "/b"}, CS, "subdirectory"),
+        # Relative ones too, and the legacy checkpoint_path (issue 38 item 7): both paths named.
+        ({"type": "shared_fs", "host_path": "/a", "storage_path": "x/../../b"}, CS,
+         "storage_path='x/../../b' leads out of host_path='/a'"),
+        ({"type": "shared_fs", "host_path": "/a/", "checkpoint_path": ".."}, CS,
+         "checkpoint_path='..' leads out of host_path='/a/'"),
         ({"type": "directory"}, f"{CS}.container_path", "is required"),
         ({"type": "s3"}, f"{CS}.bucket", "is required"),
         ({"type": "s3", "bucket": "b", "prefix": "a/../b"}, CS, "'..'"),
