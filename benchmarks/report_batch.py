@@ -4,7 +4,7 @@ other threads: what one commit of ``--batch`` training reports costs the writer 
 Two ways to write the same batch to the same SQLite schema, in the same process, timed by the
 thread's CPU clock (``time.thread_time``) over ``--rounds`` commits each, taking turns:
 
-* **store**: ``_trials._write_reports`` in ``Store.tx`` (what the master's group commit runs:
+* **store**: ``ingest.write_reports`` in ``Store.tx`` (what the master's group commit runs:
   SQLAlchemy Core, ``ReportBatch``'s reads, one multi-row insert, one update per trial);
 * **raw**: the floor under it: the same rows and trial updates through the ``sqlite3`` cursor
   (``executemany`` of prepared tuples, JSON and times encoded by hand), none of the reads.
@@ -14,8 +14,8 @@ case for taking the hot insert past SQLAlchemy's per-row parameter processing. C
 fsynced in both (``synchronous=FULL``), but CPU time does not count the wait for the disk.
 
 ``--kept`` compares the store's way with itself: its trial rows read for each commit, against
-kept from the commits before (``_write_reports(..., known)``, as the write worker keeps them,
-``determined/master/_write_worker.kept``), on two stores taking turns.
+kept from the commits before (``write_reports(..., known)``, as the write worker keeps them,
+``determined/master/ingest/_write_worker.kept``), on two stores taking turns.
 
 ``--busy-loop`` times something else: the wall time of the store's commits while another
 thread of the process keeps the GIL busy two thirds of the time (3 ms of Python, 1.5 ms asleep,
@@ -45,9 +45,8 @@ import time
 from typing import Any
 
 from determined.master._interpreter_tuning import SWITCH_INTERVAL_S
-from determined.master.api._models import TrialMetrics
-from determined.master.api._trials import _ReportWrite, _write_reports
-from determined.master.store import Store, _experiments, _trials, sqlite_url
+from determined.master.ingest import Report, ReportWrite, write_reports
+from determined.master.store import Store, _experiments, _time, _trials, sqlite_url
 from determined.master.store._enums import State
 
 CONFIG = {"searcher": {"name": "single", "metric": "loss", "smaller_is_better": True}}
@@ -76,14 +75,8 @@ def batch_of(ids: list[int], steps: dict[int, int], size: int, rng: random.Rando
         steps[trial_id] += 1
         s = steps[trial_id]
         avg = {"loss": 1.0 / s, "lr": 0.1, "batches": s}
-        body = TrialMetrics(
-            trial_id=trial_id,
-            trial_run_id=1,
-            steps_completed=s,
-            report_time=WHEN,
-            metrics={"avgMetrics": avg, "batchMetrics": None},
-        )
-        out.append(_ReportWrite(trial_id, "training", body))
+        report = Report(trial_id, "training", 1, s, avg, None, _time.parse(WHEN))
+        out.append(ReportWrite(report))
     return out
 
 
@@ -94,7 +87,7 @@ def time_store(
     for writes in batches:
         start = time.thread_time()
         with store.tx() as conn:
-            _write_reports(conn, writes, known)
+            write_reports(conn, writes, known)
         per_report.append((time.thread_time() - start) / len(writes))
     return per_report
 
@@ -190,7 +183,7 @@ def busy_loop(args: argparse.Namespace) -> int:
                 writes = batch_of(ids, steps, args.batch, rng)
                 start = time.perf_counter()
                 with store.tx() as conn:
-                    _write_reports(conn, writes)
+                    write_reports(conn, writes)
                 walls.setdefault(interval, []).append(time.perf_counter() - start)
             stop.set()
             busy.join()

@@ -22,14 +22,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from determined._version import __version__
-from determined.master import _read_workers, _write_worker, api, resources, webhooks
+from determined.master import _read_workers, api, ingest, resources, webhooks
 from determined.master._errors import ApiError, Unauthenticated
 from determined.master._periodic import Periodic
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._auth import bearer_token, principal_of
 from determined.master.api._hot import HotRoutes
 from determined.master.api._stream import Stamps
-from determined.master.api._trials import ReportOffload
 from determined.master.experiment import (
     UNMANAGED_TRIAL_TIMEOUT_S,
     Experiments,
@@ -357,7 +356,7 @@ def create_app(
         read_workers: processes that answer the heavy reads (the experiment list, an
             experiment, metric series; see ``_read_workers``); 0 answers them in this one.
         write_worker: commit the metric reports in a process of their own (see
-            ``_write_worker``); False commits them in this one.
+            ``ingest._write_worker``); False commits them in this one.
         unmanaged_trial_timeout: seconds after which a running unmanaged trial that sent
             nothing is marked ERROR (0.37: 5 minutes). The first check waits that long after
             start, so trials that spoke into a master that was down are not lost for it.
@@ -419,7 +418,7 @@ def create_app(
     reads = _read_workers.ReadWorkers(store, read_workers)
     writer = None
     if write_worker:
-        writer = _write_worker.WriteWorker(store.url, transactions=lambda: store.transactions)
+        writer = ingest.WriteWorker(store.url, transactions=lambda: store.transactions)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -455,7 +454,7 @@ def create_app(
     app.state.log_hook = on_logs
     app.state.reads = reads
     app.state.write_worker = writer
-    app.state.report_offload = None if writer is None else ReportOffload(writer, store, hooks)
+    app.state.ingest = ingest.Ingest(store, signals, experiments, hooks, writer)
     app.state.master_id = str(uuid.uuid4())
     app.state.cluster_name = cluster_name
     app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest

@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import concurrent.futures.process
-import ctypes
-import ctypes.util
 import json
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -36,6 +33,7 @@ import sqlalchemy as sa
 from fastapi import Response
 
 from determined.master._interpreter_tuning import tune_gc
+from determined.master._worker_processes import die_with, start_context
 from determined.master.store import Store, _engine
 
 logger = logging.getLogger("determined.master")
@@ -43,8 +41,6 @@ logger = logging.getLogger("determined.master")
 ReadFn = Callable[..., Any]
 
 _worker_engine: sa.Engine | None = None  # in a worker process: its engine
-_PR_SET_PDEATHSIG = 1
-_PRELOAD = ["determined.master.api"]
 
 
 def encode(body: Any) -> bytes:
@@ -64,33 +60,8 @@ def _start_worker(url: str, master_pid: int) -> None:
     tune_gc()  # as in the master: full collections of the imported modules took 100+ ms
 
 
-def start_context() -> multiprocessing.context.BaseContext:
-    """How to start workers: forked from this process while it has one thread (the master
-    starts them before its server's threads: cheap, and they share its imported modules),
-    else from a fork server (a fork of a threaded process may inherit a lock another thread
-    held), which imports the read functions' modules once (~1.5 s) before it forks them."""
-    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("fork")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(_PRELOAD)
-    return context
-
-
 def _warm() -> None:
     """Nothing: submitted once per worker by ``start`` so that the pool starts them now."""
-
-
-def die_with(master_pid: int) -> None:
-    """End this worker when the master ends, even by SIGKILL (which runs no shutdown): the
-    kernel signals a child whose parent died (Linux). A worker is a child of the master, or of
-    the fork server, which ends with the master."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the master's own shutdown stops the pool
-        return
-    if master_pid and os.getppid() != master_pid:  # it died before the prctl
-        os._exit(0)
 
 
 def _answer_in_worker(fn: ReadFn, args: tuple[Any, ...]) -> bytes:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from determined.master.api._models import TrialMetrics
-from determined.master.api._trials import _ReportWrite
-from determined.master.store import Store, _experiments, _trials
+from determined.master.ingest import Report, ReportWrite
+from determined.master.store import Store, _experiments, _time, _trials
 from determined.master.store._enums import State
 
 CONFIG = {"searcher": {"name": "single", "metric": "loss", "smaller_is_better": True}}
@@ -35,13 +34,6 @@ def example_trials(store: Store) -> list[int]:
     return ids
 
 
-def training_report(trial_id: int, steps: int, avg: dict[str, Any]) -> _ReportWrite:
+def training_report(trial_id: int, steps: int, avg: dict[str, Any]) -> ReportWrite:
     """The write of one training report of a trial in its first run."""
-    body = TrialMetrics(
-        trial_id=trial_id,
-        trial_run_id=1,
-        steps_completed=steps,
-        report_time=WHEN,
-        metrics={"avgMetrics": avg, "batchMetrics": None},
-    )
-    return _ReportWrite(trial_id, "training", body)
+    return ReportWrite(Report(trial_id, "training", 1, steps, avg, None, _time.parse(WHEN)))

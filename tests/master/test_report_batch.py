@@ -1,4 +1,4 @@
-"""Metric reports written together (``_trials._write_reports`` through ``_metrics.ReportBatch``,
+"""Metric reports written together (``ingest.write_reports`` through ``_metrics.ReportBatch``,
 as a group commit runs them) leave the database exactly as writing each alone in order does:
 rows, merges, conflicts, stale runs, rollbacks of a later run, summaries, validation pointers.
 Property-based over sequences of reports on real SQLite files."""
@@ -15,10 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from determined.master._errors import ApiError
-from determined.master._write_worker import WriteWorker
-from determined.master.api._models import TrialMetrics
-from determined.master.api._trials import ReportOffload, _ReportWrite, _write_reports
-from determined.master.store import Store, _group_commit, sqlite_url
+from determined.master.ingest import Report, ReportOffload, ReportWrite, WriteWorker, write_reports
+from determined.master.store import Store, _group_commit, _time, sqlite_url
 from determined.master.store._schema import metrics, trials
 
 report = st.tuples(
@@ -45,19 +43,13 @@ valid_report = st.tuples(
 ).map(lambda r: (*r[:3], {key: r[2] + len(key) for key in r[3]}, *r[4:]))
 
 
-def _writes(ids: list[int], seq: list[Any]) -> list[_ReportWrite]:
+def _writes(ids: list[int], seq: list[Any]) -> list[ReportWrite]:
     out = []
     for index, group, steps, avg, stale, with_batch in seq:
-        trial_id = ids[index]
         run_id = (2 if index == 2 else 1) - stale
-        body = TrialMetrics(
-            trial_id=trial_id,
-            trial_run_id=run_id,
-            steps_completed=steps,
-            report_time=WHEN,
-            metrics={"avgMetrics": avg, "batchMetrics": [avg] if with_batch else None},
-        )
-        out.append(_ReportWrite(trial_id, group, body))
+        batch = [avg] if with_batch else None
+        report = Report(ids[index], group, run_id, steps, avg, batch, _time.parse(WHEN))
+        out.append(ReportWrite(report))
     return out
 
 
@@ -123,7 +115,7 @@ def test_reports_written_together_equal_reports_written_alone(
         ids = example_trials(alone_store)
         assert example_trials(together_store) == ids
         alone = _written_alone(alone_store, ids, seq)
-        batch = [_group_commit._Write(w, _write_reports) for w in _writes(ids, seq)]
+        batch = [_group_commit._Write(w, write_reports) for w in _writes(ids, seq)]
         group._commit(batch)
         assert [_outcome(w) for w in batch] == alone
         assert _state(together_store, ids) == _state(alone_store, ids)
@@ -169,7 +161,7 @@ def test_reports_offloaded_to_the_write_worker_equal_reports_written_alone(
         alone = _written_alone(alone_store, ids, [r for _, run in seq for r in run])
         outcomes = []
         for where, run in seq:
-            batch = [_group_commit._Write(w, _write_reports, offload) for w in _writes(ids, run)]
+            batch = [_group_commit._Write(w, write_reports, offload) for w in _writes(ids, run)]
             if where == "worker":
                 store._group._commit_elsewhere(batch, offload)
                 sent += len(batch)
@@ -201,7 +193,7 @@ def test_a_batch_of_valid_reports_takes_few_statements(tmp_path: pathlib.Path) -
     statements: list[str] = []
     sa.event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
     with store.tx() as conn:
-        assert _write_reports(conn, list(_writes(ids, seq))) == [None] * 50
+        assert write_reports(conn, list(_writes(ids, seq))) == [None] * 50
     assert len(statements) <= 4, statements
     with store.read() as conn:
         count = conn.execute(sa.select(sa.func.count()).select_from(metrics)).scalar()

@@ -1,4 +1,4 @@
-"""The write worker (``determined/master/_write_worker.py``): metric reports committed in a
+"""The write worker (``determined/master/ingest/_write_worker.py``): metric reports committed in a
 process of their own, and what happens when that process dies or hangs: nothing is lost,
 nothing is stored twice by the master, and the worker comes back. Real processes, real SQLite
 files, a real master for the end-to-end case."""
@@ -19,8 +19,13 @@ import sqlalchemy as sa
 from _kit.master import MasterProcess, Run
 from _kit.reports import example_trials, training_report
 
-from determined.master._write_worker import OutcomeUnknown, WriteWorker
-from determined.master.api._trials import ReportOffload, _write_plain_reports, _write_reports
+from determined.master.ingest import (
+    OutcomeUnknown,
+    ReportOffload,
+    WriteWorker,
+    write_plain_reports,
+    write_reports,
+)
 from determined.master.store import Store, sqlite_url
 from determined.master.store._group_commit import RolledBack
 from determined.master.store._schema import metrics, trials
@@ -40,7 +45,7 @@ def _rows(store: Store, trial_id: int) -> list[int]:
 
 
 def _plain(trial_id: int, steps: int) -> tuple[list[tuple[object, ...]], list[object], str]:
-    return ([training_report(trial_id, steps, {"loss": 1.0}).plain()], [], "")
+    return ([tuple(training_report(trial_id, steps, {"loss": 1.0}).report)], [], "")
 
 
 def _wait_for(check: object, timeout: float = 30.0) -> None:
@@ -67,7 +72,7 @@ def _started(store: Store) -> tuple[WriteWorker, int, int]:
     assert worker.wait_ready(30)
     pid = worker.pid
     assert pid is not None and pid != os.getpid()
-    assert worker.run(_write_plain_reports, _plain(trial, 1)) == [None]
+    assert worker.run(write_plain_reports, _plain(trial, 1)) == [None]
     return worker, pid, trial
 
 
@@ -80,10 +85,10 @@ def test_the_worker_commits_and_a_refused_write_commits_nothing(store: Store) ->
     worker, _, trial = _started(store)
     assert _rows(store, trial) == [1]  # committed: this process's engine sees it
     # A stale run id is refused: the worker's transaction (both reports) is rolled back.
-    good = training_report(trial, 2, {"loss": 0.5}).plain()
+    good = tuple(training_report(trial, 2, {"loss": 0.5}).report)
     stale = (trial, "training", 7, 3, {"loss": 0.1}, None, None)
     with pytest.raises(RolledBack, match="invalid run id 7"):
-        worker.run(_write_plain_reports, ([good, stale], [], ""))
+        worker.run(write_plain_reports, ([good, stale], [], ""))
     assert _rows(store, trial) == [1]
     worker.close()
     assert worker.pid is None
@@ -94,10 +99,10 @@ def test_a_dead_worker_rolls_back_and_comes_back(store: Store) -> None:
     os.kill(first, signal.SIGKILL)
     _wait_for(lambda: _state(first) == "Z")
     with pytest.raises(RolledBack, match="not running"):
-        worker.run(_write_plain_reports, _plain(trial, 2))
+        worker.run(write_plain_reports, _plain(trial, 2))
     assert _rows(store, trial) == [1]
     _wait_for(lambda: worker.pid not in (None, first))  # started again in the background
-    assert worker.run(_write_plain_reports, _plain(trial, 2)) == [None]
+    assert worker.run(write_plain_reports, _plain(trial, 2)) == [None]
     assert _rows(store, trial) == [1, 2]
     worker.close()
 
@@ -109,7 +114,7 @@ def test_a_worker_that_dies_while_writing_leaves_the_outcome_unknown(store: Stor
 
     def run() -> None:
         try:
-            worker.run(_write_plain_reports, _plain(trial, 2))
+            worker.run(write_plain_reports, _plain(trial, 2))
         except BaseException as e:  # noqa: BLE001 - looked at below
             errors.append(e)
 
@@ -131,12 +136,12 @@ def test_a_hung_worker_is_killed_after_the_answer_timeout(store: Store) -> None:
     _stop(pid)
     started = time.monotonic()
     with pytest.raises(OutcomeUnknown, match="no answer in 1 s"):
-        worker.run(_write_plain_reports, _plain(trial, 2))
+        worker.run(write_plain_reports, _plain(trial, 2))
     assert 0.9 < time.monotonic() - started < 10
     _wait_for(lambda: _state(pid) == "Z")  # killed, not left stopped
     _wait_for(lambda: worker.pid not in (None, pid))
     worker.answer_timeout_s = 60  # a new worker's first write compiles its statements
-    assert worker.run(_write_plain_reports, _plain(trial, 3)) == [None]
+    assert worker.run(write_plain_reports, _plain(trial, 3)) == [None]
     assert _rows(store, trial) == [1, 3]
     worker.close()
 
@@ -173,14 +178,14 @@ def test_the_worker_keeps_the_trial_rows_it_wrote_until_the_master_writes(store:
     the master's own (``Store.tx``) makes the worker read the row again."""
     trial = example_trials(store)[0]
     worker = _worker(store, transactions=lambda: store.transactions)
-    worker.run(_write_plain_reports, _plain(trial, 1))
+    worker.run(write_plain_reports, _plain(trial, 1))
     assert _loss_count(store, trial) == 1
     _forget_summary_behind_the_masters_back(store, trial)
-    worker.run(_write_plain_reports, _plain(trial, 2))
+    worker.run(write_plain_reports, _plain(trial, 2))
     assert _loss_count(store, trial) == 2  # from the kept row (1), not the database's {}
     with store.tx() as conn:  # the master's own write: what the worker kept may be stale
         conn.execute(trials.update().where(trials.c.id == trial).values(summary_metrics={}))
-    worker.run(_write_plain_reports, _plain(trial, 3))
+    worker.run(write_plain_reports, _plain(trial, 3))
     assert _loss_count(store, trial) == 1  # read again: {} and this report
     worker.close()
 
@@ -188,9 +193,9 @@ def test_the_worker_keeps_the_trial_rows_it_wrote_until_the_master_writes(store:
 def test_a_worker_without_the_masters_count_keeps_nothing(store: Store) -> None:
     trial = example_trials(store)[0]
     worker = _worker(store)
-    worker.run(_write_plain_reports, _plain(trial, 1))
+    worker.run(write_plain_reports, _plain(trial, 1))
     _forget_summary_behind_the_masters_back(store, trial)
-    worker.run(_write_plain_reports, _plain(trial, 2))
+    worker.run(write_plain_reports, _plain(trial, 2))
     assert _loss_count(store, trial) == 1
     worker.close()
 
@@ -201,12 +206,12 @@ def test_a_rolled_back_run_leaves_nothing_kept(store: Store) -> None:
     counts once."""
     trial = example_trials(store)[0]
     worker = _worker(store, transactions=lambda: store.transactions)
-    worker.run(_write_plain_reports, _plain(trial, 1))
-    good = training_report(trial, 2, {"loss": 0.5}).plain()
+    worker.run(write_plain_reports, _plain(trial, 1))
+    good = tuple(training_report(trial, 2, {"loss": 0.5}).report)
     stale = (trial, "training", 7, 3, {"loss": 0.1}, None, None)
     with pytest.raises(RolledBack):
-        worker.run(_write_plain_reports, ([good, stale], [], ""))
-    worker.run(_write_plain_reports, ([good], [], ""))
+        worker.run(write_plain_reports, ([good, stale], [], ""))
+    worker.run(write_plain_reports, ([good], [], ""))
     assert _rows(store, trial) == [1, 2]
     assert _loss_count(store, trial) == 2
     worker.close()
@@ -228,7 +233,7 @@ def test_group_commit_fails_writes_of_unknown_outcome_and_runs_rolled_back_ones_
         async def one(n: int) -> BaseException | None:
             try:
                 await store.write_async(
-                    training_report(trial, n, {"loss": 1.0}), _write_reports, offload=offload
+                    training_report(trial, n, {"loss": 1.0}), write_reports, offload=offload
                 )
             except BaseException as e:  # noqa: BLE001 - returned
                 return e

@@ -1,8 +1,8 @@
 """The master's HTTP API: one router per area, the request and response models, the v1 JSON
 shapes (``_wire``), the FastAPI dependencies and the caller's authentication.
 
-Layering: imports ``experiment``, ``resources``, ``store``, ``searcher`` and ``webhooks`` (and
-the master's top-level ``_errors``, ``_signals`` and ``_write_worker``); nothing imports it but
+Layering: imports ``experiment``, ``ingest``, ``resources``, ``store``, ``searcher`` and
+``webhooks`` (and the master's top-level ``_errors`` and ``_signals``); nothing imports it but
 the app.
 """
 

@@ -58,7 +58,7 @@ def exit_(
 @router.get("/group-commit")
 def group_commit_stats(caller: Caller, store: StoreDep, request: Request) -> dict[str, Any]:
     """What the recent writes waited inside the master (``_group_commit.CommitStats``), and
-    the pid of its write worker (``_write_worker``; null: none runs)."""
+    the pid of its write worker (``ingest._write_worker``; null: none runs)."""
     _admin(caller)
     worker = request.app.state.write_worker
     return {

@@ -12,7 +12,8 @@ token already in the token cache that belongs to the trial in the path, and a bo
 into the route's model. Anything else (no or unknown token, a user's token, a body that fails
 to parse) goes on to the FastAPI route with the body it already read, so error answers and
 every rule stay in one place: the route. The work itself is the route's own function
-(``_trials.record_report``); errors it raises are answered by the app's exception handlers.
+(``_trials.record_report``: parse, then hand the report to ``master/ingest``); errors it raises
+are answered by the app's exception handlers.
 """
 
 from __future__ import annotations

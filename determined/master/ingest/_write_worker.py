@@ -1,5 +1,6 @@
 """A process of its own that commits the metric reports' writes (the group commit's offload,
-see ``store/_group_commit``).
+see ``store/_group_commit``). It imports no web code: the writes it runs come from
+``ingest/_offload``, below the API.
 
 Why: the master is one Python process; its event loop (every request) and the group-commit
 writer share one GIL. Under 2,000 reports a second the writer's Python work (reading the
@@ -36,7 +37,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from determined.master import _read_workers
+from determined.master import _worker_processes
 from determined.master._errors import Unavailable
 from determined.master._interpreter_tuning import tune_gc
 from determined.master.store import _engine
@@ -78,8 +79,8 @@ def _serve(conn: multiprocessing.connection.Connection, url: str, master_pid: in
     """The worker's loop: ``_READY`` out, then ``(fn, arg, generation)`` in, ``(True, value)``
     or ``(False, why)`` out; None ends it. ``generation`` is the master's count of its own
     write transactions (None: unknown), see :func:`kept`."""
-    _read_workers.die_with(master_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master stops it (see _read_workers)
+    _worker_processes.die_with(master_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master stops it (as its read workers)
     tune_gc()
     engine = _engine.make_engine(url)
     # Connect before saying ready: an unreachable database ends this worker here, and the
@@ -184,7 +185,7 @@ class WriteWorker:
             self._start_locked()
 
     def _start_locked(self) -> None:
-        context: Any = _read_workers.start_context()  # BaseContext types no Process
+        context: Any = _worker_processes.start_context()  # BaseContext types no Process
         forked = context.get_start_method() == "fork"
         parent, child = context.Pipe()
         process = context.Process(
