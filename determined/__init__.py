@@ -3,6 +3,9 @@
 ``import determined as det`` gives the names that Determined 0.37 user code uses.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from determined import errors
 from determined._env_context import EnvContext
 from determined._experiment_config import ExperimentConfig
@@ -41,7 +44,21 @@ __all__ = [
     "util",
 ]
 
-# `import determined as det; det.core.init()` works, as in Determined (imported last: core
-# uses the names above).
-from determined import core as core  # noqa: E402
-from determined import util as util  # noqa: E402
+# `import determined as det; det.core.init()` works, as in Determined, but the Core API (zmq,
+# numpy, TensorBoard) loads on first use: every layer imports this package (`from determined
+# import errors`), and the CLI, the SDK's client and the master never need it.
+_LAZY = {"core": "determined.core", "util": "determined.util"}
+
+if TYPE_CHECKING:
+    from determined import core as core
+    from determined import util as util
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'determined' has no attribute {name!r}")
+    return importlib.import_module(_LAZY[name])
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,4 +1,5 @@
-"""No import cycles inside ``determined/``.
+"""No import cycles inside ``determined/``, no import against its layers, no module setting
+another module's attributes.
 
 Every module is parsed with ``ast``; its imports of other ``determined`` modules (absolute and
 relative, ``from pkg import sub`` counted as an import of the submodule ``sub``) make the edges
@@ -14,6 +15,14 @@ counts:
   of a package, not a cycle: edges from a module to a package it sits inside (its ancestors)
   are dropped, since importing a submodule has already started its parent's ``__init__``.
   Every other edge to a package goes to its ``__init__``.
+
+The layers (``LAYERS``, as docs/architecture.md draws them) are checked on the same edges, so
+an import inside a function counts as much as one at the top of a module: a part imports only
+parts of lower layers, never a higher layer's nor another part of its own layer (the CLI and
+the master are peers: the CLI starts the master as a process and talks to it over HTTP).
+
+A module that assigns to an attribute of another ``determined`` module (``_trial.Experiment =
+Experiment``) ties the two together as an import would, where no import shows it: refused.
 """
 
 from __future__ import annotations
@@ -134,6 +143,99 @@ def graph_of(root: pathlib.Path) -> dict[str, set[str]]:
     return {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
 
 
+# Lowest first. Parts not named here (the package's top-level modules, launch, layers, the
+# integrations) are not checked by this list; the cycle check still covers them.
+LAYERS = [
+    ["determined.common"],
+    ["determined.tensorboard"],
+    ["determined.core"],
+    ["determined.pytorch", "determined.experimental"],
+    ["determined.exec", "determined.searcher"],
+    ["determined.cli", "determined.master"],
+]
+
+
+def _part(module: str, layers: list[list[str]]) -> tuple[int, str] | None:
+    """The layer and part of ``module``, if a listed part holds it."""
+    for rank, parts in enumerate(layers):
+        for part in parts:
+            if module == part or module.startswith(part + "."):
+                return rank, part
+    return None
+
+
+def against_layers(graph: dict[str, set[str]], layers: list[list[str]]) -> list[str]:
+    """``a -> b`` for each import of a higher layer, or of another part of the same layer."""
+    found = []
+    for module in sorted(graph):
+        source = _part(module, layers)
+        if source is None:
+            continue
+        for target in sorted(graph[module]):
+            dest = _part(target, layers)
+            if dest is not None and dest[1] != source[1] and dest[0] >= source[0]:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def foreign_assignments(root: pathlib.Path) -> list[str]:
+    """``module: line: target`` for each assignment to an attribute of an imported
+    ``determined`` module (``import a.b as m`` / ``from a import b``, then ``m.x = ...``).
+    A package's own submodule setting the package's names (core_v2's singletons) is the
+    package at work, as the import graph's ancestor rule has it."""
+    modules = module_names(root)
+    found = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        bound = set()
+        for node in _imports(tree.body):
+            for alias in node.names:
+                if isinstance(node, ast.Import):
+                    if alias.asname and alias.name in modules and alias.name not in ancestors:
+                        bound.add(alias.asname)
+                    continue
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                target = f"{source}.{alias.name}"
+                if target in modules and target not in ancestors:
+                    bound.add(alias.asname or alias.name)
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            for t in targets:
+                if (
+                    isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id in bound
+                ):
+                    found.append(f"{name}: {t.lineno}: {t.value.id}.{t.attr}")
+    return found
+
+
+def test_no_import_against_the_layers() -> None:
+    found = against_layers(graph_of(REPO / ROOT), LAYERS)
+    assert not found, (
+        "imports of a higher layer or a sibling part (move the shared piece down, or reach "
+        "the other side over HTTP or as a process; an import inside a function counts too):\n"
+        + "\n".join(found)
+    )
+
+
+def test_no_module_sets_another_modules_attributes() -> None:
+    found = foreign_assignments(REPO / ROOT)
+    assert not found, (
+        "modules setting another module's attributes (a hidden import: import the name where "
+        "it is defined, or move it down):\n" + "\n".join(found)
+    )
+
+
 def test_no_import_cycles_in_determined() -> None:
     graph = graph_of(REPO / ROOT)
     found = cycles(graph)
@@ -185,3 +287,42 @@ def test_a_long_cycle_is_one_component(tmp_path: pathlib.Path) -> None:
     files = {"pkg/__init__.py": ""}
     files |= {f"pkg/m{i}.py": f"from pkg import m{(i + 1) % n}\n" for i in range(n)}
     assert cycles(graph_of(_write(tmp_path, files))) == [sorted(f"pkg.m{i}" for i in range(n))]
+
+
+def test_the_layer_check_sees_imports_at_module_level_and_in_functions(
+    tmp_path: pathlib.Path,
+) -> None:
+    root = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/low/a.py": "def f():\n    from pkg.high import b\n",  # upward, in a function
+            "pkg/low/c.py": "from pkg.low import a\n",  # its own part
+            "pkg/high/__init__.py": "",
+            "pkg/high/b.py": "from pkg.low import c\nimport pkg.peer.d\n",  # down; sideways
+            "pkg/peer/__init__.py": "",
+            "pkg/peer/d.py": "from pkg.high.b import x\n",  # sideways, module level
+        },
+    )
+    layers = [["pkg.low"], ["pkg.high", "pkg.peer"]]
+    assert against_layers(graph_of(root), layers) == [
+        "pkg.high.b -> pkg.peer.d",
+        "pkg.low.a -> pkg.high.b",
+        "pkg.peer.d -> pkg.high.b",
+    ]
+
+
+def test_the_check_finds_a_module_setting_anothers_attribute(tmp_path: pathlib.Path) -> None:
+    root = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "x = None\n",
+            "pkg/b.py": "from pkg import a\nclass B: ...\na.x = B\nB.y = 1\n",
+            "pkg/c.py": "import pkg.a as m\ndef f():\n    m.x += 1\n",
+            "pkg/sub/__init__.py": "y = None\n",
+            "pkg/sub/e.py": "def f():\n    from pkg import sub\n    sub.y = 1\n",  # its package
+        },
+    )
+    assert foreign_assignments(root) == ["pkg.b: 3: a.x", "pkg.c: 3: m.x"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 from determined.cli import _cluster_message, _daemon, _render, _session
@@ -40,28 +42,29 @@ def cmd_status(args: argparse.Namespace) -> None:
 
 def cmd_migrate_store(args: argparse.Namespace) -> None:
     """Move this data dir's history into another (empty) database and use it from now on."""
-    from determined.master.store import _copy, sqlite_url
-
     data_dir = _paths.data_dir().expanduser().resolve()
     if _daemon.running(data_dir) is not None:
         raise _render.CliError(
             f"the master from {data_dir} is running; stop it with `det master down` first"
         )
     source = _daemon.remembered_db_url(data_dir)
-    if source is None:
-        if not (data_dir / "master.db").exists():
-            raise _render.CliError(f"no master database in {data_dir}: nothing to migrate")
-        source = sqlite_url(data_dir)
-    try:
-        counts = _copy.copy_store(source, args.to)
-    except ValueError as e:
-        raise _render.CliError(str(e)) from e
+    if source is None and not (data_dir / "master.db").exists():
+        raise _render.CliError(f"no master database in {data_dir}: nothing to migrate")
+    # The master's own store code copies, in a process of its own (as `det master up` runs
+    # the master): the CLI never imports the master.
+    where = ["--from", source] if source is not None else ["--data-dir", str(data_dir)]
+    cmd = [sys.executable, "-m", "determined.master.store", "copy", "--to", args.to, *where]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode == 2:  # refused as asked (store/__main__.py): the reason
+        raise _render.CliError(done.stderr.strip())
+    if done.returncode != 0:
+        raise _render.CliError(f"copying the store failed:\n{done.stderr.strip()}")
+    copied = json.loads(done.stdout)
+    counts: dict[str, int] = copied["counts"]
     _daemon.remember_db_url(data_dir, args.to)
     rows = ", ".join(f"{counts.get(t, 0)} {t}" for t in ("experiments", "trials", "checkpoints"))
     print(f"Copied {sum(counts.values())} rows ({rows}, ...) into the new database.")
-    import sqlalchemy as sa
-
-    old = sa.make_url(source).render_as_string()  # the password hidden
+    old = copied["source"]
     print(f"`det master up` uses it from now on; {old} is left as it was, as a backup.")
 
 

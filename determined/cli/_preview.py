@@ -1,18 +1,21 @@
 """``det preview-search CONFIG``: what a search would train, per bracket, without training.
 
-The simulation runs here, with the search code the master runs (``determined.master.searcher``,
-which imports no web stack), so it needs no master and gives the master's plan for the same
-config and seed: how many trials each bracket creates and how far each group of them trains.
+The simulation runs on this machine, with the search code the master runs, as a process
+(``python -m determined.master.searcher preview``: the CLI never imports the master), so it
+needs no master and gives the master's plan for the same config and seed: how many trials each
+bracket creates and how far each group of them trains.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 from typing import Any
 
 import yaml
 
-from determined import errors
 from determined.cli import _render
 
 
@@ -37,22 +40,26 @@ def _seed(args: argparse.Namespace, config: dict[str, Any]) -> int:
 
 
 def cmd_preview_search(args: argparse.Namespace) -> None:
-    from determined.master import searcher
-
     config = _load(args.config_file)
-    try:
-        found = searcher.preview(
-            config["searcher"], config.get("hyperparameters"), _seed(args, config)
-        )
-    except errors.InvalidSearcherConfig as e:
-        raise _render.CliError(f"invalid searcher configuration: {e}") from e
+    asked = {
+        "searcher": config["searcher"],
+        "hyperparameters": config.get("hyperparameters"),
+        "seed": _seed(args, config),
+    }
+    cmd = [sys.executable, "-m", "determined.master.searcher", "preview"]
+    done = subprocess.run(cmd, input=json.dumps(asked), capture_output=True, text=True)
+    if done.returncode == 2:  # the search refused the config (searcher/__main__.py)
+        raise _render.CliError(f"invalid searcher configuration: {done.stderr.strip()}")
+    if done.returncode != 0:
+        raise _render.CliError(f"the preview failed:\n{done.stderr.strip()}")
+    found = json.loads(done.stdout)
     if args.json:
-        _render.print_json(found.to_dict())
+        _render.print_json(found["preview"])
         return
     print("Using search configuration:")
     _render.print_yaml(config["searcher"])
     print()
-    print(found.render())
+    print(found["text"])
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -13,10 +13,9 @@ from determined.experimental._sdk._enums import (
     TrialOrderBy,
     TrialSortBy,
 )
-from determined.experimental._sdk._experiment import Experiment
+from determined.experimental._sdk._experiment import Experiment, Trial
 from determined.experimental._sdk._model import Model, ModelVersion
 from determined.experimental._sdk._project import Project
-from determined.experimental._sdk._trial import Trial
 
 # 0.37's deprecated names of Experiment and Trial.
 ExperimentReference = Experiment

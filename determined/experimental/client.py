@@ -46,13 +46,12 @@ from determined.experimental._sdk._enums import (
     TrialSortBy,
     TrialState,
 )
-from determined.experimental._sdk._experiment import Experiment
+from determined.experimental._sdk._experiment import Experiment, Trial
 from determined.experimental._sdk._metrics import TrainingMetrics, TrialMetrics, ValidationMetrics
 from determined.experimental._sdk._model import Model, ModelVersion
 from determined.experimental._sdk._oauth import Oauth2ScimClient
 from determined.experimental._sdk._project import Project
 from determined.experimental._sdk._resource_pool import ResourcePool, ResourcePoolBindingError
-from determined.experimental._sdk._trial import Trial
 from determined.experimental._sdk._user import User
 from determined.experimental._sdk._workspace import Workspace
 

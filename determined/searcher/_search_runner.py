@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from determined import errors
+from determined.common import _context
 from determined.common.api import Session
 from determined.searcher._search_method import (
     Close,
@@ -335,8 +336,6 @@ def _create_experiment(
     includes: Iterable[str | pathlib.Path] | None,
 ) -> int:
     """POST the experiment (its config and model definition); return its id."""
-    from determined.cli import _context
-
     if isinstance(exp_config, str):
         config_text = pathlib.Path(exp_config).read_text()
     else:

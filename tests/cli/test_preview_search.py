@@ -1,4 +1,5 @@
-"""``det preview-search``: determined/cli/_preview.py, run in-process (it needs no master)."""
+"""``det preview-search``: determined/cli/_preview.py, run in-process (it needs no master). It
+runs the master's search code as a process (``python -m determined.master.searcher``): e2e."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pathlib
 import pytest
 
 from determined.cli._main import main
+
+pytestmark = pytest.mark.e2e
 
 ADAPTIVE = """
 name: preview

@@ -13,8 +13,13 @@ from typing import Any
 from determined import errors
 from determined.common import storage
 from determined.common.api import Session
-from determined.experimental._sdk import _metrics
-from determined.experimental._sdk._enums import CheckpointState, DownloadMode
+from determined.experimental._sdk import _metrics, _paging
+from determined.experimental._sdk._enums import (
+    CheckpointSortBy,
+    CheckpointState,
+    DownloadMode,
+    OrderBy,
+)
 
 logger = logging.getLogger("determined.client")
 
@@ -255,3 +260,33 @@ class Checkpoint:
                 f"trial_id={self.training.trial_id})"
             )
         return f"Checkpoint(uuid={self.uuid}, task_id={self.task_id})"
+
+
+def list_checkpoints(
+    session: Session,
+    path: str,
+    sort_by: str | CheckpointSortBy | None,
+    order_by: OrderBy | None,
+    max_results: int | None,
+) -> list[Checkpoint]:
+    """COMPLETED checkpoints listed at ``path`` (a trial's or an experiment's), as 0.37's
+    ``list_checkpoints`` of both asks for them."""
+    if (sort_by is None) != (order_by is None):
+        raise ValueError("set sort_by and order_by together, or neither")
+    if sort_by is not None and not isinstance(sort_by, (str, CheckpointSortBy)):
+        raise ValueError(f"sort_by must be a CheckpointSortBy or a metric name, not {sort_by!r}")
+    params: dict[str, Any] = {"states": ["STATE_COMPLETED"]}
+    if isinstance(sort_by, str):
+        params["sortByMetric"] = sort_by
+    else:
+        params["sortByAttr"] = (sort_by or CheckpointSortBy.SEARCHER_METRIC).value
+    if order_by is not None:
+        params["orderBy"] = order_by.value
+    if max_results:
+        params["limit"] = max_results
+
+    def page(offset: int) -> dict[str, Any]:
+        return dict(session.get(path, params={**params, "offset": offset}).json())
+
+    found = _paging.read_paginated(page, "checkpoints", single=bool(max_results))
+    return [Checkpoint._from_json(c, session) for c in found]

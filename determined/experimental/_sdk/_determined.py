@@ -15,11 +15,11 @@ from determined.common.api import Session, _auth, canonicalize_master_url
 from determined.experimental._sdk import (
     _checkpoint,
     _experiment,
+    _find,
     _metrics,
     _model,
     _oauth,
     _paging,
-    _trial,
     _user,
     _workspace,
 )
@@ -223,9 +223,9 @@ class Determined:
         found = _paging.read_paginated(page, "experiments")
         return [_experiment.Experiment._from_json(e, self._session) for e in found]
 
-    def get_trial(self, trial_id: int) -> _trial.Trial:
+    def get_trial(self, trial_id: int) -> _experiment.Trial:
         body = self._session.get(f"/api/v1/trials/{trial_id}").json()["trial"]
-        return _trial.Trial._from_json(body, self._session)
+        return _experiment.Trial._from_json(body, self._session)
 
     def get_checkpoint(self, uuid: str) -> _checkpoint.Checkpoint:
         body = self._session.get(f"/api/v1/checkpoints/{uuid}").json()["checkpoint"]
@@ -260,7 +260,7 @@ class Determined:
 
     def get_workspace(self, name: str) -> _workspace.Workspace:
         """Raises LookupError when no workspace has that name."""
-        body = _experiment.find_workspace(self._session, name)
+        body = _find.find_workspace(self._session, name)
         return _workspace.Workspace._from_json(body, self._session)
 
     def list_workspaces(self) -> list[_workspace.Workspace]:
@@ -277,7 +277,7 @@ class Determined:
 
     def delete_workspace(self, name: str) -> None:
         """Raises LookupError when no workspace has that name."""
-        ws = _experiment.find_workspace(self._session, name)
+        ws = _find.find_workspace(self._session, name)
         self._session.delete(f"/api/v1/workspaces/{ws['id']}")
 
     # OAuth clients: enterprise edition only in 0.37.

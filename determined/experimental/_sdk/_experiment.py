@@ -1,23 +1,38 @@
-"""``Experiment``: one experiment on the master, its lifecycle, trials and checkpoints."""
+"""``Experiment`` and ``Trial``: one experiment on the master (its lifecycle, trials and
+checkpoints) and one of its trials (logs, metrics, checkpoints). One module: each names the
+other (``Experiment.list_trials``, ``Trial.get_experiment``)."""
 
 from __future__ import annotations
 
 import base64
+import inspect
 import pathlib
 import sys
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from determined.common.api import Session
-from determined.experimental._sdk import _checkpoint, _paging, _trial
+from determined.common.api import _logs as _api_logs
+from determined.experimental._sdk import _checkpoint, _metrics, _paging
 from determined.experimental._sdk._enums import (
     TERMINAL_STATES,
     CheckpointSortBy,
     ExperimentState,
+    LogLevel,
     OrderBy,
     TrialSortBy,
+    TrialState,
 )
+from determined.experimental._sdk._find import find_project
+from determined.experimental._sdk._log_filter import LogFilter
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} is deprecated (as in Determined 0.37); use {new}", FutureWarning, stacklevel=3
+    )
 
 
 class Experiment:
@@ -154,7 +169,7 @@ class Experiment:
         sort_by: TrialSortBy = TrialSortBy.ID,
         order_by: OrderBy = OrderBy.ASCENDING,
         limit: int | None = None,
-    ) -> Iterator[_trial.Trial]:
+    ) -> Iterator[Trial]:
         """The experiment's trials, ``limit`` per request."""
         params: dict[str, Any] = {"sortBy": sort_by.value, "orderBy": order_by.value}
         if limit:
@@ -165,22 +180,22 @@ class Experiment:
             return dict(self._session.get(path, params={**params, "offset": offset}).json())
 
         for body in _paging.read_paginated(page, "trials"):
-            yield _trial.Trial._from_json(body, self._session)
+            yield Trial._from_json(body, self._session)
 
     def list_trials(
         self, sort_by: TrialSortBy = TrialSortBy.ID, order_by: OrderBy = OrderBy.ASCENDING
-    ) -> list[_trial.Trial]:
+    ) -> list[Trial]:
         """Every trial of the experiment."""
         return list(self.iter_trials(sort_by, order_by))
 
     def get_trials(
         self, sort_by: TrialSortBy = TrialSortBy.ID, order_by: OrderBy = OrderBy.ASCENDING
-    ) -> list[_trial.Trial]:
+    ) -> list[Trial]:
         """Deprecated in 0.37: :meth:`list_trials`."""
-        _trial._deprecated("Experiment.get_trials()", "Experiment.list_trials()")
+        _deprecated("Experiment.get_trials()", "Experiment.list_trials()")
         return self.list_trials(sort_by, order_by)
 
-    def await_first_trial(self, interval: float = 0.1) -> _trial.Trial:
+    def await_first_trial(self, interval: float = 0.1) -> Trial:
         """Wait until the experiment has a trial; return it.
 
         Raises:
@@ -192,7 +207,7 @@ class Experiment:
             resp = self._session.get(f"/api/v1/experiments/{self._id}/trials", params=params)
             trials = resp.json().get("trials") or []
             if trials:
-                return _trial.Trial._from_json(trials[0], self._session)
+                return Trial._from_json(trials[0], self._session)
             if self.state in TERMINAL_STATES:
                 raise RuntimeError(
                     f"experiment {self._id} ended ({self.state}) before a trial started"
@@ -237,7 +252,7 @@ class Experiment:
             ValueError: only one of ``sort_by`` and ``order_by`` given, or a bad ``sort_by``.
         """
         path = f"/api/v1/experiments/{self._id}/checkpoints"
-        return _trial.list_checkpoints(self._session, path, sort_by, order_by, max_results)
+        return _checkpoint.list_checkpoints(self._session, path, sort_by, order_by, max_results)
 
     def top_checkpoint(
         self, sort_by: str | None = None, smaller_is_better: bool | None = None
@@ -247,7 +262,7 @@ class Experiment:
         Raises:
             ValueError: the experiment has no checkpoints.
         """
-        _trial._deprecated("Experiment.top_checkpoint()", "list_checkpoints(max_results=1)")
+        _deprecated("Experiment.top_checkpoint()", "list_checkpoints(max_results=1)")
         order_by = None
         if sort_by:
             order_by = OrderBy.ASC if smaller_is_better else OrderBy.DESC
@@ -264,7 +279,7 @@ class Experiment:
         Raises:
             ValueError: no checkpoints, or no metric to sort by.
         """
-        _trial._deprecated("Experiment.top_n_checkpoints()", "list_checkpoints(max_results=n)")
+        _deprecated("Experiment.top_n_checkpoints()", "list_checkpoints(max_results=n)")
         found = self.list_checkpoints()
         if not found:
             raise ValueError(f"experiment {self._id} has no checkpoints")
@@ -302,32 +317,222 @@ class Experiment:
         return f"Experiment(id={self._id})"
 
 
-def find_workspace(session: Session, name: str) -> dict[str, Any]:
-    """The ``v1Workspace`` named ``name``.
+class Trial:
+    """A trial: get one from ``client.get_trial(id)`` or ``Experiment.list_trials()``.
 
-    Raises:
-        LookupError: no workspace has that name.
+    Attributes (cached; :meth:`reload` refreshes them):
+        id: the trial's id.
+        experiment_id: its experiment.
+        hparams: its hyperparameter values.
+        state: a :class:`TrialState`.
+        summary_metrics: per-metric aggregates (``{"avg_metrics": {...}, ...}``).
     """
-    found = session.get("/api/v1/workspaces", params={"name": name}).json().get("workspaces")
-    matches = [w for w in found or [] if w.get("name") == name]
-    if not matches:
-        raise LookupError(f"workspace {name!r} not found")
-    return dict(matches[0])
 
+    def __init__(self, trial_id: int, session: Session) -> None:
+        self.id = trial_id
+        self._session = session
+        self.experiment_id: int | None = None
+        self.hparams: dict[str, Any] | None = None
+        self.summary_metrics: dict[str, Any] | None = None
+        self.state: TrialState | None = None
 
-def find_project(session: Session, workspace_name: str, project_name: str) -> dict[str, Any]:
-    """The ``v1Project`` named ``project_name`` in workspace ``workspace_name``.
+    def _hydrate(self, body: dict[str, Any]) -> None:
+        self.experiment_id = body.get("experimentId")
+        self.hparams = body.get("hparams")
+        self.state = TrialState(body["state"]) if body.get("state") else None
+        self.summary_metrics = body.get("summaryMetrics")
 
-    Raises:
-        LookupError: no such workspace, or no such project in it.
-    """
-    ws = find_workspace(session, workspace_name)
-    path = f"/api/v1/workspaces/{ws['id']}/projects"
-    resp = session.get(path, params={"name": project_name}).json()
-    matches = [p for p in resp.get("projects") or [] if p.get("name") == project_name]
-    if not matches:
-        raise LookupError(f"project {project_name!r} not found in workspace {workspace_name!r}")
-    return dict(matches[0])
+    @classmethod
+    def _from_json(cls, body: dict[str, Any], session: Session) -> Trial:
+        trial = cls(int(body["id"]), session)
+        trial._hydrate(body)
+        return trial
+
+    def reload(self) -> None:
+        """Read the trial's record again."""
+        self._hydrate(self._session.get(f"/api/v1/trials/{self.id}").json()["trial"])
+
+    def iter_logs(
+        self,
+        follow: bool = False,
+        *,
+        head: int | None = None,
+        tail: int | None = None,
+        container_ids: list[str] | None = None,
+        rank_ids: list[int] | None = None,
+        stdtypes: list[str] | None = None,
+        min_level: LogLevel | None = None,
+        timestamp_before: str | int | None = None,
+        timestamp_after: str | int | None = None,
+        sources: list[str] | None = None,
+        search_text: str | None = None,
+    ) -> Iterator[str]:
+        """The trial's log lines (0.37's formatted ``message``), oldest first; ``follow``
+        waits for new lines until the trial ends. ``head``/``tail`` keep the first/last N
+        lines that pass the filters.
+
+        Raises:
+            ValueError: a negative ``head``/``tail``, or a timestamp that is neither RFC 3339
+                nor epoch seconds.
+        """
+        if head is not None and head < 0:
+            raise ValueError(f"head must be non-negative, got {head}")
+        if tail is not None and tail < 0:
+            raise ValueError(f"tail must be non-negative, got {tail}")
+        keep = LogFilter(
+            container_ids=container_ids,
+            rank_ids=rank_ids,
+            stdtypes=stdtypes,
+            min_level=min_level,
+            timestamp_before=timestamp_before,
+            timestamp_after=timestamp_after,
+            sources=sources,
+            search_text=search_text,
+        )
+        if keep.empty:
+            entries = _api_logs.trial_logs(
+                self._session, self.id, follow=follow, head=head, tail=tail
+            )
+            yield from (self._message(e) for e in entries)
+            return
+        kept = (
+            e for e in _api_logs.trial_logs(self._session, self.id, follow=follow) if keep.keeps(e)
+        )
+        if tail is not None:
+            yield from [self._message(e) for e in kept][-tail:] if tail else []
+            return
+        for n, entry in enumerate(kept):
+            if head is not None and n >= head:
+                return
+            yield self._message(entry)
+
+    @staticmethod
+    def _message(entry: dict[str, Any]) -> str:
+        return str(entry.get("message") or entry.get("log") or "")
+
+    def logs(self, *args: Any, **kwargs: Any) -> Iterable[str]:
+        """Deprecated in 0.37: :meth:`iter_logs`."""
+        _deprecated("Trial.logs()", "Trial.iter_logs()")
+        return self.iter_logs(*args, **kwargs)
+
+    logs.__signature__ = inspect.signature(iter_logs)  # type: ignore[attr-defined]
+
+    def kill(self) -> None:
+        """Stop the trial now."""
+        self._session.post(f"/api/v1/trials/{self.id}/kill")
+
+    def list_checkpoints(
+        self,
+        sort_by: str | CheckpointSortBy | None = None,
+        order_by: OrderBy | None = None,
+        max_results: int | None = None,
+    ) -> list[_checkpoint.Checkpoint]:
+        """The trial's checkpoints, sorted by ``sort_by`` (a validation metric's name or a
+        :class:`CheckpointSortBy`; default: the searcher metric, best first).
+
+        Raises:
+            ValueError: only one of ``sort_by`` and ``order_by`` given, or a bad ``sort_by``.
+        """
+        return _checkpoint.list_checkpoints(
+            self._session, f"/api/v1/trials/{self.id}/checkpoints", sort_by, order_by, max_results
+        )
+
+    def top_checkpoint(
+        self, sort_by: str | None = None, smaller_is_better: bool | None = None
+    ) -> _checkpoint.Checkpoint:
+        """Deprecated in 0.37: ``list_checkpoints(..., max_results=1)[0]``."""
+        _deprecated("Trial.top_checkpoint()", "Trial.list_checkpoints(max_results=1)")
+        order_by = None
+        if sort_by:
+            order_by = OrderBy.ASC if smaller_is_better else OrderBy.DESC
+        found = self.list_checkpoints(sort_by=sort_by, order_by=order_by, max_results=1)
+        if not found:
+            raise ValueError(f"trial {self.id} has no checkpoints")
+        return found[0]
+
+    def select_checkpoint(
+        self,
+        latest: bool = False,
+        best: bool = False,
+        uuid: str | None = None,
+        sort_by: str | None = None,
+        smaller_is_better: bool | None = None,
+    ) -> _checkpoint.Checkpoint:
+        """Deprecated in 0.37: the latest, the best or the named checkpoint of the trial
+        (exactly one of ``latest``, ``best``, ``uuid``)."""
+        _deprecated("Trial.select_checkpoint()", "Trial.list_checkpoints()")
+        if int(latest) + int(best) + int(uuid is not None) != 1:
+            raise ValueError("set exactly one of latest, best and uuid")
+        if (sort_by is None) != (smaller_is_better is None):
+            raise ValueError("set sort_by and smaller_is_better together, or neither")
+        if sort_by is not None and not best:
+            raise ValueError("sort_by and smaller_is_better go with best=True only")
+        if uuid is not None:
+            body = self._session.get(f"/api/v1/checkpoints/{uuid}").json()["checkpoint"]
+            return _checkpoint.Checkpoint._from_json(body, self._session)
+        by: str | CheckpointSortBy | None = sort_by
+        order_by = None
+        if latest:
+            by, order_by = CheckpointSortBy.BATCH_NUMBER, OrderBy.DESC
+        elif sort_by:
+            order_by = OrderBy.ASC if smaller_is_better else OrderBy.DESC
+        found = self.list_checkpoints(sort_by=by, order_by=order_by, max_results=1)
+        if not found:
+            raise ValueError(f"trial {self.id} has no checkpoints")
+        return found[0]
+
+    def get_checkpoints(
+        self,
+        sort_by: str | CheckpointSortBy | None = None,
+        order_by: OrderBy | None = None,
+    ) -> list[_checkpoint.Checkpoint]:
+        """Deprecated in 0.37: :meth:`list_checkpoints` (here: of every state)."""
+        _deprecated("Trial.get_checkpoints()", "Trial.list_checkpoints()")
+        if (sort_by is None) != (order_by is None):
+            raise ValueError("set sort_by and order_by together, or neither")
+        params: dict[str, Any] = {}
+        if isinstance(sort_by, str):
+            params["sortByMetric"] = sort_by
+        elif sort_by is not None:
+            params["sortByAttr"] = sort_by.value
+        if order_by is not None:
+            params["orderBy"] = order_by.value
+
+        def page(offset: int) -> dict[str, Any]:
+            path = f"/api/v1/trials/{self.id}/checkpoints"
+            return dict(self._session.get(path, params={**params, "offset": offset}).json())
+
+        found = _paging.read_paginated(page, "checkpoints")
+        return [_checkpoint.Checkpoint._from_json(c, self._session) for c in found]
+
+    def iter_metrics(self, group: str) -> Iterator[_metrics.TrialMetrics]:
+        """The trial's metric reports of ``group`` (``"training"``, ``"validation"``, or any
+        group it reported), oldest first; waits for new ones while the trial runs."""
+        return _metrics.trials_metrics(self._session, [self.id], group)
+
+    def stream_metrics(self, group: str) -> Iterator[_metrics.TrialMetrics]:
+        """Deprecated in 0.37: :meth:`iter_metrics`."""
+        _deprecated("Trial.stream_metrics()", "Trial.iter_metrics()")
+        return self.iter_metrics(group)
+
+    def stream_training_metrics(self) -> Iterator[_metrics.TrainingMetrics]:
+        """Deprecated in 0.37: ``iter_metrics("training")``."""
+        _deprecated("Trial.stream_training_metrics()", 'Trial.iter_metrics("training")')
+        return _metrics.training_metrics(self._session, [self.id])
+
+    def stream_validation_metrics(self) -> Iterator[_metrics.ValidationMetrics]:
+        """Deprecated in 0.37: ``iter_metrics("validation")``."""
+        _deprecated("Trial.stream_validation_metrics()", 'Trial.iter_metrics("validation")')
+        return _metrics.validation_metrics(self._session, [self.id])
+
+    def get_experiment(self) -> Experiment:
+        """The trial's experiment."""
+        if self.experiment_id is None:
+            self.reload()
+        return Experiment._get(self._session, int(self.experiment_id or 0))
+
+    def __repr__(self) -> str:
+        return f"Trial(id={self.id})"
 
 
 def _best_per_trial(
@@ -352,6 +557,3 @@ def _best_per_trial(
             seen.add(trial_id)
             best.append(c)
     return best[:limit]
-
-
-_trial._experiment_class = Experiment

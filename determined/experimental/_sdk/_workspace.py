@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from determined.common.api import Session
-from determined.experimental._sdk import _experiment, _paging, _project, _resource_pool
+from determined.experimental._sdk import _find, _paging, _project, _resource_pool
 
 
 class Workspace:
@@ -29,7 +29,7 @@ class Workspace:
         self._session = session
         self.name = workspace_name
         if workspace_name is not None:
-            self.id = int(_experiment.find_workspace(session, workspace_name)["id"])
+            self.id = int(_find.find_workspace(session, workspace_name)["id"])
         else:
             self.id = int(workspace_id or 0)
 
@@ -73,7 +73,7 @@ class Workspace:
         if not name:
             self.reload()
             name = self.name or ""
-        body = _experiment.find_project(self._session, name, project_name)
+        body = _find.find_project(self._session, name, project_name)
         return _project.Project._from_json(body, self._session)
 
     def list_projects(self) -> list[_project.Project]:

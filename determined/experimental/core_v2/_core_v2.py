@@ -11,7 +11,6 @@ Where it runs decides the backend, once:
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import logging
 import os
@@ -21,7 +20,7 @@ from typing import Any
 
 import determined as det
 from determined import core, errors
-from determined.common.api import Session
+from determined.common.api import Session, _auth, canonicalize_master_url
 from determined.core._distributed import DistributedContext
 from determined.core._preempt import PreemptMode
 from determined.core._tensorboard_mode import TensorboardMode
@@ -49,13 +48,11 @@ def _client_session(client: Any) -> Session:
 def _login(master: str) -> Session:
     """A session as ``det`` would open it: the cached token of the active user, or a login as
     ``$DET_USER`` (default ``determined``) with ``$DET_PASS``."""
-    from determined.cli import _render
-    from determined.cli import _session as cli_session
-
     try:
-        return cli_session.session(argparse.Namespace(master=master))
-    except _render.CliError as e:
+        sess, _ = _auth.login_with_cache(canonicalize_master_url(master), None)
+    except (ValueError, _auth.LoginError) as e:  # a bad URL, or no login
         raise errors.Unauthenticated(f"core_v2 cannot log in to {master}: {e}") from e
+    return sess
 
 
 def _experiment_config(config: Config, storage: StorageArg) -> dict[str, Any]:
