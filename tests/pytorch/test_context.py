@@ -46,7 +46,9 @@ def test_local_init_has_no_hparams_and_no_seed() -> None:
             ctx.get_experiment_id()
         assert ctx.get_data_config() == {}
         assert ctx.get_initial_batch() == 0
-        assert ctx.device == torch.device("cpu")
+        # One process: the first GPU where there is one (as 0.37), else the CPU.
+        cuda = torch.cuda.is_available()
+        assert ctx.device == (torch.device("cuda", 0) if cuda else torch.device("cpu"))
 
 
 def test_accessors_with_values() -> None:
@@ -140,9 +142,10 @@ def test_aggregation_steps_every_n_and_averages() -> None:
     # Reference: the mean of the same three batches' gradients, computed by hand.
     model = trial.model
     data = trial.train_set
+    device = next(model.parameters()).device  # a GPU where there is one: move the batches too
     model.zero_grad()
     for i in range(3):
-        x, y = data.x[i * 4 : i * 4 + 4], data.y[i * 4 : i * 4 + 4]
+        x, y = data.x[i * 4 : i * 4 + 4].to(device), data.y[i * 4 : i * 4 + 4].to(device)
         torch.nn.functional.mse_loss(model(x).squeeze(-1), y).backward()
     expected = [p.grad / 3 for p in model.parameters()]
     for got, want in zip(trial.clipped[0], expected, strict=True):
@@ -207,11 +210,27 @@ class AmpTrial(MLPTrial):
         return super().train_batch(batch, epoch_idx, batch_idx)
 
 
+@pytest.mark.skipif(
+    torch.cuda.is_available(),
+    reason="a CPU test: with a GPU the trial trains there, where use_amp autocasts to float16 "
+    "(test_use_amp_runs_train_batch_under_fp16_autocast_on_cuda)",
+)
 def test_use_amp_runs_train_batch_under_bf16_autocast_on_cpu() -> None:
     """§10 AMP: use_amp autocasts train_batch (bf16 on CPU) and scales the loss; training
     still reduces the loss."""
     trial, cap, _ = run_local(AmpTrial, reporting_period=Batch(5))
     assert set(trial.dtypes) == {torch.bfloat16}
+    first, last = cap.training[0][0]["loss"], cap.training[-1][0]["loss"]
+    assert last < first
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_use_amp_runs_train_batch_under_fp16_autocast_on_cuda() -> None:
+    """§10 AMP on a GPU: autocast to float16 (torch's CUDA default, as 0.37) with a
+    GradScaler; training still reduces the loss."""
+    trial, cap, _ = run_local(AmpTrial, reporting_period=Batch(5))
+    assert set(trial.dtypes) == {torch.float16}
+    assert trial.context._opt.scaler is not None
     first, last = cap.training[0][0]["loss"], cap.training[-1][0]["loss"]
     assert last < first
 
