@@ -165,7 +165,26 @@ def disable_agent(
 
 
 def _slot(request: Request, agent_id: str, slot_id: str) -> dict[str, Any]:
-    return dict(_one(request, agent_id)["slots"][slot_id])
+    slots = _one(request, agent_id)["slots"]
+    if slot_id not in slots:
+        raise NotFound(
+            f"slot {slot_id!r} not found on agent {agent_id!r}; its slots: {', '.join(slots)}"
+        )
+    return dict(slots[slot_id])
+
+
+@router.get("/api/v1/agents/{agent_id}/slots")
+def get_slots(agent_id: str, request: Request, caller: Caller) -> dict[str, Any]:
+    """``GetSlotsResponse``: the agent's ``v1Slot``s."""
+    caller.require_user()
+    return {"slots": list(_one(request, agent_id)["slots"].values())}
+
+
+@router.get("/api/v1/agents/{agent_id}/slots/{slot_id}")
+def get_slot(agent_id: str, slot_id: str, request: Request, caller: Caller) -> dict[str, Any]:
+    """``GetSlotResponse``: one ``v1Slot`` (its ``enabled``, ``draining`` and container)."""
+    caller.require_user()
+    return {"slot": _slot(request, agent_id, slot_id)}
 
 
 @router.post("/api/v1/agents/{agent_id}/slots/{slot_id}/enable")

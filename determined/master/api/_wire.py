@@ -291,7 +291,9 @@ def trial_json(conn: sa.Connection, trial: TrialRow) -> dict[str, Any]:
         "startTime": _time.rfc3339(trial["start_time"]),
         "endTime": _time.rfc3339(trial["end_time"]),
         "state": _display_state(conn, trial),
-        "restarts": trial["restarts"],
+        # As 0.37 reports it: the count is raised before the check against max_restarts, so
+        # a trial that exhausted them stored max + 1; shown no higher than max_restarts.
+        "restarts": min(int(trial["restarts"]), int(exp["config"].get("max_restarts", 5) or 0)),
         "hparams": trial["hparams"],
         "totalBatchesProcessed": int(trial["total_batches"]),
         "bestValidation": _metrics.workload_json(best),

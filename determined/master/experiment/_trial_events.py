@@ -184,13 +184,21 @@ class TrialEvents(Lifecycle):
         self._signals.notify(preemption_key(allocation_id))
 
     def allocation_exited(
-        self, allocation_id: str, exit_code: int, *, killed: bool = False
+        self,
+        allocation_id: str,
+        exit_code: int,
+        *,
+        killed: bool = False,
+        excluded_waits: bool = False,
     ) -> State:
         """The allocation's processes are gone; decide the trial's fate
         (docs/reference/master.md §4.3).
 
         ``killed``: the master itself killed them (kill, preemption timeout, master restart);
         that is no failure of the trial and counts no restart, like an acknowledged exit.
+        ``excluded_waits``: the resource manager keeps a trial off the nodes ``exclude_node``
+        log policies excluded (it waits QUEUED for another, as on 0.37's agents); without it
+        a failure with excluded nodes is final (as 0.37 on Slurm).
         """
         self._signals.drop_barriers(allocation_id)  # nobody else of it will arrive
         with self._store.read() as conn:
@@ -209,7 +217,7 @@ class TrialEvents(Lifecycle):
             _users.revoke_allocation_tokens(event.conn, allocation_id)
             task_id = str(trial["task_id"])
             dont_retry = bool(_log_policies.dont_retry(event.conn, task_id))
-            blocked = _log_policies.blocked_nodes(event.conn, task_id)
+            blocked = [] if excluded_waits else _log_policies.blocked_nodes(event.conn, task_id)
             decision = decide_exit(
                 state=State(trial["state"]),
                 exit_code=exit_code,

@@ -30,7 +30,15 @@ from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
 from determined.master.resources import _envs, _launcher, _queue, _recovery, _tasks
 from determined.master.resources._log_capture import LogHook, LogSink, LogWriter
-from determined.master.store import Store, TrialRow, _agent_states, _experiments, _trials, _users
+from determined.master.store import (
+    Store,
+    TrialRow,
+    _agent_states,
+    _experiments,
+    _log_policies,
+    _trials,
+    _users,
+)
 from determined.master.store import _tasks as _task_rows
 
 logger = logging.getLogger("determined.master")
@@ -108,6 +116,7 @@ class _Run:
     preempted_at: float | None = None
     killed: bool = False
     allocation_id: str = ""  # a task's (trials' runs are keyed by theirs)
+    agent: str = ""  # the agent a task without slots was placed on
 
     def exit_code(self) -> int | None:
         """None while any container runs; else the first non-zero code, or 0."""
@@ -291,7 +300,9 @@ class LocalResourceManager:
         a STOPPING state for an exit the master saw but lost."""
         for allocation_id, (code, killed) in list(self._exits.items()):
             try:
-                self._exps.allocation_exited(allocation_id, code, killed=killed)
+                self._exps.allocation_exited(
+                    allocation_id, code, killed=killed, excluded_waits=True
+                )
             except Exception as e:  # the store, most likely: retried on the next tick
                 logger.warning("cannot record the exit of %s yet (%r); retrying", allocation_id, e)
                 continue
@@ -367,12 +378,19 @@ class LocalResourceManager:
                 logger.exception("cannot schedule trial %s", trial["id"])
                 continue
             containers = None if need is None else self._place(need, blocked)
-            if containers is None:
+            if containers is None or self._excluded(trial):
                 continue
             taken = {s for c in containers for s in c}
             self._free = [s for s in self._free if s not in taken]
             if not self._launch(int(trial["id"]), containers):
                 self._free.extend(sorted(taken))
+
+    def _excluded(self, trial: TrialRow) -> bool:
+        """Whether ``exclude_node`` log policies keep the trial off this machine (its runs'
+        lines name the node ``local``): it waits QUEUED, as on 0.37's agents, until killed."""
+        with self._store.read() as conn:
+            nodes = set(_log_policies.blocked_nodes(conn, str(trial["task_id"])))
+        return bool(nodes & {"local", *self.agent_ids})
 
     def _place(self, need: int, blocked: set[int] | None = None) -> list[list[int]] | None:
         """Free slots for a run: from one agent when one has enough, else whole free agents
@@ -513,6 +531,7 @@ class LocalResourceManager:
         with self._store.read() as conn:
             queued = _task_rows.queued(conn)
         queued.sort(key=lambda t: _queue.priority_of(t["config"] or {}))  # stable: keeps age
+        blocked, _ = self.slot_blocks() if queued else (set(), set())
         for task in queued:
             if self._stopping.is_set():
                 return
@@ -520,14 +539,39 @@ class LocalResourceManager:
             slots: list[int] = []
             if need > len(self.slots):
                 continue  # refused at creation; a smaller master since: it waits
+            agent: str | None = ""
             if need:
-                containers = self._place(need)
+                containers = self._place(need, blocked)
                 if containers is None or len(containers) != 1:
                     continue
                 slots = containers[0]
                 self._free = [s for s in self._free if s not in slots]
+            else:
+                agent = self._zero_slot_agent()
+                if agent is None:
+                    continue  # every agent is disabled: it waits, as in 0.37
             if not self._launch_task(task, slots):
                 self._free.extend(slots)
+            elif agent:
+                self._task_runs[str(task["id"])].agent = agent
+
+    def _zero_slot_agent(self) -> str | None:
+        """The agent a task without slots runs on (0.37 places those on an agent too): the
+        first enabled one; None while every agent is disabled."""
+        agents, _ = self.toggles()
+        return next((a for a in self.agent_ids if agents[a].enabled), None)
+
+    def _tasks_on_disabled(self) -> set[str]:
+        """The running tasks on a slot or agent disabled without draining (killed, as 0.37
+        kills the containers there)."""
+        agents, _ = self.toggles()
+        _, doomed_slots = self.slot_blocks()
+        doomed_agents = {a for a, t in agents.items() if not t.enabled and not t.draining}
+        return {
+            task_id
+            for task_id, run in self._task_runs.items()
+            if doomed_slots.intersection(run.slots) or run.agent in doomed_agents
+        }
 
     def _launch_task(self, task: dict[str, Any], slots: list[int]) -> bool:
         """Start ``task`` as a process group here; False (the task ended as failed to start)
@@ -627,15 +671,17 @@ class LocalResourceManager:
             live = {str(t["id"]): t for t in _task_rows.live(conn)}
         doomed = {task_id for task_id, t in live.items() if t["kill_requested"]}
         doomed |= {task_id for task_id in self._task_runs if task_id not in live}
+        disabled = self._tasks_on_disabled() - doomed if self._task_runs else set()
         now = time.monotonic()
-        for task_id in doomed & set(self._task_runs):
+        for task_id in (doomed | disabled) & set(self._task_runs):
             run = self._task_runs[task_id]
             if run.preempted_at is None:
                 run.preempted_at = now
                 run.killed = True
                 pausing = ((live.get(task_id) or {}).get("data") or {}).get("pause_requested")
                 why = "stopping the task to pause it" if pausing else "killing the task"
-                run.sink.master(f"{why} (requested by a user)")
+                cause = "its agent or slot was disabled" if task_id in disabled else None
+                run.sink.master(f"{why} ({cause or 'requested by a user'})")
                 run.signal(signal.SIGTERM)
             elif now - run.preempted_at > run.timeout_s:
                 run.signal(signal.SIGKILL)
