@@ -219,7 +219,8 @@ def wait_for_slots(args: argparse.Namespace, kind: str, task_id: str) -> dict[st
 
 def queue_line(sess: Any, job_id: str) -> str:
     """``Waiting for N slots (M of T in use by experiment 3, command 42b67709); position P in
-    the queue`` for a queued job (``det job list``'s), or "" when it is not queued."""
+    the queue`` for a queued job (``det job list``'s), or "" when it is not queued or its
+    slots are free (it is about to start)."""
     jobs = sess.get("/api/v1/job-queues").json().get("jobs") or []
     queued = [j for j in jobs if (j.get("summary") or {}).get("state") == "STATE_QUEUED"]
     mine = next((j for j in queued if str(j.get("jobId")) == job_id), None)
@@ -230,6 +231,8 @@ def queue_line(sess: Any, job_id: str) -> str:
     users = [j for j in jobs if int(j.get("allocatedSlots") or 0) > 0]
     in_use = sum(int(j["allocatedSlots"]) for j in users)
     need = int(mine.get("requestedSlots") or 0)
+    if total - in_use >= need:
+        return ""  # its slots are free: the scheduler starts it at its next look
     holders = ", ".join(_job_name(j) for j in users) or "nothing"
     position = queued.index(mine) + 1
     return (
