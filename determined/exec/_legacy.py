@@ -23,11 +23,15 @@ def _distributed(info: det.ClusterInfo) -> core.DistributedContext | None:
     """The ranks torchrun (``determined.launch.torch_distributed``) gave this process, when
     there is more than one."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if det._DistributedBackend().use_deepspeed() and "GROUP_RANK" not in os.environ:
+            # determined.launch.deepspeed: DeepSpeed's launcher names the ranks its own way.
+            return core.DistributedContext.from_deepspeed()
         return core.DistributedContext.from_torch_distributed()
     if len(info.container_addrs) > 1 or len(info.slot_ids) > 1:
         raise ValueError(
             "this trial has several slots but no launcher gave it ranks: run it through "
-            "determined.launch.torch_distributed (the default for module:Class entrypoints)"
+            "determined.launch.torch_distributed (the default for module:Class entrypoints) "
+            "or, for a DeepSpeedTrial, determined.launch.deepspeed"
         )
     return None
 
