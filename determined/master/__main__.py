@@ -86,6 +86,14 @@ def _parser() -> argparse.ArgumentParser:
         help="mark a running unmanaged (core_v2) trial ERROR when its process has sent nothing "
         "(no heartbeat) for this long, as a Go duration (default 5m, as 0.37)",
     )
+    p.add_argument(
+        "--task-isolation",
+        choices=("auto", "bubblewrap", "none"),
+        default="auto",
+        help="the sandbox of trial and task processes (docs/security.md): 'auto' (default) "
+        "bubblewrap when it works here, else none, running only admins' and 'determined''s "
+        "tasks; 'bubblewrap' required; 'none' every user's tasks unsandboxed",
+    )
     p.add_argument("--config-file", type=pathlib.Path, default=None, help="YAML master config")
     return p
 
@@ -105,6 +113,7 @@ _FILE_KEYS = {
     "webhooks": dict,  # {signing_key, base_url}
     "retention_policy": dict,  # {log_retention_days, schedule}
     "unmanaged_trial_timeout": str,  # a Go duration
+    "task_isolation": str,  # auto, bubblewrap or none (resources/_sandbox.py)
 }
 _WEBHOOK_KEYS = ("signing_key", "base_url")
 
@@ -297,6 +306,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --unmanaged-trial-timeout: {e}", file=sys.stderr)
         return 2
     local = args.resource_manager in ("local", "slurm")
+    from determined.master import resources
+
+    try:
+        sandbox = resources.configure_sandbox(args.task_isolation, data_dir)
+    except resources.SandboxError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if local and not sandbox.active and args.task_isolation != "none":
+        print(
+            f"warning: tasks run without a sandbox: {sandbox.describe()['detail']} "
+            "(docs/security.md)",
+            file=sys.stderr,
+        )
     slurm = getattr(args, "slurm", None)
     if args.resource_manager == "slurm" and slurm is None:
         slurm = {"type": "slurm"}
@@ -317,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         read_workers=args.read_workers,
         write_worker=args.write_worker,
         unmanaged_trial_timeout=unmanaged_timeout,
+        sandbox=sandbox if local else None,
     )
     app.state.master_config = shown_config(args, data_dir)
     from determined.master import _log_buffer
@@ -353,6 +376,7 @@ def shown_config(args: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, 
             "schedule": args.log_retention_schedule,
         },
         "unmanaged_trial_timeout": args.unmanaged_trial_timeout,
+        "task_isolation": args.task_isolation,
         "config_file": str(args.config_file) if args.config_file else None,
     }
 

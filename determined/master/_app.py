@@ -341,6 +341,7 @@ def create_app(
     read_workers: int = 0,
     write_worker: bool = False,
     unmanaged_trial_timeout: float = UNMANAGED_TRIAL_TIMEOUT_S,
+    sandbox: resources.Sandbox | None = None,
 ) -> MasterApp:
     """The master's HTTP API over ``store``.
 
@@ -361,6 +362,8 @@ def create_app(
             nothing is marked ERROR (0.37: 5 minutes). The first check waits that long after
             start, so trials that spoke into a master that was down are not lost for it.
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
+        sandbox: what every trial and task process starts in (``resources._sandbox``; from
+            ``task_isolation``); None: no sandbox, every user's tasks run.
         webhooks_config: the master config's ``webhooks`` section (``signing_key``,
             ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
         host, allowed_hosts: the bound address and further names requests may carry in
@@ -396,6 +399,7 @@ def create_app(
             work_root=work_root,
             config=resources.SlurmConfig.parse(slurm),
             log_hook=on_logs,
+            sandbox=sandbox,
         )
     elif master_url is not None and work_root is not None:
         rm = resources.LocalResourceManager(
@@ -406,6 +410,7 @@ def create_app(
             cpu_slots=cpu_slots,
             slots_per_agent=slots_per_agent,
             log_hook=on_logs,
+            sandbox=sandbox,
         )
 
     retention = resources.LogRetention(store, log_retention_days, log_retention_every)
@@ -445,6 +450,7 @@ def create_app(
         title="redetermined master", version=__version__, lifespan=lifespan, **_fastapi_options()
     )
     app.state.store = store
+    app.state.sandbox = sandbox or resources.Sandbox("none", None, "task_isolation: none")
     app.state.signals = signals
     app.state.stream_stamps = Stamps()
     app.state.experiments = experiments

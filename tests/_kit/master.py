@@ -112,6 +112,12 @@ class MasterProcess:
             cmd += ["--resource-manager", "none"]
         if self.slots_per_agent is not None:
             cmd += ["--slots-per-agent", str(self.slots_per_agent)]
+        chosen = self.config_file is not None and "task_isolation" in self.config_file.read_text()
+        if not chosen and "--task-isolation" not in self.args:
+            # Tests talk to their trials through files outside the work dir, which the task
+            # sandbox hides (docs/security.md): no sandbox unless a test asks for one
+            # (tests/master/test_sandbox.py), or the run does (TEST_TASK_ISOLATION=auto).
+            cmd += ["--task-isolation", os.environ.get("TEST_TASK_ISOLATION", "none")]
         return cmd + self.args
 
     def start(self, timeout: float = 30.0) -> None:

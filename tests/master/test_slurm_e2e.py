@@ -407,3 +407,62 @@ def test_command_jobs_are_queued_killed_and_adopted_by_a_restarted_master(
     finally:
         subprocess.run(["scancel", blocker], env=slurm.env, capture_output=True)
         m.stop()
+
+
+def test_slurm_jobs_run_in_the_sandbox(tmp_path: pathlib.Path, slurm: SlurmCluster) -> None:
+    """Issue #35: a Slurm job's process (a trial's, a command's) runs in bubblewrap as a local
+    one does: another user's command reads neither the master's database nor the first
+    user's work dir, and a trial trains and checkpoints inside it (its output dir a bind
+    mount of its config)."""
+    import shutil
+
+    import requests
+    from _kit.master import login
+
+    from determined.master.resources import _sandbox
+
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or _sandbox._probe(bwrap) is not None:
+        pytest.skip("needs a working bubblewrap (scripts/setup.sh --tests installs it)")
+    conf = tmp_path / "master.yaml"
+    conf.write_text(
+        yaml.safe_dump({"resource_manager": {"type": "slurm"}, "task_isolation": "bubblewrap"})
+    )
+    env = {"SLURM_CONF": slurm.env["SLURM_CONF"]}
+    with MasterProcess(tmp_path / "master", config_file=conf, env=env) as m:
+        cluster = Cluster(m)
+        assert requests.get(m.url + "/api/v1/master").json()["taskIsolation"]["mode"] == (
+            "bubblewrap"
+        )
+        for name in ("alice", "bob"):
+            cluster.s.post(m.url + "/api/v1/users", json={"user": {"username": name}})
+        alice = m.session(login(m.url, "alice"))
+        bob = m.session(login(m.url, "bob"))
+
+        def command(s: requests.Session, entrypoint: str) -> str:
+            r = s.post(m.url + "/api/v1/commands", json={"config": {"entrypoint": entrypoint}})
+            assert r.status_code == 200, r.text
+            return str(r.json()["command"]["id"])
+
+        mine = command(alice, "echo alice-secret > secret.txt; echo ready; sleep 60")
+        cluster.wait_log(mine, "ready", timeout=60)
+        [secret] = list((tmp_path / "master" / "work").glob("*/0/secret.txt"))
+        data = tmp_path / "master"
+        probe = command(
+            bob,
+            f"cat {data}/master.db > /dev/null && echo DB-READ; cat {secret} && echo OTHER-READ; "
+            f"ls {data}/work | wc -l | sed 's/^/works:/'; echo done",
+        )
+        log = "\n".join(cluster.wait_log(probe, "done", timeout=60))
+        assert "DB-READ" not in log and "OTHER-READ" not in log and "alice-secret" not in log
+        assert "works:1" in log, log
+        alice.post(m.url + f"/api/v1/commands/{mine}/kill")
+
+        out = tmp_path / "out"
+        cfg = config(out, max_length=2)
+        cfg["bind_mounts"] = [{"host_path": str(out), "container_path": str(out)}]
+        exp_id = cluster.create(cfg)
+        cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=90)
+        [trial] = cluster.trials(exp_id)
+        assert env_of(out, trial["id"], 1)["DET_RESOURCES_TYPE"] == "slurm-job"
+        assert _checkpoint_steps(cluster, trial["id"]) == [2]

@@ -49,6 +49,9 @@ def test_cluster_page_toggles_agents_and_slots(tmp_path: pathlib.Path, browser: 
         assert _state(browser, row) == "enabled"
         assert "2 available slots" in browser.find_element(By.ID, "pool").text
         assert "No jobs" in browser.find_element(By.ID, "jobs").text
+        # The isolation in force (issue #35; this master was started without a sandbox).
+        shown = browser.find_element(By.ID, "isolation")
+        assert shown.get_attribute("data-mode") == "none" and "Task isolation" in shown.text
 
         # The default user is no admin: the page says why and nothing changes.
         browser.find_element(

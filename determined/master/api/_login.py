@@ -43,6 +43,8 @@ def master_info(request: Request) -> dict[str, Any]:
         "product": "PRODUCT_UNSPECIFIED",
         "userManagementEnabled": True,
         "featureSwitches": [],
+        # Ours: the sandbox of trial and task processes (docs/security.md).
+        "taskIsolation": state.sandbox.describe(),
     }
     if message is not None:  # optional in the reference: absent when there is none
         body["clusterMessage"] = _cluster_messages.message_json(message)

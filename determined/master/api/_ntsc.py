@@ -280,6 +280,9 @@ def _launch(
     ``files`` (a fork's or parent's); ``more_data``: kept in its row's ``data``."""
     caller.require_user()
     _require_rm(request, kind)
+    refusal = request.app.state.sandbox.refusal(caller.info.username, caller.info.admin)
+    if refusal is not None:  # no sandbox here, and not a single-user account (docs/security.md)
+        raise FailedPrecondition(refusal)
     if not isinstance(body, dict):
         raise InvalidArgument("the request body must be a JSON object")
     config = _config(store, body, kind)

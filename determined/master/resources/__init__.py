@@ -27,6 +27,7 @@ from determined.master.resources._launcher import check_bind_mounts
 from determined.master.resources._local import LocalResourceManager
 from determined.master.resources._log_retention import LogRetention
 from determined.master.resources._recovery import resume_gc_async
+from determined.master.resources._sandbox import Sandbox, SandboxError, configure_sandbox
 from determined.master.resources._slurm import SlurmConfig, SlurmConfigError, SlurmResourceManager
 
 
@@ -57,12 +58,15 @@ __all__ = [
     "Candidate",
     "LocalResourceManager",
     "ResourceManager",
+    "Sandbox",
+    "SandboxError",
     "SlurmConfig",
     "SlurmConfigError",
     "SlurmResourceManager",
     "check_bind_mounts",
     "checkpoint_storage",
     "collect_async",
+    "configure_sandbox",
     "delete_checkpoints",
     "remove_checkpoint_files",
     "delete_tensorboard_files",

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -236,14 +237,33 @@ def prepare_work_dir(work_dir: Path, spec: LaunchSpec) -> None:
         link.symlink_to(mount.host_path, target_is_directory=True)
 
 
-class TrialProcess:
-    """A started run: its process group and the threads copying its output to the sink."""
+def with_startup_hook(argv: list[str]) -> list[str]:
+    """``argv`` after the work dir's ``startup-hook.sh`` when there is one, sourced (what it
+    exports reaches the entrypoint) in the same process, so inside the same sandbox."""
+    check = f"if [ -f ./{STARTUP_HOOK} ]; then . ./{STARTUP_HOOK} || exit $?; fi"
+    return ["sh", "-c", f'{check}; exec "$@"', "sh", *argv]
 
-    def __init__(self, argv: list[str], work_dir: Path, env: dict[str, str], sink: LogSink):
+
+class TrialProcess:
+    """A started run: its process group and the threads copying its output to the sink.
+
+    ``wrap`` turns the argv (its startup hook included) into the sandboxed one
+    (``_sandbox.Sandbox.wrap``); the process gets the usual umask 022 back (the master's own
+    is 077)."""
+
+    def __init__(
+        self,
+        argv: list[str],
+        work_dir: Path,
+        env: dict[str, str],
+        sink: LogSink,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+    ):
         self.work_dir = work_dir
         if (work_dir / STARTUP_HOOK).exists():
-            # Sourced, so that what the hook exports reaches the entrypoint.
-            argv = ["sh", "-c", f'. ./{STARTUP_HOOK} && exec "$@"', "sh", *argv]
+            argv = with_startup_hook(argv)
+        if wrap is not None:
+            argv = wrap(argv)
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -253,6 +273,7 @@ class TrialProcess:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                umask=0o022,
             )
         except OSError as e:
             raise LaunchError(f"cannot start {argv[0]!r}: {e}") from e

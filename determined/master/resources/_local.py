@@ -14,6 +14,7 @@ restart counted), as 0.37 kills the containers of an agent disabled without ``--
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import shutil
@@ -22,13 +23,15 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
-from determined.master.resources import _envs, _launcher, _queue, _recovery, _tasks
+from determined.master.resources import _envs, _launcher, _queue, _recovery, _sandbox, _tasks
 from determined.master.resources._log_capture import LogHook, LogSink, LogWriter
 from determined.master.store import (
     Store,
@@ -162,8 +165,11 @@ class LocalResourceManager:
         cpu_slots: int | None = None,
         slots_per_agent: int | None = None,
         log_hook: LogHook | None = None,
+        sandbox: _sandbox.Sandbox | None = None,
     ) -> None:
         self._store = store
+        # Every trial and task process starts inside it (``_sandbox``); None: no sandbox.
+        self.sandbox = sandbox or _sandbox.Sandbox("none", None, "task_isolation: none")
         self._exps = experiments
         self._master_url = master_url
         self._work_root = work_root
@@ -461,6 +467,7 @@ class LocalResourceManager:
         try:
             with self._store.read() as conn:
                 spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
+                self.check_owner(conn, _experiments.owner_of(conn, spec.experiment_id))
             spec.port_offset = _launcher.pick_port_offset(
                 {r.port_offset for r in self._runs.values()}
             )
@@ -500,7 +507,37 @@ class LocalResourceManager:
         cid = _launcher.container_id(spec.allocation_id, i)
         sink = LogSink(self._logs, spec.task_id, spec.allocation_id, cid)
         argv = _launcher.command(str(_envs.python_of(environment)))
-        return _launcher.TrialProcess(argv, work_dir, env, sink)
+        wrap = self.sandbox_for(spec.config, work_dir, environment)
+        return _launcher.TrialProcess(argv, work_dir, env, sink, wrap)
+
+    def check_owner(self, conn: sa.Connection, owner_id: int) -> None:
+        """Raises LaunchError when the sandbox setting refuses to run the user's tasks here
+        (``_sandbox.Sandbox.refusal``: no sandbox, several users)."""
+        user = _users.get_user(conn, owner_id) or {"username": f"user {owner_id}", "admin": False}
+        refusal = self.sandbox.refusal(str(user["username"]), bool(user["admin"]))
+        if refusal is not None:
+            raise _launcher.LaunchError(refusal)
+
+    def sandbox_for(
+        self,
+        config: Any,
+        work_dir: Path,
+        environment: Path,
+        read_only: Collection[str] = (),
+        caps: Collection[str] = (),
+        chdir: bool = True,
+    ) -> Callable[[list[str]], list[str]]:
+        """What wraps a process of ``config`` (a task's or an experiment's) in the sandbox:
+        its work dir and storage paths writable, its environment read-only; ``chdir``: start
+        in the work dir (else where it was started)."""
+        writable, mounts = _sandbox.storage_paths(config)
+        return functools.partial(
+            self.sandbox.wrap,
+            writable=[work_dir, *writable],
+            read_only=[environment, *mounts, *read_only],
+            caps=list(caps),
+            chdir=work_dir if chdir else None,
+        )
 
     def drop_environment(self, experiment_id: int) -> None:
         """Delete an experiment's environment (the experiment is deleted)."""
@@ -582,8 +619,17 @@ class LocalResourceManager:
         sink = LogSink(self._logs, task_id, allocation_id, held=True)
         work_dir = self._work_root / allocation_id
         try:
+            with self._store.read() as conn:
+                self.check_owner(conn, int(task["owner_id"]))
             launch = self._prepare_task(task, work_dir, slots)
-            proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink)
+            wrap = self.sandbox_for(
+                task["config"] or {},
+                work_dir,
+                _envs.task_env_dir(self._env_root, task_id),
+                read_only=list(((task.get("data") or {}).get("logdirs") or {}).values()),
+                caps=_sandbox.SSHD_CAPS if task["type"] == "SHELL" else (),
+            )
+            proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink, wrap)
         except Exception as e:
             sink.release()
             self._task_not_started(task, sink, work_dir, e)

@@ -33,7 +33,7 @@ from typing import Any
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments
-from determined.master.resources import _envs, _launcher, _local, _queue, _recovery
+from determined.master.resources import _envs, _launcher, _local, _queue, _recovery, _sandbox
 from determined.master.resources._log_capture import LogHook, LogSink
 from determined.master.store import Store, _experiments, _trials, _users
 from determined.master.store import _tasks as _task_rows
@@ -244,12 +244,12 @@ class SlurmJob:
 
 
 _WRAPPER = """#!/bin/bash
-# One task per node: source this task's environment, run the trial in its work dir.
+# One task per node: source this task's environment, run the trial in its work dir (the
+# argv sources the startup hook, inside the task's sandbox).
 set -a
 . "{work}/env.$SLURM_PROCID"
 set +a
 cd "{work}/$SLURM_PROCID"
-if [ -f ./startup-hook.sh ]; then . ./startup-hook.sh; fi
 exec {argv}
 """
 
@@ -292,10 +292,16 @@ class SlurmResourceManager(_local.LocalResourceManager):
         work_root: Path,
         config: SlurmConfig,
         log_hook: LogHook | None = None,
+        sandbox: _sandbox.Sandbox | None = None,
     ) -> None:
         self._slurm_config = config
         super().__init__(
-            store, experiments, master_url=master_url, work_root=work_root, log_hook=log_hook
+            store,
+            experiments,
+            master_url=master_url,
+            work_root=work_root,
+            log_hook=log_hook,
+            sandbox=sandbox,
         )
         self.gpu = config.gpu
         self._jobs: dict[str, SlurmJob] = {}
@@ -545,6 +551,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
         try:
             with self._store.read() as conn:
                 spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
+                self.check_owner(conn, _experiments.owner_of(conn, spec.experiment_id))
             spec.port_offset = _launcher.pick_port_offset(
                 {r.port_offset for r in self._runs.values()}
             )
@@ -588,9 +595,12 @@ class SlurmResourceManager(_local.LocalResourceManager):
             _envs.activate(env, environment)
             _write_env(work / f"env.{i}", env)
         python = str(_envs.python_of(environment))
+        # Each rank runs in its own work/<rank> (the batch script's cd): the sandbox binds
+        # them all, and keeps that directory.
+        wrap = self.sandbox_for(cfg, work, environment, chdir=False)
         return self._submit_job(
             work,
-            _launcher.command(python),
+            wrap(_launcher.with_startup_hook(_launcher.command(python))),
             name=spec.allocation_id,
             nodes=len(spec.containers),
             per_node=len(spec.containers[0]),
@@ -671,6 +681,8 @@ class SlurmResourceManager(_local.LocalResourceManager):
         work = self._work_root / allocation_id
         slots = int(task["slots"])
         try:
+            with self._store.read() as conn:
+                self.check_owner(conn, int(task["owner_id"]))
             work.mkdir(parents=True, exist_ok=True)
             launch = self._prepare_task(task, work / "0", list(range(slots)))
             launch.env.update(DET_RESOURCES_TYPE="slurm-job", DET_AGENT_ID="slurm")
@@ -678,8 +690,11 @@ class SlurmResourceManager(_local.LocalResourceManager):
                 launch.env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm's gres sets it
             _write_env(work / "env.0", launch.env)
             cfg = dict(task["config"] or {})
+            environment = _envs.task_env_dir(self._env_root, task_id)
+            wrap = self.sandbox_for(cfg, work, environment, chdir=False)
+            argv = wrap(_launcher.with_startup_hook(launch.argv))
             job_id = self._submit_job(
-                work, launch.argv, name=allocation_id, nodes=1, per_node=slots, cfg=cfg
+                work, argv, name=allocation_id, nodes=1, per_node=slots, cfg=cfg
             )
         except Exception as e:
             self._task_not_started(task, sink, work, e)

@@ -28,18 +28,22 @@ function buttons(path, x) {
 }
 
 async function refresh() {
-  let agents, tasks, jobs, pools;
+  let agents, tasks, jobs, pools, master;
   try {
-    [agents, tasks, jobs, pools] = await Promise.all([
+    [agents, tasks, jobs, pools, master] = await Promise.all([
       getJSON("/api/v1/agents").then((r) => r.agents || []),
       getJSON("/api/v1/tasks").then((r) => r.allocationIdToSummary || {}),
       getJSON("/api/v1/job-queues").then((r) => r.jobs || []),
       getJSON("/api/v1/resource-pools").then((r) => r.resourcePools || []),
+      getJSON("/api/v1/master"),
     ]);
   } catch (e) {
     showError(e);
     return;
   }
+  const isolation = master.taskIsolation;
+  document.getElementById("isolation").textContent = isolation ? `Task isolation: ${isolation.detail}` : "";
+  document.getElementById("isolation").dataset.mode = isolation ? isolation.mode : "";
   const pool = pools[0];
   document.getElementById("pool").textContent = pool ? `pool ${pool.name}: ${pool.slotsUsed} of ${pool.slotsAvailable} available slots in use, ${pool.numAgents} agent(s)` : "";
   const rows = [];

@@ -1,0 +1,168 @@
+"""Issue #35 item 1: every trial and task process runs in the sandbox (real bubblewrap,
+``resources/_sandbox.py``): it reads neither the master's data dir (database, other tasks'
+work dirs) nor the master's home; without a sandbox a multi-user master refuses other users'
+tasks and says how to fix it (docs/security.md)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from _kit.cli import Det
+from _kit.master import MasterProcess, login
+
+from determined.master.resources import _sandbox
+
+pytestmark = pytest.mark.e2e
+
+
+def _needs_bwrap() -> None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or _sandbox._probe(bwrap) is not None:
+        pytest.skip("needs a working bubblewrap (scripts/setup.sh --tests installs it)")
+
+
+def _users(m: MasterProcess) -> dict[str, requests.Session]:
+    admin = m.session()
+    for name in ("alice", "bob"):
+        r = admin.post(m.url + "/api/v1/users", json={"user": {"username": name}})
+        assert r.status_code == 200, r.text
+    return {
+        "admin": admin,
+        "alice": m.session(login(m.url, "alice")),
+        "bob": m.session(login(m.url, "bob")),
+    }
+
+
+def _run(s: requests.Session, url: str, entrypoint: str) -> dict[str, Any]:
+    config = {"entrypoint": entrypoint, "resources": {"slots": 0}}
+    r = s.post(url + "/api/v1/commands", json={"config": config})
+    assert r.status_code == 200, r.text
+    return dict(r.json()["command"])
+
+
+def _log(s: requests.Session, url: str, task_id: str) -> str:
+    logs = s.get(url + f"/api/v1/tasks/{task_id}/logs").json()["logs"]
+    return "\n".join(str(x["log"]) for x in logs)
+
+
+def _wait_log(s: requests.Session, url: str, task_id: str, text: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while text not in (log := _log(s, url, task_id)):
+        assert time.monotonic() < deadline, log
+        time.sleep(0.3)
+    return log
+
+
+@pytest.fixture
+def sandboxed(tmp_path: pathlib.Path) -> Iterator[MasterProcess]:
+    _needs_bwrap()
+    home = tmp_path / "home"  # the master's user's home, with a credential in it
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("home-secret\n")
+    args = ["--task-isolation", "bubblewrap"]
+    with MasterProcess(tmp_path / "data", cpu_slots=1, args=args, env={"HOME": str(home)}) as m:
+        yield m
+
+
+def test_a_task_reads_neither_the_data_dir_nor_another_task(
+    sandboxed: MasterProcess,
+) -> None:
+    m, url = sandboxed, sandboxed.url
+    users = _users(m)
+    info = requests.get(url + "/api/v1/master", timeout=10).json()["taskIsolation"]
+    assert info["mode"] == "bubblewrap" and "never the master's data dir" in info["detail"]
+    data = m.data_dir
+    # alice keeps a secret in her work dir while bob looks for it and for the database.
+    alice = _run(users["alice"], url, "echo alice-secret > secret.txt; echo ready; sleep 60")
+    _wait_log(users["alice"], url, alice["id"], "ready")
+    work = data / "work" / alice["id"]
+    matches = list((data / "work").glob(f"{alice['id']}*/secret.txt"))
+    assert matches, list((data / "work").iterdir())
+    probe = (
+        f"cat {data}/master.db > /dev/null && echo DB-READ; "
+        f"cat {matches[0]} && echo OTHER-READ; "
+        f"ls {data}/work | wc -l | sed 's/^/works:/'; "
+        f"cat {data.parent}/home/.aws/credentials && echo HOME-READ; "
+        "echo mine > own.txt && cat own.txt; "
+        "echo tmp > /tmp/t && cat /tmp/t; "
+        "ps -e | wc -l | sed 's/^/procs:/'; echo done"
+    )
+    bob = _run(users["bob"], url, probe)
+    log = _wait_log(users["bob"], url, bob["id"], "done")
+    for leak in ("DB-READ", "OTHER-READ", "alice-secret", "HOME-READ", "home-secret"):
+        assert leak not in log, log
+    assert "works:1" in log  # only its own work dir is there
+    assert "mine" in log and "tmp" in log
+    procs = int(log.split("procs:")[1].split()[0])
+    assert procs < 10, log  # its own processes only (a PID namespace)
+    assert work.exists() or matches  # alice's file is still there, untouched
+    assert matches[0].read_text() == "alice-secret\n"
+    users["alice"].post(url + f"/api/v1/commands/{alice['id']}/kill")
+
+
+def test_without_a_sandbox_only_the_single_user_accounts_run_tasks(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A bubblewrap that cannot run here (as on a machine without user namespaces): the
+    master says so, runs admin's and determined's tasks, refuses alice's naming the fix."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'no user namespaces here' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(stat.S_IRWXU)
+    env = {"PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}"}
+    args = ["--task-isolation", "auto"]
+    with MasterProcess(tmp_path / "data", cpu_slots=1, env=env, args=args) as m:
+        assert "tasks run without a sandbox" in m.log_tail()
+        info = requests.get(m.url + "/api/v1/master", timeout=10).json()["taskIsolation"]
+        assert info["mode"] == "none" and "no user namespaces here" in info["detail"]
+        shown = Det(tmp_path / "home", m.url).ok("master", "info")
+        assert "taskIsolation" in shown and "mode: none" in shown, shown
+        users = _users(m)
+        config = {"config": {"entrypoint": "true", "resources": {"slots": 0}}}
+        refused = users["alice"].post(m.url + "/api/v1/commands", json=config)
+        assert refused.status_code == 400, refused.text
+        message = refused.json()["message"]
+        assert "apt-get install bubblewrap" in message and "task_isolation: none" in message
+        ran = _run(users["admin"], m.url, "echo admin-runs")
+        _wait_log(users["admin"], m.url, ran["id"], "admin-runs")
+        determined = m.session(login(m.url, "determined"))
+        ran = _run(determined, m.url, "echo determined-runs")
+        _wait_log(determined, m.url, ran["id"], "determined-runs")
+
+
+def test_task_isolation_bubblewrap_is_required_when_asked_for(tmp_path: pathlib.Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "bwrap").chmod(stat.S_IRWXU)
+    env = {"PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}"}
+    m = MasterProcess(tmp_path / "d", cpu_slots=1, env=env, args=["--task-isolation", "bubblewrap"])
+    with pytest.raises(RuntimeError, match="task_isolation: bubblewrap"):
+        m.start()
+
+
+def test_a_trial_trains_and_checkpoints_inside_the_sandbox(sandboxed: MasterProcess) -> None:
+    """The training path in the sandbox: its startup hook, the Core API over HTTP, a
+    checkpoint into the default shared_fs storage, files into a bind mount of its config."""
+    from _kit.trial_cluster import TRAIN_PY, Cluster, config, env_of
+
+    cluster = Cluster(sandboxed)
+    out = sandboxed.data_dir.parent / "out"
+    cfg = config(out, max_length=2)
+    cfg["bind_mounts"] = [{"host_path": str(out), "container_path": str(out)}]
+    files = {"train.py": TRAIN_PY, "startup-hook.sh": "export HOOK_RAN=inside\n"}
+    exp_id = cluster.create(cfg, files)
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=90)
+    [trial] = cluster.trials(exp_id)
+    env = env_of(out, trial["id"], 1)
+    assert env["HOOK_RAN"] == "inside"
+    checkpoints = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    assert [c["metadata"]["steps_completed"] for c in checkpoints] == [2]
