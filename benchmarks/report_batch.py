@@ -141,11 +141,12 @@ def time_raw(path: pathlib.Path, batches: list[list[Any]]) -> list[float]:
     per_report = []
     for writes in batches:
         start = time.thread_time()
+        reports = [w.report for w in writes]
         rows = [
-            (w.trial_id, 1, "training", "TRAINING", w.steps, json.dumps(w.avg), None, when)
-            for w in writes
+            (r.trial_id, 1, "training", "TRAINING", r.steps, json.dumps(r.avg), None, when)
+            for r in reports
         ]
-        summaries = [(w.steps, json.dumps({"avg_metrics": w.avg}), w.trial_id) for w in writes]
+        summaries = [(r.steps, json.dumps({"avg_metrics": r.avg}), r.trial_id) for r in reports]
         db.execute("BEGIN IMMEDIATE")
         db.executemany(insert, rows)
         db.executemany(update, summaries)
