@@ -378,6 +378,8 @@ def shown_config(args: argparse.Namespace, data_dir: pathlib.Path) -> dict[str, 
         "unmanaged_trial_timeout": args.unmanaged_trial_timeout,
         "task_isolation": args.task_isolation,
         "config_file": str(args.config_file) if args.config_file else None,
+        # 0.37's master.yaml list of opt-in features; the /stream websocket is always on here.
+        "feature_switches": ["streaming_updates"],
     }
 
 

@@ -276,9 +276,12 @@ def test_det_cmd_run_follows_the_log_to_the_end(cluster: Cluster, tmp_path: path
     out = _det(cluster, tmp_path / "home", "cmd", "run", "echo one && echo two")
     assert "one\ntwo\n" in out
     assert "Task log stream ended" in out
+    assert "resources exited successfully with a zero exit code" in out  # 0.37's words
     [command] = cluster.get("/api/v1/commands")["commands"]
     assert command["state"] == "STATE_TERMINATED"
     assert command["exitStatus"] == "exited with code 0"
+    failed = _det_proc(cluster, tmp_path / "home", "cmd", "run", "exit 3")
+    assert "crashed: resources failed with non-zero exit code" in failed.stdout, failed
 
 
 def test_a_restarted_master_ends_the_tasks_it_lost(

@@ -128,6 +128,8 @@ def test_cancel_preempts_gracefully(cluster: Cluster, tmp_path: pathlib.Path) ->
     assert trial["checkpointCount"] == 1  # it saved on the preemption signal
     lines = cluster.wait_log(trial["taskId"], "exited with code 0")
     assert not any("forcibly killing" in line for line in lines)
+    # 0.37's last line of a run that ended by itself (its e2e tests grep for it).
+    assert any("resources exited successfully with a zero exit code" in line for line in lines)
 
 
 def test_kill_trial_is_not_replaced(cluster: Cluster, tmp_path: pathlib.Path) -> None:

@@ -52,6 +52,18 @@ def test_the_parents_secrets_fill_a_redacted_fork() -> None:
         resolve(redacted, None, None, _no_workspace)
 
 
+def test_resources_slots_is_refused_from_the_user_but_kept_from_a_template() -> None:
+    """0.37: ``resources.slots`` (for commands) in the config a user sends is an error; checked
+    before the template is merged, so a template that carries one still works."""
+    with pytest.raises(InvalidArgument, match='additionalProperties "slots" not allowed'):
+        resolve(TEXT + "resources: {slots: 2}\n", None, None, _no_workspace)
+    got = resolve(TEXT, None, {"resources": {"slots": 0}}, _no_workspace)
+    assert got.config.resources.slots == 0
+    assert got.config.to_json_dict()["resources"]["slots"] == 0
+    plain = resolve(TEXT, None, None, _no_workspace).config.to_json_dict()
+    assert "slots" not in plain["resources"]
+
+
 def test_a_template_lies_under_the_config() -> None:
     template = {"description": "t", "hyperparameters": {"lr": 0.1, "w": 8}}
     text = TEXT + "hyperparameters: {lr: 0.5}\n"

@@ -105,21 +105,26 @@ def test_absolute_bind_mount_elsewhere_is_refused(cluster: Cluster, tmp_path: pa
     assert "container_path '/data' is absolute" in r.json()["message"]
 
 
-def test_a_trial_larger_than_the_cluster_is_refused_at_create(
+def test_a_trial_larger_than_the_cluster_is_queued_with_a_warning(
     cluster: Cluster, tmp_path: pathlib.Path
 ) -> None:
-    """One slot in all: a 2-slot trial could never start, so it is a 400, not a queued trial."""
-    cfg = {**config(tmp_path / "out"), "resources": {"slots_per_trial": 2}}
-    before = cluster.s.get(cluster.url + "/api/v1/experiments").json()["experiments"]
+    """One slot in all: a 2-slot trial is created and waits in the queue, as in 0.37, with
+    0.37's launch warning; it does not hold up a trial that fits."""
+    big = {**config(tmp_path / "big"), "resources": {"slots_per_trial": 2}}
     for validate_only in (True, False):
         r = cluster.s.post(
             cluster.url + "/api/v1/experiments",
-            json={"config": json.dumps(cfg), "activate": True, "validateOnly": validate_only},
+            json={"config": json.dumps(big), "activate": True, "validateOnly": validate_only},
         )
-        assert r.status_code == 400, r.text
-        assert "slots_per_trial is 2, but this cluster has 1 slots" in r.json()["message"]
-    after = cluster.s.get(cluster.url + "/api/v1/experiments").json()["experiments"]
-    assert after == before
+        assert r.status_code == 200, r.text
+        assert r.json()["warnings"] == ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"]
+    big_id = r.json()["experiment"]["id"]
+    small_id = cluster.create(config(tmp_path / "small", max_length=1))
+    cluster.wait_experiment(small_id, "STATE_COMPLETED", timeout=60)
+    exp = cluster.get(f"/api/v1/experiments/{big_id}")["experiment"]
+    assert exp["state"] in ("STATE_ACTIVE", "STATE_QUEUED")
+    assert [t["state"] for t in cluster.trials(big_id)] in ([], ["STATE_QUEUED"])
+    assert not (tmp_path / "big").exists()
 
 
 def test_one_slot_runs_trials_one_after_the_other(cluster: Cluster, tmp_path: pathlib.Path) -> None:

@@ -127,7 +127,6 @@ def test_routes_shapes_and_validation(cluster: Cluster, receiver: Receiver) -> N
             receiver.url, "s", ("TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE", {"state": "DONE"})
         ),
         "custom not specific": _hook(receiver.url, "c", ("TRIGGER_TYPE_CUSTOM", {})),
-        "same name": body,
         "bad type": {**body, "name": "t", "webhookType": "WEBHOOK_TYPE_EMAIL"},
     }
     for why, req in bad.items():
@@ -159,6 +158,16 @@ def test_routes_shapes_and_validation(cluster: Cluster, receiver: Receiver) -> N
     assert cluster.s.delete(cluster.url + f"/api/v1/webhooks/{hook['id']}").status_code == 200
     assert cluster.get("/api/v1/webhooks")["webhooks"] == []
     assert cluster.s.delete(cluster.url + f"/api/v1/webhooks/{hook['id']}").status_code == 404
+
+    # As 0.37: a name is unique within a workspace; cluster-wide webhooks may share one, and the
+    # empty name that 0.37's own client sends is accepted.
+    for name in ("shared", "shared", "", ""):
+        r = _create(cluster, {**body, "name": name})
+        assert r.status_code == 200 and r.json()["webhook"]["name"] == name, r.text
+    in_workspace = {**body, "name": "shared", "workspaceId": 1}
+    assert _create(cluster, in_workspace).status_code == 200
+    again = _create(cluster, in_workspace)
+    assert again.status_code == 400 and "exists already" in again.json()["message"]
 
 
 def test_state_change_task_log_and_custom_events(

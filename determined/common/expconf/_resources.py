@@ -53,7 +53,9 @@ class ResourcesConfig(Section):
     is_single_node: bool | None = None
     devices: list[Device] = Field(default_factory=list)
     agent_label: str | None = Field(default=None, exclude_if=_omit_none)  # ignored, as in 0.37
-    slots: Any = Field(default=None, exclude=True)  # rejected: commands only
+    # For commands; the master refuses it in a user's experiment config but keeps one that a
+    # template brings, as 0.37 does (trials use slots_per_trial).
+    slots: int | None = Field(default=None, exclude_if=_omit_none)
 
     @field_validator("shm_size")
     @classmethod
@@ -61,11 +63,6 @@ class ResourcesConfig(Section):
         if isinstance(value, str) and not _SHM_RE.match(value):
             raise ValueError(f"must be a valid memory size such as 4G or 512M (got {value!r})")
         return value
-
-    @field_validator("slots")
-    @classmethod
-    def _no_slots(cls, value: Any) -> Any:
-        raise ValueError("is for commands and notebooks; experiments use resources.slots_per_trial")
 
 
 _DEVICE_KINDS = ("cpu", "cuda", "rocm")

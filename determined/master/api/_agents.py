@@ -54,6 +54,8 @@ def agents_json(rm: Any) -> list[dict[str, Any]]:
                 "device": device,
                 "enabled": toggle.enabled,
                 "draining": toggle.draining,
+                # 0.37 sends every field of v1Slot: a free slot's container is null.
+                "container": None,
             }
             allocation_id = in_use.get(slot)
             if allocation_id is not None:

@@ -26,15 +26,13 @@ from determined.master.store import _experiments, _metrics, _projects, _trials
 router = APIRouter(prefix="/api/v1")
 
 
-def _check_capacity(config: ExperimentConfig, rm: resources.ResourceManager | None) -> None:
-    """Refuse a trial size this cluster can never provide: it would stay queued forever."""
+def _launch_warnings(config: ExperimentConfig, rm: resources.ResourceManager | None) -> list[str]:
+    """0.37's ``LaunchWarning``s: a trial larger than this cluster is queued, not refused (it
+    starts once the master has the slots), with a warning that the CLI prints."""
     wanted = config.resources.slots_per_trial
     if rm is not None and wanted > rm.capacity():
-        raise InvalidArgument(
-            f"resources.slots_per_trial is {wanted}, but this cluster has {rm.capacity()} slots "
-            "in all, so the trial could never start; lower slots_per_trial, or give the master "
-            "more slots (det master up --cpu-slots N, without GPUs)"
-        )
+        return ["LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"]
+    return []
 
 
 @router.post("/experiments")
@@ -63,9 +61,9 @@ def create_experiment(
         caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
     config = resolved.config
     resources.check_bind_mounts(config)
-    _check_capacity(config, request.app.state.rm)
+    warnings = _launch_warnings(config, request.app.state.rm)
     if body.validate_only:
-        return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": []}
+        return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": warnings}
     tgz = tar_model_definition(body.model_definition or [])
     exp_id = exps.create(
         config,
@@ -77,7 +75,7 @@ def create_experiment(
     )
     with store.read() as conn:
         created = experiment_json(conn, _experiments.require_experiment(conn, exp_id))
-    return {"experiment": created, "config": created["config"], "warnings": []}
+    return {"experiment": created, "config": created["config"], "warnings": warnings}
 
 
 @router.get("/experiments/{experiment_id}/searcher/best_searcher_validation_metric")

@@ -13,7 +13,7 @@ import yaml
 
 from determined.common import expconf
 from determined.master import experiment
-from determined.master._errors import ApiError
+from determined.master._errors import ApiError, InvalidArgument
 from determined.master.api import _redact
 
 # The workspace of a config's project (its row: ``checkpoint_storage_config``,
@@ -54,6 +54,7 @@ def resolve(
     raw = experiment.load_yaml(text, "config")
     if not isinstance(raw, dict):
         return Resolved(experiment.parse_config(text), text, False)  # it says what is wrong
+    _refuse_slots(raw)
     restored = _redact.restore(raw, dict(parent) if parent is not None else None)
     merged = restored
     if template is not None:
@@ -69,6 +70,18 @@ def resolve(
             raise
         merged = _with_workspace_defaults(merged, found)
     return Resolved(experiment.parse_config(merged), original, restored is not raw)
+
+
+def _refuse_slots(raw: Mapping[str, Any]) -> None:
+    """0.37 refuses ``resources.slots`` in the config a user sends (it is for commands), before
+    the template is laid under it: a template may carry one (it is kept, and unused by trials).
+    """
+    resources = raw.get("resources")
+    if isinstance(resources, Mapping) and resources.get("slots") is not None:
+        raise InvalidArgument(
+            '<config>.resources: additionalProperties "slots" not allowed (resources.slots is '
+            "for commands and notebooks; experiments use resources.slots_per_trial)"
+        )
 
 
 def _with_workspace_defaults(raw: dict[str, Any], workspace: Mapping[str, Any]) -> dict[str, Any]:

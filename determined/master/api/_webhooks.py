@@ -155,14 +155,15 @@ def create_webhook(
     webhook_type = _enum(body.webhook_type, "WEBHOOK_TYPE_", WEBHOOK_TYPES, "webhookType")
     mode = _enum(body.mode, "WEBHOOK_MODE_", MODES, "mode")
     triggers = [_trigger(t, mode) for t in body.triggers]
+    # As 0.37 (a unique index on name and workspace, where no workspace never clashes): a name is
+    # unique within its workspace; cluster-wide webhooks may share one, the empty name included
+    # (0.37's own client sends "").
     name = body.name.strip()
-    if not name:
-        raise InvalidArgument("a webhook needs a name")
     with store.tx() as conn:
         same = [
             w
             for w in _webhooks.list_webhooks(conn)
-            if w["name"] == name and w["workspace_id"] == (body.workspace_id or None)
+            if body.workspace_id and w["name"] == name and w["workspace_id"] == body.workspace_id
         ]
         if same:
             raise InvalidArgument(f"a webhook named {name!r} exists already (id {same[0]['id']})")

@@ -107,6 +107,17 @@ def kill_leftovers(allocation_ids: list[str], cluster_id: str) -> list[int]:
     return killed
 
 
+def resources_stopped_line(code: int) -> str:
+    """0.37's last log line of an allocation that ended by itself (its e2e tests and users grep
+    for these words)."""
+    if code == 0:
+        return "resources exited successfully with a zero exit code"
+    return (
+        "crashed: resources failed with non-zero exit code: container failed "
+        f"with non-zero exit code: {code} (exit code {code})"
+    )
+
+
 @dataclasses.dataclass
 class _Run:
     """One allocation: a process group per container (one, unless it spans agents)."""
@@ -289,12 +300,8 @@ class LocalResourceManager:
             self._free.extend(run.slots)
             self._exits[allocation_id] = (code, run.killed)
             run.finish()
-            if code != 0 and not run.killed:
-                # The reference's wording (its e2e tests and users grep for it).
-                run.sink.master(
-                    "crashed: resources failed with non-zero exit code: container failed "
-                    f"with non-zero exit code: {code} (exit code {code})"
-                )
+            if not run.killed:
+                run.sink.master(resources_stopped_line(code))
             run.sink.master(f"allocation {allocation_id} exited with code {code}")
             self._logs.flush()
             for proc in run.procs:
@@ -695,6 +702,8 @@ class LocalResourceManager:
 
     def _task_ended(self, task_id: str, run: _Run, status: str) -> None:
         self._free.extend(s for s in run.slots if s not in self._free)
+            if not run.killed:
+                run.sink.master(resources_stopped_line(code))
         # The last line goes out before the task is seen to end (a reader of its log then
         # has it all).
         with self._store.read() as conn:

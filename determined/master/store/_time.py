@@ -15,10 +15,18 @@ def as_utc(dt: datetime.datetime) -> datetime.datetime:
 
 
 def rfc3339(dt: datetime.datetime | None) -> str | None:
-    """``2024-01-02T03:04:05.123456Z`` (the gateway's timestamp form), or None."""
+    """The gateway's timestamp form (protobuf JSON), or None: no fraction for whole seconds, else
+    3 or 6 digits as needed (``2024-01-02T03:04:05Z``, ``...05.120Z``, ``...05.123456Z``)."""
     if dt is None:
         return None
-    return as_utc(dt).astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = as_utc(dt).astimezone(datetime.timezone.utc)
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    micros = utc.microsecond
+    if micros == 0:
+        return text + "Z"
+    if micros % 1000 == 0:
+        return f"{text}.{micros // 1000:03d}Z"
+    return f"{text}.{micros:06d}Z"
 
 
 def parse(value: str | None) -> datetime.datetime | None:

@@ -81,7 +81,7 @@ def test_bind_mounts_defaults() -> None:
 @pytest.mark.parametrize(
     ("top", "path", "fragment"),
     [
-        ({"resources": {"slots": 2}}, "resources.slots", "slots_per_trial"),
+        ({"resources": {"slots": "two"}}, "resources.slots", "integer"),
         ({"resources": {"slots_per_trial": -1}}, "resources.slots_per_trial", "greater"),
         ({"resources": {"priority": 100}}, "resources.priority", "less than or equal to 99"),
         ({"resources": {"priority": 0}}, "resources.priority", "greater than or equal to 1"),

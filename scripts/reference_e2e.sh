@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Run Determined 0.37.0's own end-to-end suite (e2e_tests, marker e2e_cpu), unchanged, with 0.37's
+# `det` and SDK, against this repository's master.
+#
+#   scripts/reference_e2e.sh                      every e2e_cpu file, one after another
+#   scripts/reference_e2e.sh --subset             the files that cover the wire (~10 min on 2 cores)
+#   scripts/reference_e2e.sh tests/cluster/test_users.py ...   just these files (paths as in e2e_tests/)
+#   scripts/reference_e2e.sh --list               print the files and the skip list, run nothing
+#
+# Where the suite comes from: DET_E2E_SOURCE names either a git repository of
+# determined-ai/determined that has the tag 0.37.0 (a clone, or the bare mirror the project's search
+# tool `fetch github:determined-ai/determined` leaves under /work/.mirror/), or a directory that
+# already holds 0.37.0's e2e_tests/ and examples/ side by side (an unpacked release archive). No
+# package registry ships e2e_tests, and none of its code is kept in this tree: it is extracted into
+# .e2e/suite-0.37.0/ (git-ignored) once.
+#
+# What it builds once and then reuses: .e2e/venv (determined==0.37.0 and the suite's test
+# dependencies; never a dependency of ours, and apart from .refvenv). Each run starts its own master
+# (`det master up --cpu-slots 4`, this checkout's .venv, a fresh DET_HOME, a free port), writes one
+# junit file per test file under .e2e/runs/<time>/, prints a per-file table and the total, and
+# lists the tests it does not run with the reason (scripts/reference_e2e_skips.txt) and those the
+# suite skipped itself.
+#
+# Environment: DET_E2E_SOURCE (above), DET_E2E_PORT (master port; default: a free one),
+# DET_E2E_TEST_TIMEOUT (seconds one test may take, default 600).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+TAG=0.37.0
+REQUIREMENTS=(determined==0.37.0)
+# The suite's imports that its e2e_cpu files need (its requirements.txt also pins TensorFlow, ray,
+# selenium and others for GPU, Kubernetes and SSO jobs, which this script does not run).
+# kubernetes < 37: 37 wants python-dateutil 3, which 0.37's boto3 refuses.
+TEST_REQUIREMENTS=(pytest pytest-timeout pyyaml docker "python-dateutil>=2.1,<3" "kubernetes<37" pexpect)
+SUBSET=(
+  tests/cluster/test_agent.py
+  tests/cluster/test_users.py
+  tests/cluster/test_webhooks.py
+  tests/cluster/test_logging.py
+  tests/cluster/test_exp_continue.py
+  tests/command/test_run.py
+)
+SKIPS=$ROOT/scripts/reference_e2e_skips.txt
+E2E=$ROOT/.e2e
+VENV=$E2E/venv
+SUITE=$E2E/suite-$TAG
+
+say() { echo "reference_e2e: $*" >&2; }
+die() { say "$*"; exit 2; }
+
+mode=all
+files=()
+for arg in "$@"; do
+  case "$arg" in
+    --subset) mode=subset ;;
+    --list) mode=list ;;
+    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    -*) die "unknown option $arg (see --help)" ;;
+    *) files+=("$arg") ;;
+  esac
+done
+mkdir -p "$E2E"
+
+# --- the scratch venv: 0.37's det and SDK, the suite's test dependencies -----------------------
+want_venv=$(printf '%s\n' "${REQUIREMENTS[@]}" "${TEST_REQUIREMENTS[@]}" | sha256sum | cut -d' ' -f1)
+(
+  flock 9
+  if [ "$(cat "$VENV/.done" 2>/dev/null || true)" != "$want_venv" ]; then
+    say "building $VENV (determined==$TAG and the suite's test dependencies) ..."
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    # Two steps: asked together, pip's resolver backtracks into an old matplotlib that only builds
+    # from source with the internet.
+    "$VENV/bin/python" -m pip install -qq --disable-pip-version-check "${REQUIREMENTS[@]}"
+    "$VENV/bin/python" -m pip install -qq --disable-pip-version-check "${TEST_REQUIREMENTS[@]}"
+    echo "$want_venv" >"$VENV/.done"
+  fi
+) 9>"$E2E/.venv.lock"
+
+# --- the suite at tag 0.37.0 --------------------------------------------------------------------
+if [ ! -f "$SUITE/.done" ]; then
+  src=${DET_E2E_SOURCE:-}
+  if [ -z "$src" ] && [ -d /work/.mirror/determined-ai+determined/repo ]; then
+    src=/work/.mirror/determined-ai+determined/repo
+  fi
+  [ -n "$src" ] || die "set DET_E2E_SOURCE to a git repository of determined-ai/determined with the \
+tag $TAG (or to a directory holding its e2e_tests/ and examples/); see CONTRIBUTING.md"
+  rm -rf "$SUITE" && mkdir -p "$SUITE"
+  if [ -d "$src/e2e_tests" ] && [ -d "$src/examples" ] && ! git -C "$src" rev-parse -q --verify "$TAG^{commit}" >/dev/null 2>&1; then
+    say "copying e2e_tests/ and examples/ from $src"
+    cp -r "$src/e2e_tests" "$src/examples" "$SUITE/"
+  else
+    git --git-dir="$(git -C "$src" rev-parse --absolute-git-dir)" rev-parse -q --verify "$TAG^{commit}" >/dev/null ||
+      die "$src has no tag $TAG"
+    say "extracting e2e_tests/ and examples/ at $TAG from $src"
+    git --git-dir="$(git -C "$src" rev-parse --absolute-git-dir)" archive --format=tar "$TAG" e2e_tests examples |
+      tar -x -C "$SUITE"
+  fi
+  touch "$SUITE/.done"
+fi
+cd "$SUITE/e2e_tests"
+
+# Every file with an e2e_cpu test, less the ones skipped whole.
+skipped_files() { grep -v '^#' "$SKIPS" | awk -F' *[|] *' 'NF >= 2 && $1 !~ /::/ { print $1 }'; }
+all_files() {
+  grep -rlE 'mark\.e2e_cpu\b' tests --include='test_*.py' | sort | grep -vxF -f <(skipped_files)
+}
+case "$mode" in
+  subset) files=("${SUBSET[@]}") ;;
+  all | list) [ ${#files[@]} -gt 0 ] || mapfile -t files < <(all_files) ;;
+esac
+for f in "${files[@]}"; do [ -f "$f" ] || die "no such file in 0.37.0's e2e_tests: $f"; done
+
+if [ "$mode" = list ]; then
+  printf '%s\n' "${files[@]}"
+  echo "--- not run (scripts/reference_e2e_skips.txt):"
+  grep -v '^#' "$SKIPS" | sed '/^$/d'
+  exit 0
+fi
+
+# --- our master ---------------------------------------------------------------------------------
+RUN=$E2E/runs/$(date -u +%Y%m%dT%H%M%SZ)-$$
+mkdir -p "$RUN/junit" "$RUN/home"
+PORT=${DET_E2E_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+alive() { curl -fsS "http://127.0.0.1:$PORT/info" >/dev/null 2>&1; }
+# `det master up` starts the master in the background and returns once it answers.
+start_master() {
+  DET_HOME=$RUN/home "$ROOT/.venv/bin/det" master up --port "$PORT" --cpu-slots 4 >>"$RUN/master.out" 2>&1 ||
+    die "the master did not start; see $RUN/master.out and $RUN/home/master.log"
+  alive || die "the master does not answer on port $PORT; see $RUN/home/master.log"
+}
+stop_master() { DET_HOME=$RUN/home "$ROOT/.venv/bin/det" master down >>"$RUN/master.out" 2>&1 || true; }
+trap stop_master EXIT
+start_master
+say "master on 127.0.0.1:$PORT (DET_HOME $RUN/home, its log $RUN/home/master.log); results in $RUN"
+
+# Tests listed with a reason are deselected by node id prefix.
+deselect=()
+while IFS= read -r id; do deselect+=(--deselect "$id"); done < <(
+  grep -v '^#' "$SKIPS" | awk -F' *[|] *' 'NF >= 2 && $1 ~ /::/ { print $1 }'
+)
+
+export PATH=$VENV/bin:$PATH
+for f in "${files[@]}"; do
+  if ! alive; then
+    say "the master stopped answering (see $RUN/home/master.log); starting it again"
+    start_master
+  fi
+  name=$(echo "${f#tests/}" | sed 's/\.py$//; s#/#.#g')
+  start=$SECONDS
+  say "$f ..."
+  "$VENV/bin/python" -m pytest -q -m e2e_cpu -p no:cacheprovider "$f" "${deselect[@]}" \
+    --master-host 127.0.0.1 --master-port "$PORT" --timeout "${DET_E2E_TEST_TIMEOUT:-600}" \
+    --junitxml "$RUN/junit/$name.xml" >"$RUN/$name.log" 2>&1 || true
+  echo "$name $((SECONDS - start))" >>"$RUN/durations"
+  tail -1 "$RUN/$name.log" >&2
+done
+stop_master
+
+# --- the report ---------------------------------------------------------------------------------
+"$VENV/bin/python" - "$RUN" "$SKIPS" "${files[@]}" <<'EOF'
+import pathlib
+import sys
+import xml.etree.ElementTree as ET
+
+run, skips, files = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+durations = dict(
+    line.split() for line in (run / "durations").read_text().splitlines() if line.strip()
+)
+listed = []
+for line in open(skips):
+    if line.strip() and not line.startswith("#"):
+        node, reason, *why = (p.strip() for p in line.split("|"))
+        listed.append((node, reason, why[0] if why else ""))
+
+rows, own_skips, failures = [], [], []
+total = {"passed": 0, "failed": 0, "skipped": 0}
+for f in files:
+    name = f[len("tests/"):].removesuffix(".py").replace("/", ".")
+    path = run / "junit" / f"{name}.xml"
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    if not path.exists():
+        rows.append((f, None, durations.get(name, "?")))
+        continue
+    for case in ET.parse(path).iter("testcase"):
+        test = f"{f}::{case.get('name')}"
+        outcome = "passed"
+        for child in case:
+            if child.tag == "skipped":
+                outcome = "skipped"
+                own_skips.append((test, child.get("message", "")))
+            elif child.tag in ("failure", "error"):
+                outcome = "failed"
+                failures.append((test, (child.get("message") or "").splitlines()[0][:160]
+                                 if child.get("message") else child.tag))
+        counts[outcome] += 1
+    rows.append((f, counts, durations.get(name, "?")))
+    for k in total:
+        total[k] += counts[k]
+
+print(f"\n{'file':<48} {'passed':>7} {'failed':>7} {'skipped':>8} {'s':>6}")
+for f, c, secs in rows:
+    if c is None:
+        print(f"{f:<48} {'no junit (collection error? see its log)':>30} {secs:>6}")
+    else:
+        ran = c["passed"] + c["failed"]
+        print(f"{f:<48} {c['passed']:>4}/{ran:<2} {c['failed']:>7} {c['skipped']:>8} {secs:>6}")
+applicable = total["passed"] + total["failed"]
+pct = 100.0 * total["passed"] / applicable if applicable else 0.0
+print(
+    f"\nTOTAL: {total['passed']} of {applicable} applicable tests passed ({pct:.1f}%); "
+    f"{total['skipped']} skipped by the suite, {len(listed)} entries of the skip list not run"
+)
+print("\nNot run (scripts/reference_e2e_skips.txt):")
+for node, reason, why in listed:
+    print(f"  {node}  [{reason}] {why}")
+if own_skips:
+    print("\nSkipped by the suite itself:")
+    for test, msg in own_skips:
+        print(f"  {test}: {msg}")
+if failures:
+    print("\nFailed:")
+    for test, msg in failures:
+        print(f"  {test}: {msg}")
+print(f"\nlogs and junit: {run}")
+EOF
