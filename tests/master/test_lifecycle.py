@@ -53,7 +53,7 @@ def test_failures_restart_up_to_max_restarts_then_error(
     exp = cluster.wait_experiment(exp_id, "STATE_ERROR")
     [trial] = cluster.trials(exp_id)
     assert trial["state"] == "STATE_ERROR"
-    assert trial["restarts"] == 2
+    assert trial["restarts"] == 1  # 2 stored; 0.37 shows LEAST(restarts, max_restarts)
     assert sorted(p.name for p in out.glob("*.pid")) == [
         f"{trial['id']}.1.pid",
         f"{trial['id']}.2.pid",

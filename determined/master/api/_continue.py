@@ -58,7 +58,8 @@ def continued_config(
 ) -> dict[str, Any]:
     """The experiment's config with ``override`` merged in, validated, and checked for what a
     continue may change (as 0.37): a single-searcher experiment may change anything but the
-    searcher's name and length unit, to a length past what its trial trained; a grid or random
+    searcher's name and length unit (a length at or below what its trial trained completes at
+    once, as in 0.37); a grid or random
     search takes no overrides (it reruns its unfinished trials as they were); other searchers
     are refused. Raises InvalidArgument (400) naming what to fix."""
     old = dict(exp["config"])
@@ -111,24 +112,15 @@ def continued_config(
             f"searcher.max_length must stay in {_unit(was)}, as the trial trained in them"
         )
     try:
-        length = max_length_units(new, minimum=1)
+        max_length_units(new, minimum=1)  # a length there is
     except errors.InvalidSearcherConfig as e:
         raise InvalidArgument(str(e)) from e
     try:
         parse_hyperparameters(config.get("hyperparameters"))
     except errors.InvalidSearcherConfig as e:
         raise InvalidArgument(f"hyperparameters: {e}") from e
-    [trial] = trials
-    trained = trial["op_length"] if trial["op_complete"] else None
-    if trained is not None and length <= int(trained):
-        key = "max_length" if _unit(was) == "max_length" else f"max_length.{_unit(was)}"
-        if was.get("time_metric") is not None:
-            key = "max_time"
-        raise InvalidArgument(
-            f"searcher.max_length must be larger than the {trained} {_unit(was)} trial "
-            f"{trial['id']} already trained to (for example --config "
-            f"searcher.{key}={2 * int(trained)})"
-        )
+    # A length at or below what the trial trained is accepted, as 0.37 does: the trial resumes
+    # from its latest checkpoint, which is already there, and completes its operation at once.
     return config
 
 

@@ -207,7 +207,7 @@ def task_log_fields(
 
 def _field_lines(
     store: Store,
-    task_id: str,
+    task_id: _logs.TaskIds,
     follow: bool,
     ended: Callable[[Any], bool],
     keys: Iterable[str],
@@ -323,7 +323,7 @@ def _select(
 def _trial_lines(
     store: Store,
     trial_id: int,
-    task_id: str,
+    task_id: _logs.TaskIds,
     picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
     follow: bool,
     keep: Callable[[dict[str, Any]], bool],
@@ -366,13 +366,14 @@ def trial_log_fields(
     caller.check_trial(trial_id)
     with store.read() as conn:
         trial = _trials.require_trial(conn, trial_id)
+        task_ids = _trials.task_ids_of(conn, trial)  # every task of a continued trial
 
     def ended(conn: Any) -> bool:
         row = _trials.get_trial(conn, trial_id)
         return row is None or State(row["state"]).is_terminal
 
     keys = [k for k in _logs.FIELD_COLUMNS if k != "allocationIds"]
-    lines = _field_lines(store, str(trial["task_id"]), follow, ended, keys)
+    lines = _field_lines(store, task_ids, follow, ended, keys)
     return StreamingResponse(lines, media_type="application/json")
 
 
@@ -394,6 +395,7 @@ def trial_logs(
     caller.check_trial(trial_id)
     with store.read() as conn:
         trial = _trials.require_trial(conn, trial_id)
+        task_ids = _trials.task_ids_of(conn, trial)  # every task of a continued trial
     desc = order_by in ("ORDER_BY_DESC", "desc")
 
     def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -405,7 +407,7 @@ def trial_logs(
     newest = None
     if filters.is_empty() and not head:
         newest = tail or (limit if desc else None) or None
-    lines = _trial_lines(store, trial_id, str(trial["task_id"]), picked, follow, keep, newest)
+    lines = _trial_lines(store, trial_id, task_ids, picked, follow, keep, newest)
     if not follow:  # one body, not a chunk (and a thread hop) per line
         return Response(b"".join(lines), media_type="application/json")
     return StreamingResponse(lines, media_type="application/json")

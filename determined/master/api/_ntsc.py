@@ -7,6 +7,7 @@ TensorBoards are reached through ``/proxy/<id>/`` and shells through its websock
 
 from __future__ import annotations
 
+import datetime
 import getpass
 import json
 import os
@@ -179,17 +180,9 @@ def _slots(request: Request, config: dict[str, Any]) -> int:
         slots = int(config["resources"]["slots"])
     except (TypeError, ValueError) as e:
         raise InvalidArgument("resources.slots must be an integer") from e
-    if slots < 0:
-        raise InvalidArgument(f"resources.slots is {slots}; it must be 0 or more")
-    rm = request.app.state.rm
-    # A task runs on one agent: as 0.37, one larger than every agent is refused at once.
-    agents = getattr(rm, "agents", None) or [getattr(rm, "slots", []) or []]
-    have = max(len(a) for a in agents)
-    if slots > have:
-        raise InvalidArgument(
-            "request unfulfillable, please try requesting less slots: resources.slots is "
-            f"{slots}, and the largest agent of this master has {have}"
-        )
+    have = len(getattr(request.app.state.rm, "slots", []) or [])
+    if slots < 0 or slots > have:
+        raise InvalidArgument(f"resources.slots is {slots}; this master has {have} slot(s)")
     return slots
 
 
@@ -541,12 +534,23 @@ def get_task(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
         if trial is None:
             raise NotFound(f"task {task_id!r} not found")
         allocations = _trials.allocations_of(conn, int(trial["id"]))
+        task_ids = _trials.task_ids_of(conn, trial)
+    # A continued trial has a task per continue (0.37): this one's runs; it started with the
+    # trial (the first task) or its first run, and ended with the trial (the current task)
+    # or its last run.
+    allocations = [a for a in allocations if a["task_id"] == task_id]
+    start: datetime.datetime | None = trial["start_time"]
+    end: datetime.datetime | None = trial["end_time"]
+    if task_id != task_ids[0]:
+        start = allocations[0]["start_time"] if allocations else None
+    if task_id != task_ids[-1]:
+        end = allocations[-1]["end_time"] if allocations else None
     return {
         "task": {
             "taskId": task_id,
             "taskType": "TASK_TYPE_TRIAL",
-            "startTime": rfc3339(trial["start_time"]),
-            "endTime": rfc3339(trial["end_time"]),
+            "startTime": rfc3339(start),
+            "endTime": rfc3339(end),
             "allocations": [_v1_trial_allocation(task_id, a) for a in allocations],
         }
     }

@@ -308,7 +308,7 @@ def trial_json(conn: sa.Connection, trial: TrialRow) -> dict[str, Any]:
         "totalCheckpointSize": str(sum(int(c["size"]) for c in ckpts)),
         "checkpointCount": len(ckpts),
         "searcherMetricValue": None if best is None else best["metrics"].get(metric),
-        "taskIds": [trial["task_id"]],
+        "taskIds": _trials.task_ids_of(conn, trial),
         "summaryMetrics": trial["summary_metrics"],
         "logRetentionDays": trial.get("log_retention_days"),
         "metadata": {},

@@ -225,8 +225,9 @@ class Lifecycle:
         config's hyperparameters (those that changed are drawn again, seeded by the trial).
         A grid or random search runs each trial that did not complete (errored, canceled,
         killed) again to its length; as in 0.37, one whose trials all completed is refused.
-        Each trial resumes from its latest checkpoint as any new run does and its restart
-        count starts over; the experiment is ACTIVE until they end."""
+        Each trial resumes from its latest checkpoint as any new run does, under a new task
+        (``<previous task id>-<n>``, as 0.37), and its restart count starts over; the
+        experiment is ACTIVE until they end."""
         with self._event(experiment_id) as event:
             if isinstance(event.method, searcher.CustomSearch):
                 raise FailedPrecondition(
@@ -269,9 +270,13 @@ class Lifecycle:
             for trial in again:
                 event.method.reopen(trial["request_id"], length)
                 hparams = _redrawn_hparams(trial, old_hps, config.get("hyperparameters") or {})
+                # A new task per continue, named as 0.37 names it (``<previous>-<n>``): its
+                # runs, logs and log policies start afresh; the trial's logs span them all.
+                n = len(_trials.task_ids_of(event.conn, trial))
                 _trials.update_trial(
                     event.conn,
                     trial["id"],
+                    task_id=f"{trial['task_id']}-{n}",
                     state=State.ACTIVE,
                     end_time=None,
                     restarts=0,

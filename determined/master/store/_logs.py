@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,28 +17,28 @@ def append(conn: sa.Connection, lines: list[dict[str, Any]]) -> None:
         conn.execute(task_logs.insert(), [{**line} for line in lines])
 
 
+TaskIds = str | Sequence[str]  # one task, or several (a continued trial's)
+
+
+def _of(task_id: TaskIds) -> sa.ColumnElement[bool]:
+    if isinstance(task_id, str):
+        return task_logs.c.task_id == task_id
+    return task_logs.c.task_id.in_(list(task_id))
+
+
 def read(
-    conn: sa.Connection, task_id: str, *, after_id: int = 0, limit: int | None = None
+    conn: sa.Connection, task_id: TaskIds, *, after_id: int = 0, limit: int | None = None
 ) -> list[dict[str, Any]]:
-    """The task's lines with id > ``after_id``, oldest first."""
-    q = (
-        sa.select(task_logs)
-        .where(task_logs.c.task_id == task_id, task_logs.c.id > after_id)
-        .order_by(task_logs.c.id)
-    )
+    """The task's (tasks') lines with id > ``after_id``, oldest first."""
+    q = sa.select(task_logs).where(_of(task_id), task_logs.c.id > after_id).order_by(task_logs.c.id)
     if limit is not None:
         q = q.limit(limit)
     return [dict(r) for r in conn.execute(q).mappings()]
 
 
-def newest(conn: sa.Connection, task_id: str, n: int) -> list[dict[str, Any]]:
-    """The task's last ``n`` lines, oldest first."""
-    q = (
-        sa.select(task_logs)
-        .where(task_logs.c.task_id == task_id)
-        .order_by(task_logs.c.id.desc())
-        .limit(n)
-    )
+def newest(conn: sa.Connection, task_id: TaskIds, n: int) -> list[dict[str, Any]]:
+    """The task's (tasks') last ``n`` lines, oldest first."""
+    q = sa.select(task_logs).where(_of(task_id)).order_by(task_logs.c.id.desc()).limit(n)
     return [dict(r) for r in conn.execute(q).mappings()][::-1]
 
 
@@ -52,18 +53,13 @@ FIELD_COLUMNS = {
 }
 
 
-def fields(conn: sa.Connection, task_id: str) -> dict[str, list[Any]]:
+def fields(conn: sa.Connection, task_id: TaskIds) -> dict[str, list[Any]]:
     """The values a reader of the task's lines may filter on (0.37's ``TaskLogsFields``): for
     each key of ``FIELD_COLUMNS``, the distinct non-null values of its column, sorted."""
     out: dict[str, list[Any]] = {}
     for key, name in FIELD_COLUMNS.items():
         column = task_logs.c[name]
-        q = (
-            sa.select(column)
-            .where(task_logs.c.task_id == task_id, column.is_not(None))
-            .distinct()
-            .order_by(column)
-        )
+        q = sa.select(column).where(_of(task_id), column.is_not(None)).distinct().order_by(column)
         out[key] = [r[0] for r in conn.execute(q)]
     return out
 

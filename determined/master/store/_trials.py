@@ -85,8 +85,29 @@ def trial_by_request(conn: sa.Connection, experiment_id: int, request_id: str) -
 
 
 def trial_by_task(conn: sa.Connection, task_id: str) -> TrialRow | None:
+    """The trial whose task ``task_id`` is: its current one, or one it ran under before it
+    was continued (``det e continue`` gives the trial a new task, as 0.37)."""
     row = conn.execute(sa.select(trials).where(trials.c.task_id == task_id)).mappings().first()
+    if row is None:
+        q = sa.select(allocations.c.trial_id).where(allocations.c.task_id == task_id).limit(1)
+        trial_id = conn.execute(q).scalar()
+        if trial_id is not None:
+            return get_trial(conn, int(trial_id))
     return None if row is None else cast(TrialRow, dict(row))
+
+
+def task_ids_of(conn: sa.Connection, trial: TrialRow) -> list[str]:
+    """The trial's task ids, oldest first: those its runs had (one per ``det e continue``,
+    ``<previous>-<n>`` as 0.37 names them), then its current one."""
+    q = (
+        sa.select(allocations.c.task_id, sa.func.min(allocations.c.run_id))
+        .where(allocations.c.trial_id == trial["id"])
+        .group_by(allocations.c.task_id)
+        .order_by(sa.func.min(allocations.c.run_id))
+    )
+    found = [str(r[0]) for r in conn.execute(q)]
+    current = str(trial["task_id"])
+    return [t for t in found if t != current] + [current]
 
 
 def warm_start_checkpoints(conn: sa.Connection) -> set[str]:
