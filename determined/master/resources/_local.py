@@ -697,13 +697,13 @@ class LocalResourceManager:
                 continue
             del self._task_runs[task_id]
             run.finish()
+            if not run.killed:
+                run.sink.master(resources_stopped_line(code))
             status = "killed" if run.killed else f"exited with code {code}"
             self._task_ended(task_id, run, status)
 
     def _task_ended(self, task_id: str, run: _Run, status: str) -> None:
         self._free.extend(s for s in run.slots if s not in self._free)
-            if not run.killed:
-                run.sink.master(resources_stopped_line(code))
         # The last line goes out before the task is seen to end (a reader of its log then
         # has it all).
         with self._store.read() as conn:
