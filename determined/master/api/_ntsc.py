@@ -180,9 +180,17 @@ def _slots(request: Request, config: dict[str, Any]) -> int:
         slots = int(config["resources"]["slots"])
     except (TypeError, ValueError) as e:
         raise InvalidArgument("resources.slots must be an integer") from e
-    have = len(getattr(request.app.state.rm, "slots", []) or [])
-    if slots < 0 or slots > have:
-        raise InvalidArgument(f"resources.slots is {slots}; this master has {have} slot(s)")
+    if slots < 0:
+        raise InvalidArgument(f"resources.slots is {slots}; it must be 0 or more")
+    rm = request.app.state.rm
+    # A task runs on one agent: as 0.37, one larger than every agent is refused at once.
+    agents = getattr(rm, "agents", None) or [getattr(rm, "slots", []) or []]
+    have = max(len(a) for a in agents)
+    if slots > have:
+        raise InvalidArgument(
+            "request unfulfillable, please try requesting less slots: resources.slots is "
+            f"{slots}, and the largest agent of this master has {have}"
+        )
     return slots
 
 
