@@ -92,7 +92,7 @@ def test_nulls_in_the_037_config_mean_absent(nulls: set[str]) -> None:
     a = experiment.parse_unmanaged_config(yaml.safe_dump(with_nulls))
     b = experiment.parse_unmanaged_config(yaml.safe_dump(base))
     assert a == b
-    assert a["entrypoint"] == _master_config.UNMANAGED_ENTRYPOINT
+    assert a.entrypoint == _master_config.UNMANAGED_ENTRYPOINT
 
 
 def test_calls_that_cannot_work_say_why() -> None:

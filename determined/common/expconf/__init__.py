@@ -29,6 +29,7 @@ from determined.common.expconf._resources import (
     EnvironmentImage,
     EnvironmentVariables,
     ResourcesConfig,
+    environment_dict,
 )
 from determined.common.expconf._searcher import (
     AdaptiveASHAConfig,
@@ -92,6 +93,7 @@ __all__ = [
     "TPEConfig",
     "Unit",
     "default",
+    "environment_dict",
     "hyperparameters_to_json",
     "iter_hyperparameters",
     "parse_experiment_config",

@@ -8,6 +8,7 @@ reads only ``environment_variables``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -89,6 +90,17 @@ class EnvironmentImage(Section):
         return _per_device(data)
 
 
+def environment_dict(items: Iterable[object]) -> dict[str, str]:
+    """``KEY=VALUE`` entries as a mapping (``KEY`` alone maps to ``""``; a later entry wins):
+    what a process started with them sees. Experiments' (through
+    :meth:`EnvironmentVariables.as_dict`) and tasks' environment variables both go through it."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, _, value = str(item).partition("=")
+        out[key] = value
+    return out
+
+
 class EnvironmentVariables(Section):
     """``environment.environment_variables``: a list of ``KEY=VALUE`` (every device kind) or
     ``{cpu: [...], cuda: [...], rocm: [...]}``."""
@@ -118,11 +130,7 @@ class EnvironmentVariables(Section):
 
     def as_dict(self, kind: Literal["cpu", "cuda", "rocm"] = "cpu") -> dict[str, str]:
         """The variables for one device kind as a mapping (``KEY`` alone maps to ``""``)."""
-        out: dict[str, str] = {}
-        for item in getattr(self, kind):
-            key, _, value = item.partition("=")
-            out[key] = value
-        return out
+        return environment_dict(getattr(self, kind))
 
 
 class EnvironmentConfig(Section):

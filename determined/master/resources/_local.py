@@ -251,18 +251,23 @@ class LocalResourceManager:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(10)
+        self._wind_down([*self._runs.values(), *self._task_runs.values()], list(self._task_runs))
+        self._logs.close()
+
+    def _wind_down(self, runs: list[_Run], task_ids: list[str]) -> None:
+        """After :meth:`terminate_all`: give ``runs`` up to :data:`STOP_GRACE_S` to exit, reap
+        them, and record the end of the tasks ``task_ids`` (of ``_task_runs``). Both resource
+        managers stop this way (Slurm's jobs themselves keep running)."""
         deadline = time.monotonic() + STOP_GRACE_S
-        runs = [*self._runs.values(), *self._task_runs.values()]
         while time.monotonic() < deadline and any(r.exit_code() is None for r in runs):
             time.sleep(0.05)
         for run in runs:
             run.finish(timeout=1.0)
-        for task_id in list(self._task_runs):
+        for task_id in task_ids:
             try:
                 self._task_ended(task_id, self._task_runs.pop(task_id), "the master stopped")
             except Exception:  # the store is going too: the next master ends it
                 logger.exception("cannot record the end of task %s", task_id)
-        self._logs.close()
 
     # ------------------------------------------------------------------- the loop
 

@@ -27,7 +27,6 @@ import shlex
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -421,15 +420,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
         for job in [*self._jobs.values(), *self._task_jobs.values()]:
             job.copy_output()
         local = self._local_task_runs()
-        deadline = time.monotonic() + _local.STOP_GRACE_S
-        while time.monotonic() < deadline and any(r.exit_code() is None for r in local.values()):
-            time.sleep(0.05)
-        for task_id, run in local.items():
-            run.finish(timeout=1.0)
-            try:
-                self._task_ended(task_id, self._task_runs.pop(task_id), "the master stopped")
-            except Exception:  # the store is going too: the next master ends it
-                logger.exception("cannot record the end of task %s", task_id)
+        self._wind_down(list(local.values()), list(local))
         self._logs.close()
 
     def capacity(self) -> int:

@@ -23,6 +23,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from determined.common import expconf
 from determined.master.resources import _envs
 from determined.master.resources._launcher import LaunchError
 
@@ -124,14 +125,12 @@ def install_notebook_command() -> str:
 
 
 def _user_env(config: dict[str, Any], gpu: bool) -> dict[str, str]:
+    """A task's ``environment_variables`` for its device kind (its config is not an experiment's:
+    checked by :func:`check_environment`, not parsed into expconf's model)."""
     raw = (config.get("environment") or {}).get("environment_variables") or []
     if isinstance(raw, dict):
         raw = raw.get("cuda" if gpu else "cpu") or []
-    out = {}
-    for item in raw:
-        key, _, value = str(item).partition("=")
-        out[key] = value
-    return out
+    return expconf.environment_dict(raw)
 
 
 def entrypoint_argv(entrypoint: Any) -> list[str]:
