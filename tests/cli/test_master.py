@@ -76,14 +76,13 @@ def test_up_status_down_lifecycle(tmp_path: pathlib.Path) -> None:
 
 def test_up_reports_a_master_that_cannot_start(tmp_path: pathlib.Path) -> None:
     home = tmp_path / "home"
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        try:
-            r = Det(home)("master", "up", "--port", str(port))
-        finally:
-            _cleanup(home)
+    # A database nothing serves (a port held by another program is refused before the master
+    # starts: test_up_on_a_taken_port_says_how_to_choose_another).
+    unserved = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+    try:
+        r = Det(home)("master", "up", "--port", str(free_port()), "--db-url", unserved)
+    finally:
+        _cleanup(home)
     assert r.returncode == 1
     assert "the master exited" in r.stderr
     assert "Traceback" not in r.stderr.split("the end of", 1)[0]
