@@ -24,6 +24,8 @@
 # Environment: DET_E2E_SOURCE (above), DET_E2E_PORT (master port; default: a free one),
 # DET_E2E_TEST_TIMEOUT (seconds one test may take, default 600).
 set -euo pipefail
+# The whole script is one block, read before it runs: editing it during a run cannot change it.
+{
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
@@ -150,7 +152,13 @@ for f in "${files[@]}"; do
   name=$(echo "${f#tests/}" | sed 's/\.py$//; s#/#.#g')
   start=$SECONDS
   say "$f ..."
-  "$VENV/bin/python" -m pytest -q -m e2e_cpu -p no:cacheprovider "$f" "${deselect[@]}" \
+  # os._exit once pytest is done: a test that fails while its webhook receiver's thread runs
+  # leaves that thread behind, and the interpreter would wait for it for ever.
+  "$VENV/bin/python" -c 'import os, sys, pytest
+rc = pytest.main(sys.argv[1:])
+sys.stdout.flush(), sys.stderr.flush()
+os._exit(rc)' \
+    -q -m e2e_cpu -p no:cacheprovider "$f" "${deselect[@]}" \
     --master-host 127.0.0.1 --master-port "$PORT" --timeout "${DET_E2E_TEST_TIMEOUT:-600}" \
     --junitxml "$RUN/junit/$name.xml" >"$RUN/$name.log" 2>&1 || true
   echo "$name $((SECONDS - start))" >>"$RUN/durations"
@@ -225,3 +233,5 @@ if failures:
         print(f"  {test}: {msg}")
 print(f"\nlogs and junit: {run}")
 EOF
+exit
+}

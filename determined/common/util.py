@@ -17,6 +17,12 @@ from ruamel import yaml
 T = TypeVar("T")
 U = TypeVar("U", bound=Callable[..., Any])
 
+# 0.37's names of the metric groups that existed before generic metrics (trial code and 0.37's
+# own e2e fixtures read them from here); "inference" is the third reserved group.
+_LEGACY_TRAINING = "training"
+_LEGACY_VALIDATION = "validation"
+_INFERENCE = "inference"
+
 # One YAML object per flow style: building one is slow, and they are reusable.
 _yamls: dict[bool | None, yaml.YAML] = {}
 

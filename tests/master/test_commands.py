@@ -527,3 +527,15 @@ def test_experiment_create_publishes_a_tcp_proxy_port(
             proc.wait(60)
         finally:
             proc.kill()
+
+
+def test_a_relative_bind_mount_is_linked_in_the_commands_work_dir(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """As trials: a relative ``container_path`` (``-v HOST:rel``, or ``bind_mounts`` in the
+    config) is the host path, found from the work dir (0.37's e2e test_relative_bind_mount)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "marker.txt").write_text("x")
+    out = _det(cluster, tmp_path / "home", "cmd", "run", "-v", f"{shared}:data/in", "ls data/in")
+    assert "marker.txt" in out

@@ -226,15 +226,24 @@ def prepare_work_dir(work_dir: Path, spec: LaunchSpec) -> None:
         check_bind_mounts(spec.config)
     except InvalidArgument as e:
         raise LaunchError(e.message) from e
-    for mount in spec.config.bind_mounts:
-        target = mount.container_path
+    link_bind_mounts([(m.host_path, m.container_path) for m in spec.config.bind_mounts], work_dir)
+
+
+def link_bind_mounts(mounts: list[tuple[str, str]], work_dir: Path) -> None:
+    """Each ``(host_path, container_path)`` with a relative ``container_path`` as a link at that
+    path inside ``work_dir`` (trials' and tasks' alike; an absolute one is where it is).
+
+    Raises:
+        LaunchError: a ``container_path`` that leads out of the work dir.
+    """
+    for host, target in mounts:
         if os.path.isabs(target):
-            continue  # equal to host_path: already there
+            continue
         link = (work_dir / target).resolve()
         if work_dir.resolve() not in link.parents:
             raise LaunchError(f"bind_mounts: container_path {target!r} leaves the work dir")
         link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(mount.host_path, target_is_directory=True)
+        link.symlink_to(host, target_is_directory=True)
 
 
 def with_startup_hook(argv: list[str]) -> list[str]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from determined.common import expconf
 from determined.master.resources import _envs
-from determined.master.resources._launcher import LaunchError
+from determined.master.resources._launcher import LaunchError, link_bind_mounts
 
 SSHD_PATHS = ("/usr/sbin/sshd", "/usr/bin/sshd")
 
@@ -228,6 +228,14 @@ def prepare(
     """
     _unpack(task.get("context"), work_dir)
     config = dict(task["config"] or {})
+    link_bind_mounts(
+        [
+            (str(m["host_path"]), str(m["container_path"]))
+            for m in config.get("bind_mounts") or []
+            if isinstance(m, dict) and m.get("host_path") and m.get("container_path")
+        ],
+        work_dir,
+    )
     kind = str(task["type"])
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_") or k == "DET_HOME"}
     env.update(_user_env(config, gpu))
