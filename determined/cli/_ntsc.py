@@ -88,6 +88,12 @@ def _launch(
     body: dict[str, Any] = {"config": build_config(args), **(extra or {})}
     context = getattr(args, "context", None)
     includes = getattr(args, "include", None) or []
+    if context is not None and not pathlib.Path(context).is_dir():
+        raise _render.CliError(
+            f"-c/--context {str(context)!r} is not a directory: -c names the context directory "
+            "to upload. For a command's own -c, put the command after -- (det cmd run -- python "
+            "-c 'print(1)') or quote it as one argument"
+        )
     if context is not None or includes:
         body["files"] = _context.read_context(context, includes)
     if getattr(args, "template", None):

@@ -103,6 +103,19 @@ def test_task_ids_by_unique_prefix(master: MasterProcess, det: Det, api: request
     assert r.returncode == 1 and "zzzz" in r.stderr
 
 
+def test_a_commands_own_dash_c_is_explained(det: Det) -> None:
+    """``-c`` is det's context directory (as 0.37's): a command's own ``-c`` before ``--`` is
+    explained, not reported as a missing model definition directory."""
+    r = det("cmd", "run", "python", "-c", "print(1)")
+    assert r.returncode == 1
+    assert r.stderr == (
+        "det: -c/--context 'print(1)' is not a directory: -c names the context directory to "
+        "upload. For a command's own -c, put the command after -- (det cmd run -- python -c "
+        "'print(1)') or quote it as one argument\n"
+    )
+    assert det.ok("cmd", "run", "--", "python", "-c", "print('own -c')").count("own -c") == 1
+
+
 def test_bad_environment_variables_are_refused_at_create(
     master: MasterProcess, api: requests.Session
 ) -> None:
