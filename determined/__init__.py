@@ -46,12 +46,17 @@ __all__ = [
 
 # `import determined as det; det.core.init()` works, as in Determined, but the Core API (zmq,
 # numpy, TensorBoard) loads on first use: every layer imports this package (`from determined
-# import errors`), and the CLI, the SDK's client and the master never need it.
-_LAZY = {"core": "determined.core", "util": "determined.util"}
+# import errors`), and the CLI, the SDK's client and the master never need it. The other
+# sub-packages 0.37's `import determined` makes attributes load on first use too.
+_ON_FIRST_USE = ("core", "util", "common", "tensorboard", "workload")
+_LAZY = {name: f"determined.{name}" for name in _ON_FIRST_USE}
 
 if TYPE_CHECKING:
+    from determined import common as common
     from determined import core as core
+    from determined import tensorboard as tensorboard
     from determined import util as util
+    from determined import workload as workload
 
 
 def __getattr__(name: str) -> Any:

@@ -61,6 +61,7 @@ assert "determined.core" not in sys.modules
 assert "core" in dir(det) and "util" in dir(det)
 assert det.core.init is sys.modules["determined.core"].init
 assert callable(det.util.make_metrics)
+assert det.common.api and det.tensorboard.get_sync_path and det.workload.Workload  # as 0.37's
 from determined import core, pytorch
 assert core is det.core and pytorch.PyTorchTrial
 from determined.tensorboard import TensorboardManager, get_metric_writer
