@@ -5,10 +5,13 @@ a kernel and runs code over its websocket through the proxy."""
 from __future__ import annotations
 
 import json
+import pathlib
+import stat
 import time
 import uuid
 from typing import Any
 
+import psutil
 import pytest
 import requests
 import websocket
@@ -30,8 +33,19 @@ def test_jupyterlab_through_the_proxy(cluster: Cluster) -> None:
     status = proxied(cluster, f"/proxy/{nb['id']}/api/status", timeout=90).json()
     assert "started" in status and "kernels" in status
     assert requests.get(f"{cluster.url}/proxy/{nb['id']}/api/status").status_code == 401
+    # Issue #35 item 2: JupyterLab listens on no TCP port anyone on the host could reach, only
+    # on a unix socket in a directory of the master's user's, which the proxy talks to.
+    started = next(x["log"] for x in cluster.logs(nb["id"]) if "have started" in x["log"])
+    pid = int(started.split("pid ")[1].split(",")[0])
+    sock = pathlib.Path(started.split("'unix:")[1].split("'")[0])
+    assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(sock.stat().st_mode) & 0o077 == 0
+    procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    listening = [c for p in procs for c in p.net_connections("inet") if c.status == "LISTEN"]
+    assert listening == [], listening
     cluster.post(f"/api/v1/notebooks/{nb['id']}/kill")
     wait_state(cluster, "notebook", nb["id"], "STATE_TERMINATED")
+    assert not sock.parent.exists()
 
 
 def test_a_kernel_runs_code_over_the_proxied_websocket(cluster: Cluster) -> None:

@@ -166,3 +166,17 @@ def test_a_trial_trains_and_checkpoints_inside_the_sandbox(sandboxed: MasterProc
     assert env["HOOK_RAN"] == "inside"
     checkpoints = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
     assert [c["metadata"]["steps_completed"] for c in checkpoints] == [2]
+
+
+def test_a_notebook_serves_its_socket_from_inside_the_sandbox(sandboxed: MasterProcess) -> None:
+    pytest.importorskip("jupyterlab")
+    from _kit.tasks import proxied, wait_state
+    from _kit.trial_cluster import Cluster
+
+    cluster = Cluster(sandboxed)
+    nb = cluster.s.post(cluster.url + "/api/v1/notebooks", json={}).json()["notebook"]
+    wait_state(cluster, "notebook", nb["id"], "STATE_RUNNING")
+    status = proxied(cluster, f"/proxy/{nb['id']}/api/status", timeout=90).json()
+    assert "started" in status
+    cluster.post(f"/api/v1/notebooks/{nb['id']}/kill")
+    wait_state(cluster, "notebook", nb["id"], "STATE_TERMINATED")

@@ -281,6 +281,7 @@ def get_tasks(request: Request, caller: Caller, store: StoreDep) -> dict[str, An
             "proxyPorts": [
                 {"port": p, "proxyTcp": task["type"] == "SHELL", "unauthenticated": False}
                 for p in (task["ports"] or {}).values()
+                if isinstance(p, int)  # a notebook's unix socket is no port
             ],
             "resources": [
                 {

@@ -29,6 +29,7 @@ from wsproto import events as ws_events
 
 from determined.master._errors import ApiError, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal, authenticate_connection
+from determined.master.resources._tasks import UNIX_PREFIX
 from determined.master.store import Store, _experiments, _trials
 from determined.master.store import _tasks as _task_rows
 
@@ -72,12 +73,25 @@ def _proxy_ports(config: dict[str, Any]) -> dict[int, bool]:
 
 
 class Target(NamedTuple):
-    """A service the proxy reaches: its port on 127.0.0.1, the task's type, and whether a
-    websocket to it carries raw TCP (a shell's sshd, a ``proxy_tcp`` port)."""
+    """A service the proxy reaches: its port on 127.0.0.1 (or ``socket``, the unix socket a
+    notebook serves on: only the master reaches it, docs/security.md), the task's type, and
+    whether a websocket to it carries raw TCP (a shell's sshd, a ``proxy_tcp`` port)."""
 
     port: int
     kind: str
     tcp: bool
+    socket: str | None = None
+
+    def where(self) -> str:
+        return f"socket {self.socket}" if self.socket else f"port {self.port}"
+
+
+def _served(kind: str, value: Any) -> Target:
+    """The target of one of a task's recorded ports (a number, or ``unix:<path>``)."""
+    text = str(value)
+    if text.startswith(UNIX_PREFIX):
+        return Target(0, kind, False, text[len(UNIX_PREFIX) :])
+    return Target(int(text), kind, kind == "SHELL")
 
 
 def _trial_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
@@ -129,7 +143,7 @@ def target(store: Store, caller: Principal, service: str) -> Target:
             raise NotFound(f"service not found: {service} (not one of the task's proxy_ports)")
         return Target(port, kind, kind == "SHELL" or extra.get(port, False))
     if served:
-        return Target(next(iter(served.values())), kind, kind == "SHELL")
+        return _served(kind, next(iter(served.values())))
     if extra:
         port = next(iter(extra))
         return Target(port, kind, extra[port])
@@ -158,8 +172,9 @@ def _request_headers(headers: Any) -> list[tuple[str, str]]:
 @router.api_route("/proxy/{service}/{path:path}", methods=METHODS, include_in_schema=False)
 async def proxy_http(service: str, path: str, request: Request, caller: Caller) -> Any:
     store: Store = request.app.state.store
-    port = (await run_in_threadpool(target, store, caller, service)).port
-    url = f"http://127.0.0.1:{port}{request.url.path}"
+    found = await run_in_threadpool(target, store, caller, service)
+    port = found.port
+    url = f"http://127.0.0.1:{port or 80}{request.url.path}"
     if request.url.query:
         url += "?" + request.url.query
     headers = _request_headers(request.headers)
@@ -168,7 +183,8 @@ async def proxy_http(service: str, path: str, request: Request, caller: Caller) 
     headers.append(("x-forwarded-proto", request.url.scheme))
     if request.client is not None:
         headers.append(("x-real-ip", request.client.host))
-    client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
+    transport = None if found.socket is None else httpx.AsyncHTTPTransport(uds=found.socket)
+    client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0), transport=transport)
     body = await request.body()
     try:
         upstream = await client.send(
@@ -177,7 +193,7 @@ async def proxy_http(service: str, path: str, request: Request, caller: Caller) 
         )
     except httpx.HTTPError as e:
         await client.aclose()
-        raise BadGateway(f"the task's service at port {port} did not answer: {e}") from e
+        raise BadGateway(f"the task's service at {found.where()} did not answer: {e}") from e
     out_headers = [(k, v) for k, v in upstream.headers.multi_items() if k.lower() not in _HOP]
 
     async def close() -> None:
@@ -203,9 +219,9 @@ async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None
         await websocket.close(code=1008, reason=str(e)[:120])
         return
     port = found.port
-    opened = await _open(port)
+    opened = await _open(found)
     if opened is None:
-        await websocket.close(code=1011, reason=f"the task's port {port} does not answer")
+        await websocket.close(code=1011, reason=f"the task's {found.where()} does not answer")
         return
     reader, writer = opened
     try:
@@ -221,15 +237,18 @@ async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None
 
 
 async def _open(
-    port: int, wait_s: float = CONNECT_WAIT_S
+    found: Target, wait_s: float = CONNECT_WAIT_S
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-    """A connection to the task's port, retried for ``wait_s`` (a shell's sshd or a server
-    may still be starting when the task is already RUNNING); None if it never answers."""
+    """A connection to the task's port (or socket), retried for ``wait_s`` (a shell's sshd or
+    a server may still be starting when the task is already RUNNING); None if it never
+    answers."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     while True:
         try:
-            return await asyncio.open_connection("127.0.0.1", port)
+            if found.socket is not None:
+                return await asyncio.open_unix_connection(found.socket)
+            return await asyncio.open_connection("127.0.0.1", found.port)
         except OSError:
             if loop.time() >= deadline:
                 return None

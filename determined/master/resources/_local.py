@@ -538,14 +538,15 @@ class LocalResourceManager:
         read_only: Collection[str] = (),
         caps: Collection[str] = (),
         chdir: bool = True,
+        writable: Collection[str | Path] = (),
     ) -> Callable[[list[str]], list[str]]:
         """What wraps a process of ``config`` (a task's or an experiment's) in the sandbox:
-        its work dir and storage paths writable, its environment read-only; ``chdir``: start
-        in the work dir (else where it was started)."""
-        writable, mounts = _sandbox.storage_paths(config)
+        its work dir, storage paths and ``writable`` writable, its environment read-only;
+        ``chdir``: start in the work dir (else where it was started)."""
+        storage, mounts = _sandbox.storage_paths(config)
         return functools.partial(
             self.sandbox.wrap,
-            writable=[work_dir, *writable],
+            writable=[work_dir, *storage, *writable],
             read_only=[environment, *mounts, *read_only],
             caps=list(caps),
             chdir=work_dir if chdir else None,
@@ -640,6 +641,7 @@ class LocalResourceManager:
                 _envs.task_env_dir(self._env_root, task_id),
                 read_only=list(((task.get("data") or {}).get("logdirs") or {}).values()),
                 caps=_sandbox.SSHD_CAPS if task["type"] == "SHELL" else (),
+                writable=_tasks.socket_dirs(launch.ports),  # a notebook's socket
             )
             proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink, wrap)
         except Exception as e:
@@ -721,6 +723,8 @@ class LocalResourceManager:
             _users.revoke_allocation_tokens(conn, run.allocation_id)
         for proc in run.procs:
             shutil.rmtree(proc.work_dir, ignore_errors=True)
+        for sockets in _tasks.socket_dirs(row["ports"] if row is not None else None):
+            shutil.rmtree(sockets, ignore_errors=True)
         _envs.remove_task(self._env_root, task_id)
 
     def _enforce_tasks(self) -> None:

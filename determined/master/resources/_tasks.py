@@ -3,8 +3,9 @@ environment: 0.37's commands, generic tasks, TensorBoards, notebooks (JupyterLab
 (a per-task OpenSSH server), as local process groups (docs/tasks.md).
 
 :func:`prepare` unpacks the task's context directory into its work dir and returns the argv,
-the process environment and the ports it serves (``{"web": port}`` for a notebook or
-TensorBoard, ``{"ssh": port}`` for a shell). Services listen on 127.0.0.1 only; users reach them
+the process environment and the ports it serves (``{"web": "unix:<socket>"}`` for a
+notebook, ``{"web": port}`` for a TensorBoard, ``{"ssh": port}`` for a shell). Services listen
+on 127.0.0.1 only (a notebook on a unix socket only the master's user opens); users reach them
 through the master's proxy (``/proxy/<task id>/``), which checks their login first.
 """
 
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,29 @@ SSHD_PATHS = ("/usr/sbin/sshd", "/usr/bin/sshd")
 class TaskLaunch:
     argv: list[str]
     env: dict[str, str]
-    ports: dict[str, int]
+    ports: dict[str, int | str]  # a TCP port, or UNIX_PREFIX + a unix socket's path
+
+
+# A service served on a unix socket (a notebook's) has "unix:<path>" for its port.
+UNIX_PREFIX = "unix:"
+
+
+def socket_path(task_id: str) -> Path:
+    """Where a task's service listens: a socket in a fresh directory of the master's user's
+    (0700) under the system's temporary directory (a socket's path must stay short)."""
+    parent = Path(tempfile.mkdtemp(prefix=f"det-{task_id[:8]}-"))
+    parent.chmod(0o700)
+    return parent / "web.sock"
+
+
+def socket_dirs(ports: dict[str, Any] | None) -> list[Path]:
+    """The directories of the unix sockets among a task's ``ports`` (removed when it ends;
+    bound into its sandbox)."""
+    return [
+        Path(str(v)[len(UNIX_PREFIX) :]).parent
+        for v in (ports or {}).values()
+        if str(v).startswith(UNIX_PREFIX)
+    ]
 
 
 def free_port() -> int:
@@ -257,7 +281,7 @@ def prepare(
     )
     _envs.activate(env, environment)
     python = str(_envs.python_of(environment))
-    ports: dict[str, int] = {}
+    ports: dict[str, int | str] = {}
     data = dict(task.get("data") or {})
     if kind == "COMMAND" and config.get("entrypoint") in (None, "", []):
         argv = ["true"]  # 0.37 accepts a command with no entrypoint: it exits 0 at once
@@ -271,16 +295,18 @@ def prepare(
         argv += ["--path_prefix", proxy_path(str(task["id"])).rstrip("/")]
         argv += ["--reload_interval", "1"]
     elif kind == "NOTEBOOK":
-        ports["web"] = free_port()
+        # A unix socket in a directory only the master's user opens, not a TCP port anyone on
+        # the host reaches: only the master's proxy (which checks the owner) talks to it.
+        sock = socket_path(str(task["id"]))
+        ports["web"] = UNIX_PREFIX + str(sock)
         argv = [python, "-m", "jupyterlab", "--no-browser", "--allow-root"]
         argv += [
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={ports['web']}",
-            "--ServerApp.port_retries=0",
+            f"--ServerApp.sock={sock}",
+            "--ServerApp.sock_mode=0600",
             f"--ServerApp.base_url={proxy_path(str(task['id']))}",
             f"--ServerApp.root_dir={work_dir}",
-            # The master's proxy authenticates every request; JupyterLab's own token would be
-            # a second login.
+            # The master's proxy authenticates every request and is the only client of the
+            # socket; JupyterLab's own token would be a second login.
             "--IdentityProvider.token=",
             "--ServerApp.password=",
             "--ServerApp.allow_remote_access=True",
@@ -293,8 +319,8 @@ def prepare(
                 "--MappingKernelManager.cull_interval=10",
             ]
     elif kind == "SHELL":
-        ports["ssh"] = free_port()
-        argv = _shell(task, work_dir, ports["ssh"], env)
+        ssh_port = ports["ssh"] = free_port()
+        argv = _shell(task, work_dir, ssh_port, env)
     else:
         raise LaunchError(f"unknown task type {kind!r}")
     return TaskLaunch(argv, env, ports)

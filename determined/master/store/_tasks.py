@@ -98,7 +98,7 @@ def unended_in_workspace(conn: sa.Connection, workspace_id: int) -> list[str]:
 
 
 def set_running(
-    conn: sa.Connection, task_id: str, allocation_id: str, ports: dict[str, int]
+    conn: sa.Connection, task_id: str, allocation_id: str, ports: dict[str, int | str]
 ) -> None:
     # Only a QUEUED task starts: one killed meanwhile stays ended (its run is then killed).
     conn.execute(
