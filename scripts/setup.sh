@@ -14,6 +14,9 @@ cd "$(dirname "$0")/.."
 
 TORCH=torch==2.13.0
 REFERENCE=determined==0.37.0
+# The [transformers] and [deepspeed] extras, pinned for the tests (issue 36). DeepSpeed comes as
+# a source package: DS_BUILD_OPS=0 builds none of its C++ ops at install (pip caches the wheel).
+INTEGRATIONS="transformers==5.23.0 accelerate==1.15.0 deepspeed==0.19.8"
 AZURITE=azurite@3.37.0
 tests=0
 case "${1:-}" in
@@ -55,6 +58,9 @@ step "PyTorch ($TORCH, CPU build)" pip_install .venv/bin/python "$TORCH"
 if [ "$tests" = 1 ]; then
   step "redetermined with the test tools (editable, [dev,s3,azure,postgres])" \
     pip_install .venv/bin/python -e '.[dev,s3,azure,postgres]'
+  # shellcheck disable=SC2086  # INTEGRATIONS is a list of requirements
+  DS_BUILD_OPS=0 step "the [transformers] and [deepspeed] extras ($INTEGRATIONS)" \
+    pip_install .venv/bin/python -e '.[transformers,deepspeed]' $INTEGRATIONS
 else
   step "redetermined (editable)" pip_install .venv/bin/python -e .
 fi

@@ -25,9 +25,9 @@ def _dataset_repro_warning(fn: str, data_obj: Any, is_deepspeed_trial: bool = Fa
         f"{fn}() returned a {type(data_obj).__name__}, not a determined.pytorch.DataLoader. "
         "For map-style datasets det.pytorch.DataLoader takes the same arguments as "
         "torch.utils.data.DataLoader and lets Determined shard, repeat and resume your data "
-        "exactly; please switch to it. If you cannot (for example with an IterableDataset), "
-        f"call {disable} in your trial's __init__() and handle sharding, repeating and skipping "
-        "yourself."
+        "exactly, which dataset reproducibility depends on; please switch to it. If you cannot "
+        f"(for example with an IterableDataset), disable this check by calling {disable} in "
+        "your trial's __init__() and handle sharding, repeating and skipping yourself."
     )
 
 

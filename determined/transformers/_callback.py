@@ -123,7 +123,7 @@ class DetCallback(transformers.TrainerCallback):
             if self.last_metrics["train_step"] != step:
                 if state.is_world_process_zero:
                     self.core_context.train.report_training_metrics(
-                        steps_completed=step, metrics=metrics
+                        steps_completed=step, metrics=dict(metrics)
                     )
                 metrics["train_step"] = step
         elif metric_type == EVAL:
@@ -131,7 +131,7 @@ class DetCallback(transformers.TrainerCallback):
             if self.last_metrics["eval_step"] != step:
                 if state.is_world_process_zero:
                     self.core_context.train.report_validation_metrics(
-                        steps_completed=step, metrics=metrics
+                        steps_completed=step, metrics=dict(metrics)
                     )
                 metrics["eval_step"] = step
         else:

@@ -49,8 +49,8 @@ def overwrite_deepspeed_config(
         base = base_ds_config
     else:
         raise TypeError(
-            "base_ds_config must be the path of a DeepSpeed JSON config or a dict, not "
-            f"{type(base_ds_config).__name__}"
+            "Expected string or dict for base_ds_config argument. (got "
+            f"{type(base_ds_config).__name__}: pass the path of a DeepSpeed JSON config or a dict)"
         )
     return util.merge_dicts(base, source_ds_dict)
 
@@ -158,7 +158,8 @@ class DeepSpeedTrialContext(det.TrialContext):
             )
         if self._called_set_mpu:
             raise errors.InvalidExperimentException(
-                "set_mpu() was called twice: a DeepSpeedTrial has one model-parallel unit"
+                "Only one MPU can be passed to set_mpu(): it was called twice, and a "
+                "DeepSpeedTrial has one model-parallel unit"
             )
         if (
             self.distributed.get_rank() == 0

@@ -58,9 +58,10 @@ def _validation_loader(trial: DeepSpeedTrial, ctx: DeepSpeedTrialContext) -> Any
         if ctx.use_pipeline_parallel:
             if len(loader) < ctx.num_micro_batches_per_slot:
                 raise errors.InvalidExperimentException(
-                    f"the validation data loader has {len(loader)} micro batches per rank, fewer "
-                    f"than the {ctx.num_micro_batches_per_slot} gradient accumulation steps a "
-                    "pipeline engine evaluates at once: give it more data"
+                    f"the validation data loader has {len(loader)} train micro batches per rank, "
+                    "which should not be less than the "
+                    f"{ctx.num_micro_batches_per_slot} gradient accumulation steps a pipeline "
+                    "engine evaluates at once: give it more data"
                 )
             left_out = len(loader) % ctx.num_micro_batches_per_slot
             if left_out:
