@@ -418,6 +418,9 @@ def test_generic_task_trees_fork_pause_unpause_and_kill_from_the_root(
     assert _task(cluster, fork)["forkedFrom"] == parent
     forked = json.loads(_det(cluster, home, "task", "config", fork, "--json"))
     assert forked["entrypoint"] == "sleep 300"
+    # As 0.37: the config as it was given, without the master's defaults.
+    given = json.loads(_det(cluster, home, "task", "config", parent, "--json"))
+    assert given == {"entrypoint": "sleep 300", "resources": {"slots": 0}}
 
     # A pause stops the parent and the child that may be paused; --no_pause keeps running.
     assert f"Paused task: {parent}" in _det(cluster, home, "task", "pause", parent)

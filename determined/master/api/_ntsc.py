@@ -513,6 +513,8 @@ def _create_generic(
         "parentId": parent_id or None,
         "noPause": bool(raw.get("noPause")),
         "projectId": int(project_id or 1),
+        # What det task config shows, as 0.37: the config as given, without the defaults.
+        "givenConfig": config,
     }
     if raw.get("inheritContext"):
         context_files = None  # the parent's, even if files were sent
@@ -640,7 +642,9 @@ def get_generic_task_config(task_id: str, caller: Caller, store: StoreDep) -> di
         row = _task_rows.get(conn, task_id)
     if row is None:
         raise NotFound(f"task {task_id!r} not found")
-    return {"config": json.dumps(_redact.redact(row["config"] or {}))}
+    given = (row["data"] or {}).get("givenConfig")
+    shown = given if given is not None else row["config"] or {}
+    return {"config": json.dumps(_redact.redact(shown))}
 
 
 @router.post("/tasks/{task_id}/kill")

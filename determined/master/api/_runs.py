@@ -79,7 +79,9 @@ def _run_row(conn: sa.Connection, trial: Any, exp: Any) -> dict[str, Any]:
         "id": int(trial["id"]),
         "startTime": t["startTime"],
         "endTime": t["endTime"],
-        "state": t["state"],
+        # The stored state, as 0.37's runs API shows it: a live run is ACTIVE (its trial API
+        # tells QUEUED from RUNNING; the runs API does not).
+        "state": str(trial["state"]),
         "labels": list(config.get("labels") or []),
         "checkpointSize": t["totalCheckpointSize"],
         "checkpointCount": t["checkpointCount"],
