@@ -13,6 +13,8 @@ import pathlib
 import sys
 from typing import Any
 
+import pytest
+
 import determined
 import determined.core
 import determined.experimental
@@ -110,6 +112,42 @@ def test_pending_and_known_differences_are_still_different() -> None:
         if n in ours and not _problems(reference[n], ours[n])
     ]
     assert not settled, f"these now match the reference; take them off the lists: {settled}"
+
+
+# The integrations (issue 36): their reference side is integrations.json, written by
+# generate_integrations.py beside it (it needs transformers and deepspeed in .refvenv).
+# Contexts and controllers are built by the harness; 0.37's take (*args, **kwargs) and pass
+# them on, ours name the same arguments.
+INTEGRATION_CONSTRUCTORS = {
+    f"deepspeed.{name}"
+    for name in (
+        "DeepSpeedTrial.trial_context_class",
+        "DeepSpeedTrial.trial_controller_class",
+        "DeepSpeedTrialContext",
+        "DeepSpeedTrialContext.__init__",
+        "DeepSpeedTrialController",
+        "DeepSpeedTrialController.__init__",
+    )
+}
+
+
+def test_the_integrations_match_the_reference() -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("deepspeed")
+    from generate_integrations import describe as describe_integrations
+
+    reference = json.loads((FIXTURE / "integrations.json").read_text())
+    ours = describe_integrations()
+    problems = []
+    for name, ref in sorted(reference.items()):
+        if name not in ours:
+            problems.append(f"{name}: missing")
+        elif name not in INTEGRATION_CONSTRUCTORS:
+            problems += [f"{name}: {p}" for p in _problems(ref, ours[name])]
+    assert not problems, "differences from Determined 0.37:\n" + "\n".join(problems)
+    assert {"transformers.DetCallback", "deepspeed.DeepSpeedTrial", "launch.deepspeed.main"} <= set(
+        reference
+    )
 
 
 def test_the_comparison_catches_differences() -> None:

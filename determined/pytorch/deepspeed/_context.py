@@ -207,7 +207,14 @@ class DeepSpeedTrialContext(det.TrialContext):
         if not selected:
             return {}
         gathered = self.distributed.allgather([w.reducer.per_slot_reduce() for w in selected])
-        return _cross_slot_reduce(selected, gathered)
+        return self.run_cross_slot_reduction(selected, gathered)
+
+    def run_cross_slot_reduction(
+        self, reducables: list[_WrappedReducer], gathered: list[Any]
+    ) -> dict[str, Any]:
+        """Metrics by name from ``gathered`` (per rank, one per-slot result per reducer in
+        ``reducables``)."""
+        return _cross_slot_reduce(reducables, gathered)
 
     # ---- what the trial reads ---------------------------------------------------------------
 

@@ -418,6 +418,11 @@ class DeepSpeedTrialController(det.TrialController):
 
     # ---- TensorBoard ---------------------------------------------------------------------
 
+    def on_validation_step_end(self, metrics: dict[str, Any]) -> None:
+        """Write validation metrics to TensorBoard (when its logging is enabled)."""
+        if self.context.get_enable_tensorboard_logging():
+            self._log_tb("val", metrics)
+
     def _log_tb(self, group: str, metrics: dict[str, Any]) -> None:
         writer = self.context.get_tensorboard_writer()
         for name, value in metrics.items():
