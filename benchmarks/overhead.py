@@ -19,7 +19,11 @@ and the paired ratio and difference trial vs torch within a repetition) and best
 
     .venv/bin/python benchmarks/overhead.py                 # MLP and CNN, 15 repetitions
     .venv/bin/python benchmarks/overhead.py --workload mlp --reps 9
+    .venv/bin/python benchmarks/overhead.py --workload mlp --check  # exit 1 over the goal
     .venv/bin/python benchmarks/overhead.py --profile mlp   # cProfile of the trial's loop
+
+What the loop adds per batch is also pinned without timing, by tests/pytorch/test_loop_cost.py
+(Python calls per batch against a plain loop, counted with cProfile).
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ def _cnn_model() -> nn.Module:
 
 
 WORKLOADS = {
-    "mlp": Workload("mlp", 32, 8192, 500, 3500, 1.05, _mlp_data, _mlp_model),
+    "mlp": Workload("mlp", 32, 8192, 500, 3500, 1.03, _mlp_data, _mlp_model),
     "cnn": Workload("cnn", 128, 1024, 10, 90, 1.02, _cnn_data, _cnn_model),
 }
 
@@ -216,7 +220,9 @@ def _fmt(values: list[float], scale: float, fmt: str) -> str:
 
 
 def report(w: Workload, times: Times) -> dict[str, float]:
-    """Print per-batch marginal costs and ratios; returns the best-of-k ratio per clock.
+    """Print per-batch marginal costs and ratios; returns per clock the lower of the two
+    ratio estimates (best-of-k and paired median: on a shared machine each is moved by
+    other jobs, and only ever upwards by them in the long run).
 
     Two estimators: per repetition, ``(t_long - t_short) / n`` (median and spread, and the
     paired ratio trial/torch within a repetition); and best-of-k, ``(min t_long - min t_short)
@@ -239,8 +245,9 @@ def report(w: Workload, times: Times) -> dict[str, float]:
         paired = [t / b for t, b in zip(per_rep["trial"], per_rep["torch"], strict=True)]
         added = [t - b for t, b in zip(per_rep["trial"], per_rep["torch"], strict=True)]
         print(f"  {clock:4s} trial - torch, paired per repetition: {_fmt(added, 1e6, '.1f')} us")
-        best[clock] = k_best["trial"] / k_best["torch"]
-        print(f"  {clock:4s} ratio trial/torch: best-of-k {best[clock]:.3f}x; paired per "
+        ratio = k_best["trial"] / k_best["torch"]
+        best[clock] = min(ratio, statistics.median(paired))
+        print(f"  {clock:4s} ratio trial/torch: best-of-k {ratio:.3f}x; paired per "
               f"repetition {_fmt(paired, 1, '.3f')}  (goal <= {w.goal:.2f}x)")  # fmt: skip
     return best
 
@@ -262,6 +269,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workload", choices=["mlp", "cnn", "both"], default="both")
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--profile", choices=list(WORKLOADS))
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if a workload's CPU ratio is over its goal"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.INFO)  # the local backend logs each report; not what we measure
     # Checkpoints and TensorBoard events go to a throwaway data dir.
@@ -271,9 +281,15 @@ def main(argv: list[str] | None = None) -> None:
         profile(WORKLOADS[args.profile])
         return
     names = ["mlp", "cnn"] if args.workload == "both" else [args.workload]
+    over = []
     for name in names:
         w = WORKLOADS[name]
-        report(w, measure(w, args.reps))
+        ratio = report(w, measure(w, args.reps))["cpu"]
+        if ratio > w.goal:
+            over.append(f"{name} {ratio:.3f}x > {w.goal:.2f}x")
+    if args.check and over:
+        print(f"\nover the goal (CPU, lower of best-of-k and paired median): {', '.join(over)}")
+        sys.exit(1)
 
 
 if __name__ == "__main__":
