@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+import websocket
 from _kit.tasks import wait_state
 from _kit.trial_cluster import Cluster
 
@@ -68,6 +69,15 @@ def test_a_shell_runs_a_command_over_real_ssh(cluster: Cluster, tmp_path: pathli
     )
     assert later.returncode == 0, later.stdout + later.stderr
     assert later.stdout.strip() == "printed-works"
+    # As 0.37 (its own det shell open tunnels without a login): the sshd is reached without a
+    # token, its key being the credential; a command's port is not (test_commands.py).
+    ws = websocket.create_connection(
+        f"ws://127.0.0.1:{cluster.master.port}/proxy/{shell['id']}/", timeout=10
+    )
+    try:
+        assert ws.recv().startswith(b"SSH-2.0-")
+    finally:
+        ws.close()
     cluster.post(f"/api/v1/shells/{shell['id']}/kill")
     wait_state(cluster, "shell", shell["id"], "STATE_TERMINATED")
 

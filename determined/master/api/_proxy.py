@@ -28,7 +28,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto import events as ws_events
 
 from determined.master._errors import ApiError, NotFound, PermissionDenied
-from determined.master.api._auth import Caller, Principal, authenticate_connection
+from determined.master.api._auth import Caller, Principal, _bearer, authenticate_connection
 from determined.master.resources._tasks import UNIX_PREFIX
 from determined.master.store import Store, _experiments, _trials
 from determined.master.store import _tasks as _task_rows
@@ -209,12 +209,34 @@ async def proxy_http(service: str, path: str, request: Request, caller: Caller) 
     return response
 
 
+def shell_target(store: Store, service: str) -> Target | None:
+    """A running shell's sshd when ``service`` names it, else None: reached without a login, as
+    0.37 registers it (its proxy port is ``unauthenticated``: the SSH key the shell was created
+    with is the credential; sshd refuses any other). 0.37's own ``det shell open`` tunnels
+    through an unauthenticated session."""
+    task_id, _, port_text = service.partition(":")
+    with store.read() as conn:
+        row = _task_rows.get(conn, task_id)
+    if row is None or str(row["type"]) != "SHELL" or row["state"] != "RUNNING":
+        return None
+    served = [v for v in dict(row["ports"] or {}).values() if str(v).isdigit()]
+    if not served or (port_text and port_text != str(served[0])):
+        return None
+    return Target(int(served[0]), "SHELL", True)
+
+
 @router.websocket("/proxy/{service}/{path:path}")
 async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None:
+    store: Store = websocket.app.state.store
     try:
-        caller = await authenticate_connection(websocket)
-        store: Store = websocket.app.state.store
-        found = await run_in_threadpool(target, store, caller, service)
+        shell = None
+        if _bearer(websocket) is None:
+            shell = await run_in_threadpool(shell_target, store, service)
+        if shell is not None:
+            found = shell
+        else:
+            caller = await authenticate_connection(websocket)
+            found = await run_in_threadpool(target, store, caller, service)
     except ApiError as e:
         await websocket.close(code=1008, reason=str(e)[:120])
         return
