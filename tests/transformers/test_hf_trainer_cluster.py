@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from _kit.master import MasterProcess
-from _kit.trial_cluster import Cluster
+from _kit.trial_cluster import Cluster, model_definition
 
 pytest.importorskip("transformers")
 
@@ -150,3 +150,24 @@ def _values(metrics: dict[str, Any]) -> dict[str, Any]:
     """The metric values of one report of the stream (keyed by its group's name there)."""
     (values,) = (v for k, v in metrics.items() if k != "batch_metrics")
     return dict(values)
+
+
+EXAMPLES = pathlib.Path(__file__).parents[1] / "fixtures" / "example_configs"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(EXAMPLES.rglob("*.yaml")), ids=lambda p: str(p.relative_to(EXAMPLES))
+)
+def test_the_master_accepts_0_37_example_configs_unchanged(
+    hf_cluster: Cluster, path: pathlib.Path
+) -> None:
+    """What `det experiment create` sends, validated by the master without creating anything
+    (the examples themselves need model downloads to run)."""
+    body = {
+        "config": path.read_text(),
+        "modelDefinition": model_definition({"README.md": "example\n"}),
+        "activate": False,
+        "validateOnly": True,
+    }
+    r = hf_cluster.s.post(hf_cluster.url + "/api/v1/experiments", json=body)
+    assert r.status_code == 200, r.text
