@@ -14,6 +14,10 @@ short)`` in wall time, the device synchronised before each clock read, best of `
   ``det.pytorch.init()`` + ``Trainer.fit`` locally; ``det037`` imports Determined 0.37 from
   ``--det037-path`` (a site-packages folder holding it) and runs in an empty temporary
   directory (its local Trainer copies the working directory into checkpoints).
+* ``ours_fwd``: ours with 0.37's AMP scope, to tell where an AMP difference comes from:
+  ``use_amp()`` autocasts all of ``train_batch`` (loss and optimizer step included) where
+  0.37 autocasts the model's forward pass only; here ``autocast_forward_pass(model)`` and a
+  wrapped GradScaler the trial steps and updates itself. Same as ``ours`` without AMP.
 * ``lightning``: a LightningModule, ``Trainer(precision="16-mixed")`` with AMP, no logger,
   checkpointing or progress bar; skipped when ``lightning`` is not importable.
 
@@ -34,7 +38,7 @@ import time
 from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
-VARIANTS = ("plain", "ours", "det037", "lightning")
+VARIANTS = ("plain", "ours", "ours_fwd", "det037", "lightning")
 WIDTH, DEPTH, BATCH, RECORDS = 2048, 4, 512, 16384
 NOT_INSTALLED = 3  # a child's exit status: the variant's package is not importable
 
@@ -95,7 +99,7 @@ def run_plain(batches: int, device: str, amp: bool) -> None:
                 break
 
 
-def _trial_class(amp: bool) -> type:
+def _trial_class(amp: bool, forward_only: bool = False) -> type:
     import torch
     from torch import nn
 
@@ -104,9 +108,14 @@ def _trial_class(amp: bool) -> type:
     class Bench(pytorch.PyTorchTrial):
         def __init__(self, context: Any) -> None:
             self.context = context
-            if amp:
+            self.scaler = None
+            if amp and forward_only:
+                self.scaler = context.wrap_scaler(torch.amp.GradScaler(context.device.type))
+            elif amp:
                 context.experimental.use_amp()
             self.model = context.wrap_model(_model())
+            if self.scaler is not None:
+                self.model = context.autocast_forward_pass(self.model)
             sgd = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
             self.opt = context.wrap_optimizer(sgd)
 
@@ -120,8 +129,13 @@ def _trial_class(amp: bool) -> type:
         def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> Any:
             x, y = batch
             loss = nn.functional.cross_entropy(self.model(x), y)
-            self.context.backward(loss)
-            self.context.step_optimizer(self.opt)
+            if self.scaler is None:
+                self.context.backward(loss)
+                self.context.step_optimizer(self.opt)
+            else:  # the wrap_scaler pattern: the trial scales, steps through and updates it
+                self.context.backward(self.scaler.scale(loss))
+                self.context.step_optimizer(self.opt, scaler=self.scaler)
+                self.scaler.update()
             return {"loss": loss}
 
         def evaluate_batch(self, batch: Any) -> Any:
@@ -131,11 +145,11 @@ def _trial_class(amp: bool) -> type:
     return Bench
 
 
-def run_determined(batches: int, device: str, amp: bool) -> None:
+def run_determined(batches: int, device: str, amp: bool, forward_only: bool = False) -> None:
     from determined import pytorch
 
     with pytorch.init(hparams={}) as context:
-        trial = _trial_class(amp)(context)
+        trial = _trial_class(amp, forward_only)(context)
         pytorch.Trainer(trial, context).fit(
             max_length=pytorch.Batch(batches),
             reporting_period=pytorch.Batch(100),
@@ -188,6 +202,7 @@ def run_lightning(batches: int, device: str, amp: bool) -> None:
 RUNNERS = {
     "plain": run_plain,
     "ours": run_determined,
+    "ours_fwd": lambda n, device, amp: run_determined(n, device, amp, forward_only=True),
     "det037": run_determined,
     "lightning": run_lightning,
 }
@@ -211,7 +226,7 @@ def child(variant: str, device: str, amp: bool, lengths: list[int]) -> dict[str,
     fn = RUNNERS[variant]
     fn(min(lengths), device, amp)
     out: dict[str, Any] = {}
-    if variant in ("ours", "det037"):
+    if variant in ("ours", "ours_fwd", "det037"):
         import determined
 
         out["version"] = f"determined {determined.__version__} from {determined.__file__}"
