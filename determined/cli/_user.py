@@ -191,6 +191,23 @@ def cmd_rename(args: argparse.Namespace) -> None:
     print(f"Renamed user '{args.target_user}' to '{args.new_username}'")
 
 
+def cmd_link_with_agent_user(args: argparse.Namespace) -> None:
+    """``det user link-with-agent-user USER --agent-uid --agent-gid --agent-user
+    --agent-group`` (admins): the OS identity a root master runs the user's tasks as."""
+    for field in ("agent_uid", "agent_user", "agent_gid", "agent_group"):
+        if getattr(args, field) is None:
+            raise _render.CliError(f"{field.replace('_', '-')} argument required")
+    sess = _session.session(args)
+    user = _by_name(sess, args.det_username)
+    group = {
+        "agentUid": args.agent_uid,
+        "agentGid": args.agent_gid,
+        "agentUser": args.agent_user,
+        "agentGroup": args.agent_group,
+    }
+    sess.patch(f"/api/v1/users/{user['id']}", json={"agentUserGroup": group})
+
+
 def cmd_whoami(args: argparse.Namespace) -> None:
     user = _session.current_user(_session.session(args))
     print(f"You are logged in as user '{user.get('username')}'")
@@ -222,6 +239,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     rename.add_argument("new_username", help="new username for target_user")
     rename.set_defaults(func=cmd_rename)
     cmds.add_parser("whoami", help="print the active user").set_defaults(func=cmd_whoami)
+    link = cmds.add_parser("link-with-agent-user", help="link a user with UID/GID on agent")
+    link.add_argument("det_username", help="name of Determined user to link")
+    link.add_argument(
+        "--agent-uid", type=int, default=None, help="UID on the agent to run tasks as"
+    )
+    link.add_argument("--agent-gid", type=int, default=None, help="GID on agent to run tasks as")
+    link.add_argument("--agent-user", default=None, help="user on the agent to run tasks as")
+    link.add_argument("--agent-group", default=None, help="group on the agent to run tasks as")
+    link.set_defaults(func=cmd_link_with_agent_user)
     ls = cmds.add_parser("list", aliases=["ls"], help="list users")
     ls.add_argument("--all", "-a", action="store_true", help="List all active and inactive users.")
     ls.set_defaults(func=cmd_list)

@@ -232,10 +232,10 @@ def cmd_list_pools(args: argparse.Namespace) -> None:
 
 
 def _setting_args(p: argparse.ArgumentParser, *, namespaces: bool) -> None:
-    p.add_argument("--agent-uid", type=int, default=None, help="recorded only (docs/registry.md)")
-    p.add_argument("--agent-gid", type=int, default=None, help="recorded only (docs/registry.md)")
-    p.add_argument("--agent-user", default=None, help="recorded only (docs/registry.md)")
-    p.add_argument("--agent-group", default=None, help="recorded only (docs/registry.md)")
+    p.add_argument("--agent-uid", type=int, default=None, help="tasks run as it (root masters)")
+    p.add_argument("--agent-gid", type=int, default=None, help="tasks run as it (root masters)")
+    p.add_argument("--agent-user", default=None, help="tasks run as it (root masters)")
+    p.add_argument("--agent-group", default=None, help="tasks run as it (root masters)")
     p.add_argument(
         "--checkpoint-storage-config",
         default=None,

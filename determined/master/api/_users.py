@@ -19,6 +19,7 @@ from determined.master._errors import InvalidArgument, NotFound, PermissionDenie
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._wire import page
+from determined.master.resources import _identity
 from determined.master.store import _users
 
 router = APIRouter(prefix="/api/v1")
@@ -214,6 +215,8 @@ def patch_user(
         raise InvalidArgument("remote users need single sign-on, which this master has not")
     if body.get("password") is not None:
         values["password"] = _password(body)
+    if "agentUserGroup" in body:  # det user link-with-agent-user; {} or null unlinks
+        values["agent_user_group"] = _identity.check_agent_user_group(body["agentUserGroup"])
     _may_edit(caller, user_id, set(values))
     if user_id == caller.info.user_id and (
         values.get("active") is False or values.get("admin") is False

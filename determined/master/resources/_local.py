@@ -31,7 +31,15 @@ import sqlalchemy as sa
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments, State
-from determined.master.resources import _envs, _launcher, _queue, _recovery, _sandbox, _tasks
+from determined.master.resources import (
+    _envs,
+    _identity,
+    _launcher,
+    _queue,
+    _recovery,
+    _sandbox,
+    _tasks,
+)
 from determined.master.resources._log_capture import LogHook, LogSink, LogWriter
 from determined.master.store import (
     Store,
@@ -479,12 +487,15 @@ class LocalResourceManager:
         try:
             with self._store.read() as conn:
                 spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
-                self.check_owner(conn, _experiments.owner_of(conn, spec.experiment_id))
+                owner = _experiments.owner_of(conn, spec.experiment_id)
+                self.check_owner(conn, owner)
+                workspace = _identity.experiment_workspace(conn, spec.experiment_id)
+                identity = self.identity_of(conn, owner, workspace)
             spec.port_offset = _launcher.pick_port_offset(
                 {r.port_offset for r in self._runs.values()}
             )
             for i in range(len(containers)):
-                procs.append(self._start_container(spec, i))
+                procs.append(self._start_container(spec, i, identity))
         except Exception as e:  # any error: the trial fails with it, the slots come back
             if not isinstance(e, _launcher.LaunchError):
                 logger.exception("launching allocation %s failed", allocation_id)
@@ -507,7 +518,9 @@ class LocalResourceManager:
         )
         return True
 
-    def _start_container(self, spec: _launcher.LaunchSpec, i: int) -> _launcher.TrialProcess:
+    def _start_container(
+        self, spec: _launcher.LaunchSpec, i: int, identity: _identity.Identity | None = None
+    ) -> _launcher.TrialProcess:
         """Unpack the model definition for container ``i`` and start its process group."""
         work_dir = self._work_root / spec.allocation_id
         if len(spec.containers) > 1:
@@ -519,7 +532,7 @@ class LocalResourceManager:
         cid = _launcher.container_id(spec.allocation_id, i)
         sink = LogSink(self._logs, spec.task_id, spec.allocation_id, cid)
         argv = _launcher.command(str(_envs.python_of(environment)))
-        wrap = self.sandbox_for(spec.config, work_dir, environment)
+        wrap = self.sandbox_for(spec.config, work_dir, environment, identity=identity)
         return _launcher.TrialProcess(argv, work_dir, env, sink, wrap)
 
     def check_owner(self, conn: sa.Connection, owner_id: int) -> None:
@@ -539,18 +552,34 @@ class LocalResourceManager:
         caps: Collection[str] = (),
         chdir: bool = True,
         writable: Collection[str | Path] = (),
+        identity: _identity.Identity | None = None,
     ) -> Callable[[list[str]], list[str]]:
         """What wraps a process of ``config`` (a task's or an experiment's) in the sandbox:
         its work dir, storage paths and ``writable`` writable, its environment read-only;
-        ``chdir``: start in the work dir (else where it was started)."""
+        ``chdir``: start in the work dir (else where it was started); ``identity``: the OS
+        user it runs as (its work dir becomes theirs, ``_identity``)."""
         storage, mounts = _sandbox.storage_paths(config)
+        accounts = None
+        if identity is not None:
+            _identity.hand_over(identity, work_dir, environment)
+            accounts = _identity.account_files(identity, work_dir / ".det-accounts", work_dir)
         return functools.partial(
             self.sandbox.wrap,
             writable=[work_dir, *storage, *writable],
             read_only=[environment, *mounts, *read_only],
             caps=list(caps),
             chdir=work_dir if chdir else None,
+            identity=identity,
+            accounts=accounts,
         )
+
+    def identity_of(
+        self, conn: sa.Connection, owner_id: int, workspace_id: int | None
+    ) -> _identity.Identity | None:
+        """The OS identity of the owner's task (root masters only; None: the master's own)."""
+        if not _identity.applies():
+            return None
+        return _identity.resolve(conn, owner_id, workspace_id)
 
     def drop_environment(self, experiment_id: int) -> None:
         """Delete an experiment's environment (the experiment is deleted)."""
@@ -634,6 +663,8 @@ class LocalResourceManager:
         try:
             with self._store.read() as conn:
                 self.check_owner(conn, int(task["owner_id"]))
+                workspace = (task.get("data") or {}).get("workspaceId")
+                identity = self.identity_of(conn, int(task["owner_id"]), workspace)
             launch = self._prepare_task(task, work_dir, slots)
             wrap = self.sandbox_for(
                 task["config"] or {},
@@ -642,6 +673,7 @@ class LocalResourceManager:
                 read_only=list(((task.get("data") or {}).get("logdirs") or {}).values()),
                 caps=_sandbox.SSHD_CAPS if task["type"] == "SHELL" else (),
                 writable=_tasks.socket_dirs(launch.ports),  # a notebook's socket
+                identity=identity,
             )
             proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink, wrap)
         except Exception as e:

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from determined.master.resources import _identity
+
 SETTINGS = ("auto", "bubblewrap", "none")
 # The seeded single-user account (0.37's default CLI user): with admins, the only users whose
 # tasks an unsandboxed master in ``auto`` runs.
@@ -110,26 +112,44 @@ class Sandbox:
         read_only: Iterable[str | Path] = (),
         caps: Sequence[str] = (),
         chdir: str | Path | None = None,
+        identity: _identity.Identity | None = None,
+        accounts: tuple[Path, Path] | None = None,
     ) -> list[str]:
         """``argv`` run inside the sandbox (itself when there is none). ``writable``: the
         task's work dir, storage paths and read-write bind mounts; ``read_only``: its
-        environment and read-only mounts; ``caps``: capabilities it keeps (a root sshd's)."""
+        environment and read-only mounts; ``caps``: capabilities it keeps (a root sshd's);
+        ``identity``: the OS user it runs as (``_identity``), ``accounts`` the ``passwd`` and
+        ``group`` files that name it inside."""
+        if identity is not None:
+            argv = _identity.drop_to(identity, argv, chdir)
+            caps = [*caps, *_identity.SETPRIV_CAPS]
+            chdir = None  # entered as the identity
         if self.bwrap is None:
             return list(argv)
         out = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        out += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm"]
+        hidden = ["/tmp", "/var/tmp", "/dev/shm"]
         if self.data_dir is not None:
-            out += ["--tmpfs", str(self.data_dir)]
+            hidden.append(str(self.data_dir))
         home = os.path.expanduser("~")
         if home not in ("", "/"):
             # The master's user's home (its cloud credentials, ssh keys, det logins): an empty
             # writable one; the master's Python and code stay where they are, read-only.
-            out += ["--tmpfs", home]
+            hidden.append(home)
             read_only = [*_python_paths(), *read_only]
+        for path in hidden:
+            out += ["--tmpfs", path]
+        read_only, writable = list(read_only), list(writable)
+        # The directories leading to a bound path inside an emptied one: 0755, so that a task
+        # running as its own OS user (``_identity``) can reach its work dir.
+        for parent in _parents_within([*read_only, *writable], hidden):
+            out += ["--perms", "0755", "--dir", parent]
         for path in dict.fromkeys(str(p) for p in read_only):
             out += ["--ro-bind-try", path, path]
         for path in dict.fromkeys(str(p) for p in writable):
             out += ["--bind-try", path, path]
+        if accounts is not None:
+            out += ["--ro-bind", str(accounts[0]), "/etc/passwd"]
+            out += ["--ro-bind", str(accounts[1]), "/etc/group"]
         out += ["--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
         if os.geteuid() == 0:
             for cap in caps:
@@ -137,6 +157,17 @@ class Sandbox:
         if chdir is not None:
             out += ["--chdir", str(chdir)]
         return [*out, "--", *argv]
+
+
+def _parents_within(paths: Iterable[str | Path], roots: Iterable[str]) -> list[str]:
+    """The ancestors of ``paths`` strictly inside one of ``roots``, parents first."""
+    found: set[Path] = set()
+    root_paths = [Path(r) for r in roots]
+    for path in paths:
+        for parent in Path(path).parents:
+            if any(parent != r and parent.is_relative_to(r) for r in root_paths):
+                found.add(parent)
+    return [str(p) for p in sorted(found, key=lambda p: (len(p.parts), str(p)))]
 
 
 def _python_paths() -> list[str]:

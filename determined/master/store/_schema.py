@@ -37,6 +37,9 @@ users = sa.Table(
     sa.Column("active", sa.Boolean, nullable=False, default=True),
     sa.Column("display_name", sa.String(255), nullable=True),
     sa.Column("modified_at", sa.DateTime(timezone=True), nullable=False),
+    # {agentUid, agentGid, agentUser, agentGroup}: the OS identity a root master runs the
+    # user's tasks as (det user link-with-agent-user); NULL: not linked.
+    sa.Column("agent_user_group", sa.JSON, nullable=True),
 )
 
 # Tokens are stored as sha256 digests: a copy of the database does not grant access.

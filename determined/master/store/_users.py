@@ -212,12 +212,13 @@ def create_user_hashed(
 
 
 def update_user(conn: sa.Connection, user_id: int, **values: Any) -> dict[str, Any]:
-    """Change a user's ``username``, ``display_name``, ``admin``, ``active`` or ``password``
-    (client-hashed). Deactivating a user or changing its password revokes its tokens (those
-    of its running trials too), so they stop working at once. Returns the row as it is now."""
+    """Change a user's ``username``, ``display_name``, ``admin``, ``active``,
+    ``agent_user_group`` or ``password`` (client-hashed). Deactivating a user or changing its
+    password revokes its tokens (those of its running trials too), so they stop working at
+    once. Returns the row as it is now."""
     require_user(conn, user_id)
     row: dict[str, Any] = {}
-    for key in ("username", "display_name", "admin", "active"):
+    for key in ("username", "display_name", "admin", "active", "agent_user_group"):
         if key in values:
             row[key] = values[key]
     if "username" in row:
@@ -334,7 +335,7 @@ def user_json(row: dict[str, Any]) -> dict[str, Any]:
         "username": row["username"],
         "admin": bool(row["admin"]),
         "active": bool(row["active"]),
-        "agentUserGroup": None,
+        "agentUserGroup": row.get("agent_user_group"),
         "displayName": row["display_name"] or "",
         "modifiedAt": _time.rfc3339(row["modified_at"]),
         "remote": False,

@@ -1,0 +1,173 @@
+"""The OS identity a task runs as (0.37's agent user/group, docs/security.md).
+
+A master running as root runs the tasks of a linked user (``det user link-with-agent-user``,
+or the ``agentUserGroup`` of the workspace the task or experiment is in, which wins) as that
+uid/gid: its work dir becomes theirs, and inside the sandbox ``/etc/passwd`` and
+``/etc/group`` name them (as 0.37's containers do), and ``setpriv`` drops to them after
+bubblewrap has set the sandbox up. Without a sandbox the process is started with that
+uid/gid directly. A master that is not root runs every task as itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from determined.master._errors import InvalidArgument
+
+_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$", re.IGNORECASE)
+_MAX_ID = 2**32 - 2  # (uid_t)-1 means "no change" to the kernel
+SETPRIV = "setpriv"
+# What setpriv needs inside the sandbox to drop to the identity (gone once it has).
+SETPRIV_CAPS = ("CAP_SETUID", "CAP_SETGID")
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    uid: int
+    gid: int
+    user: str
+    group: str
+
+
+def check_agent_user_group(value: Any) -> dict[str, Any] | None:
+    """``agentUserGroup`` of a user as stored: all four of ``agentUid``, ``agentGid``,
+    ``agentUser``, ``agentGroup``, or None (an empty mapping unlinks).
+
+    Raises:
+        InvalidArgument: a missing or bad field.
+    """
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidArgument("agentUserGroup must be a mapping of agentUid, agentGid, ...")
+    out: dict[str, Any] = {}
+    for key in ("agentUid", "agentGid"):
+        v = value.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _MAX_ID:
+            raise InvalidArgument(f"agentUserGroup.{key} must be an integer 0..{_MAX_ID}")
+        out[key] = v
+    for key in ("agentUser", "agentGroup"):
+        v = value.get(key)
+        if not isinstance(v, str) or not _NAME.match(v):
+            raise InvalidArgument(
+                f"agentUserGroup.{key} must be a user or group name (letters, digits, _ . -)"
+            )
+        out[key] = v
+    unknown = sorted(set(value) - set(out))
+    if unknown:
+        raise InvalidArgument(f"agentUserGroup: unknown keys {', '.join(unknown)}")
+    return out
+
+
+def _of(group: Any) -> Identity | None:
+    if not isinstance(group, dict):
+        return None
+    try:
+        checked = check_agent_user_group(group)
+    except InvalidArgument:
+        return None  # a workspace's partial setting (only some fields recorded)
+    if checked is None:
+        return None
+    return Identity(
+        checked["agentUid"], checked["agentGid"], checked["agentUser"], checked["agentGroup"]
+    )
+
+
+def resolve(conn: sa.Connection, owner_id: int, workspace_id: int | None) -> Identity | None:
+    """The identity the owner's task in ``workspace_id`` runs as when the master is root:
+    the workspace's agent user/group, else the user's; None: not linked."""
+    from determined.master.store import _schema
+
+    if workspace_id:
+        ws = conn.execute(
+            sa.select(_schema.workspaces.c.agent_user_group).where(
+                _schema.workspaces.c.id == workspace_id
+            )
+        ).first()
+        found = _of(ws[0]) if ws is not None else None
+        if found is not None:
+            return found
+    row = conn.execute(
+        sa.select(_schema.users.c.agent_user_group).where(_schema.users.c.id == owner_id)
+    ).first()
+    return _of(row[0]) if row is not None else None
+
+
+def experiment_workspace(conn: sa.Connection, experiment_id: int) -> int | None:
+    """The workspace of the experiment's project."""
+    from determined.master.store import _schema
+
+    e, p = _schema.experiments, _schema.projects
+    row = conn.execute(
+        sa.select(p.c.workspace_id)
+        .select_from(e.join(p, e.c.project_id == p.c.id))
+        .where(e.c.id == experiment_id)
+    ).first()
+    return None if row is None else int(row[0])
+
+
+def applies() -> bool:
+    """Whether this master can run tasks as other OS users (it runs as root)."""
+    return os.geteuid() == 0
+
+
+def hand_over(identity: Identity, work_dir: Path, environment: Path) -> None:
+    """The work dir (and all in it) becomes the identity's; the environment readable by it."""
+    for root, dirs, files in os.walk(work_dir):
+        os.chown(root, identity.uid, identity.gid)
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(root, name), identity.uid, identity.gid)
+    for root, _dirs, files in os.walk(environment):
+        os.chmod(root, 0o755)
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o444)
+
+
+def account_files(identity: Identity, into: Path, home: Path) -> tuple[Path, Path]:
+    """``passwd`` and ``group`` files for the sandbox: the system's, with the identity's
+    entries (replacing any with its name or id), written into ``into`` (root's, 0644)."""
+    into.mkdir(parents=True, exist_ok=True)
+    passwd = [
+        line
+        for line in Path("/etc/passwd").read_text().splitlines()
+        if line.split(":")[0] != identity.user and line.split(":")[2:3] != [str(identity.uid)]
+    ]
+    passwd.append(f"{identity.user}:x:{identity.uid}:{identity.gid}:det task:{home}:/bin/sh")
+    groups = [
+        line
+        for line in Path("/etc/group").read_text().splitlines()
+        if line.split(":")[0] != identity.group and line.split(":")[2:3] != [str(identity.gid)]
+    ]
+    groups.append(f"{identity.group}:x:{identity.gid}:")
+    out_passwd, out_group = into / "passwd", into / "group"
+    out_passwd.write_text("\n".join(passwd) + "\n")
+    out_group.write_text("\n".join(groups) + "\n")
+    for path in (into, out_passwd, out_group):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return out_passwd, out_group
+
+
+def drop_to(identity: Identity, argv: Sequence[str], cwd: str | Path | None = None) -> list[str]:
+    """``argv`` run as the identity (inside the sandbox, by setpriv), no supplementary
+    groups, no capabilities left; in ``cwd`` (entered as the identity: its work dir is 0700
+    and its own, which root without capabilities cannot enter)."""
+    out = [
+        SETPRIV,
+        f"--reuid={identity.uid}",
+        f"--regid={identity.gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--",
+    ]
+    if cwd is not None:
+        out += ["sh", "-c", 'cd "$0" && exec "$@"', str(cwd)]
+    return [*out, *argv]

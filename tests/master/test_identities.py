@@ -1,0 +1,123 @@
+"""Issue #35: tasks run as their user's OS identity when the master runs as root (0.37's
+``det user link-with-agent-user``, the workspace's ``--agent-uid/gid/user/group``); the 0.37
+e2e tests test_link_with_agent_user, test_link_with_large_uid,
+test_link_with_existing_agent_user and test_agent_user_group, ported to a real master with
+real bubblewrap and a real OS account made by the fixture (resources/_identity.py)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import pwd
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from _kit.cli import Det
+from _kit.master import MasterProcess
+
+from determined.master.resources import _sandbox
+
+pytestmark = pytest.mark.e2e
+
+ID_COMMAND = "echo $(id -u -n):$(id -u):$(id -g -n):$(id -g)"
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
+    if os.geteuid() != 0:
+        pytest.skip("a master runs tasks as other OS users only when it runs as root")
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or _sandbox._probe(bwrap) is not None:
+        pytest.skip("needs a working bubblewrap (scripts/setup.sh --tests installs it)")
+    args = ["--task-isolation", "bubblewrap"]
+    with MasterProcess(tmp_path_factory.mktemp("ids") / "m", cpu_slots=1, args=args) as m:
+        yield m
+
+
+def _create(m: MasterProcess, name: str) -> None:
+    r = m.session().post(m.url + "/api/v1/users", json={"user": {"username": name}})
+    assert r.status_code == 200, r.text
+
+
+def _linked(m: MasterProcess, home: pathlib.Path, name: str, *link: str) -> Det:
+    admin = Det(home / "admin", m.url, user="admin")
+    _create(m, name)
+    admin.ok("user", "link-with-agent-user", name, *link)
+    return Det(home / name, m.url, user=name)
+
+
+def _id_of_command(det: Det, *more: str) -> str:
+    return det.ok("cmd", "run", *more, ID_COMMAND)
+
+
+def test_link_with_agent_user(master: MasterProcess, tmp_path: pathlib.Path) -> None:
+    link = ["--agent-uid", "200", "--agent-gid", "300"]
+    det = _linked(master, tmp_path, "linked1", *link, "--agent-user", "someuser",
+                  "--agent-group", "somegroup")  # fmt: skip
+    assert "someuser:200:somegroup:300" in _id_of_command(det)
+    # The SDK's User.link_with_agent, as 0.37's test does it too.
+    from determined.experimental import client
+
+    _create(master, "linked2")
+    d = client.Determined(master=master.url, user="admin", password="")
+    d.get_user_by_name("linked2").link_with_agent(
+        agent_uid=210, agent_gid=310, agent_user="anyuser", agent_group="anygroup"
+    )
+    again = Det(tmp_path / "linked2", master.url, user="linked2")
+    assert "anyuser:210:anygroup:310" in _id_of_command(again)
+    # An unlinked user's command runs as the master's own user, a bad link is refused.
+    plain = Det(tmp_path / "admin", master.url, user="admin")
+    bad = plain("user", "link-with-agent-user", "linked2", "--agent-uid", "-1", "--agent-gid",
+                "1", "--agent-user", "x", "--agent-group", "y")  # fmt: skip
+    assert bad.returncode != 0 and "agentUid" in bad.stderr
+
+
+def test_link_with_large_uid(master: MasterProcess, tmp_path: pathlib.Path) -> None:
+    big = "2000000000"
+    det = _linked(master, tmp_path, "biguid", "--agent-uid", big, "--agent-gid", big,
+                  "--agent-user", "someuser", "--agent-group", "somegroup")  # fmt: skip
+    assert f"someuser:{big}:somegroup:{big}" in _id_of_command(det)
+
+
+@pytest.fixture
+def os_account() -> Iterator[tuple[int, str]]:
+    """A real OS account (useradd), removed afterwards."""
+    name = "det-nobody35"
+    try:
+        pwd.getpwnam(name)
+        made = False
+    except KeyError:
+        subprocess.run(["useradd", "-u", "65533", "-U", "-M", name], check=True)
+        made = True
+    try:
+        yield pwd.getpwnam(name).pw_uid, name
+    finally:
+        if made:
+            subprocess.run(["userdel", name], check=False)
+
+
+def test_link_with_existing_agent_user(
+    master: MasterProcess, tmp_path: pathlib.Path, os_account: tuple[int, str]
+) -> None:
+    uid, name = os_account
+    gid = pwd.getpwnam(name).pw_gid
+    det = _linked(master, tmp_path, "existing", "--agent-uid", str(uid), "--agent-gid",
+                  str(gid), "--agent-user", name, "--agent-group", name)  # fmt: skip
+    out = _id_of_command(det, "--config", "resources.slots=0")
+    assert f"{name}:{uid}:{name}:{gid}" in out
+    # Its files on the host are the account's: a command writes into its work dir.
+    who = det.ok("cmd", "run", "touch mine && stat -c %u:%g mine")
+    assert f"{uid}:{gid}" in who
+
+
+def test_agent_user_group(master: MasterProcess, tmp_path: pathlib.Path) -> None:
+    """The workspace's agent user/group wins over the user's (0.37)."""
+    admin = Det(tmp_path / "admin", master.url, user="admin")
+    admin.ok("workspace", "create", "ws35", "--agent-uid", "1001", "--agent-gid", "1002",
+             "--agent-user", "wsuser", "--agent-group", "wsgroup")  # fmt: skip
+    det = _linked(master, tmp_path, "inws", "--agent-uid", "200", "--agent-gid", "300",
+                  "--agent-user", "someuser", "--agent-group", "somegroup")  # fmt: skip
+    assert "wsuser:1001:wsgroup:1002" in _id_of_command(det, "-w", "ws35")
+    assert "someuser:200:somegroup:300" in _id_of_command(det)
