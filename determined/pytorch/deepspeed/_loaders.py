@@ -29,13 +29,15 @@ def _training_loader(trial: DeepSpeedTrial, ctx: DeepSpeedTrialContext, skip: in
     data = trial.build_training_data_loader()
     mpu = ctx._mpu
     if isinstance(data, pytorch.DataLoader):
-        # Repeated (as DeepSpeed's own loaders are), sharded by data-parallel rank, and
-        # resumed at the batch the checkpoint was taken (in micro batches).
+        # Repeated (as DeepSpeed's own loaders are), sharded by data-parallel rank, resumed at
+        # the batch the checkpoint was taken (in micro batches), and shuffled from (trial seed,
+        # epoch) rather than from the global RNG at the first batch, which a restore changes.
         return data.get_data_loader(
             repeat=True,
             skip=skip * ctx.num_micro_batches_per_slot,
             num_replicas=mpu.data_parallel_world_size,
             rank=mpu.data_parallel_rank,
+            seed=ctx.env.trial_seed,
         )
     if not ctx._data_repro_checks_disabled:
         raise RuntimeError(
