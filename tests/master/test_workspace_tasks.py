@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 import pytest
+import requests
+from _kit.master import login
 from _kit.trial_cluster import Cluster
 
 pytestmark = pytest.mark.e2e
@@ -58,6 +60,16 @@ def test_archived_workspace_storage_reset_and_command_without_config(cluster: Cl
         == "lab2"
     )
 
+    # The default workspace and project: 403 for a user (as 0.37 checks permission first),
+    # 400 for an admin (they cannot change).
+    _ok(s.post(api + "/users", json={"user": {"username": "plain"}, "password": ""}))
+    plain = requests.Session()
+    plain.headers["Authorization"] = "Bearer " + login(cluster.url, "plain")
+    for path in ("/workspaces/1/archive", "/projects/1/archive"):
+        assert plain.post(api + path).status_code == 403, path
+        assert s.post(api + path).status_code == 400, path
+    assert plain.delete(api + "/workspaces/1").status_code == 403
+
 
 def test_deleting_a_workspace_kills_its_tasks_only(cluster: Cluster) -> None:
     s, api = cluster.s, cluster.url + "/api/v1"
@@ -73,4 +85,8 @@ def test_deleting_a_workspace_kills_its_tasks_only(cluster: Cluster) -> None:
     assert _ok(s.delete(api + f"/workspaces/{doomed}")) == {"completed": True}
     _wait_state(cluster, inside_id, "STATE_TERMINATED", timeout=15)
     assert cluster.get(f"/api/v1/commands/{outside_id}")["command"]["state"] == "STATE_RUNNING"
+    # Gone with its workspace from the lists (0.37); that workspace's list is a 404.
+    listed = [c["id"] for c in cluster.get("/api/v1/commands")["commands"]]
+    assert outside_id in listed and inside_id not in listed
+    assert s.get(api + "/commands", params={"workspaceId": doomed}).status_code == 404
     _ok(s.post(api + f"/commands/{outside_id}/kill"))

@@ -396,8 +396,13 @@ def _register(kind: str) -> None:
         caller.require_user()
         wanted = {u for item in users for u in item.split(",") if u}
         with store.read() as conn:
+            if workspace_id:
+                _projects.require_workspace(conn, workspace_id)  # 404 for one deleted (0.37)
             rows = _task_rows.list_tasks(conn, kind)
+            # Those of a deleted workspace are gone with it (it killed them), as in 0.37.
+            kept = {int(w["id"]) for w in _projects.list_workspaces(conn)}
             items = [task_json(conn, r, caller) for r in rows]
+        items = [t for t in items if t["workspaceId"] in kept]
         if wanted:
             items = [t for t in items if t["username"] in wanted]
         if workspace_id:

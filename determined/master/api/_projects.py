@@ -102,13 +102,14 @@ def _check_name(name: str | None, what: str) -> str:
 
 
 def _check_changeable(caller: Principal, row: dict[str, Any], what: str, action: str) -> None:
+    # Permission first, as 0.37: a user changing the default (admin's) one gets 403.
     caller.require_user()
-    if row["immutable"]:
-        raise FailedPrecondition(f"the default {what} {row['name']!r} cannot be {action}")
     if not caller.info.admin and int(row["user_id"]) != caller.info.user_id:
         raise PermissionDenied(
             f"{what} {row['id']} is not yours: only its owner or an admin may {action} it"
         )
+    if row["immutable"]:
+        raise FailedPrecondition(f"the default {what} {row['name']!r} cannot be {action}")
 
 
 def _check_project_changeable(
