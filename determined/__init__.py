@@ -3,8 +3,10 @@
 ``import determined as det`` gives the names that Determined 0.37 user code uses.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+# Private names: this namespace is the public API (tests/core/test_core_exports.py).
+import importlib as _importlib
+import types as _types
+import typing as _typing
 
 from determined import errors
 from determined._env_context import EnvContext
@@ -51,7 +53,7 @@ __all__ = [
 _ON_FIRST_USE = ("core", "util", "common", "tensorboard", "workload")
 _LAZY = {name: f"determined.{name}" for name in _ON_FIRST_USE}
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from determined import common as common
     from determined import core as core
     from determined import tensorboard as tensorboard
@@ -59,10 +61,10 @@ if TYPE_CHECKING:
     from determined import workload as workload
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _types.ModuleType:
     if name not in _LAZY:
         raise AttributeError(f"module 'determined' has no attribute {name!r}")
-    return importlib.import_module(_LAZY[name])
+    return _importlib.import_module(_LAZY[name])
 
 
 def __dir__() -> list[str]:

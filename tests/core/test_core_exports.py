@@ -46,14 +46,16 @@ REFERENCE_CORE_NAMES = {
     "init",
 }
 
+# What the module shows: dir() and getattr(), so that names it loads on first use (the
+# package's module __getattr__) count as they would be used.
 _FRESH_DIR = """
 import json, sys, types, importlib
 m = importlib.import_module(sys.argv[1])
+shown = {n: getattr(m, n) for n in dir(m)}
 print(json.dumps({
     "all": list(m.__all__),
-    "public": sorted(n for n, v in vars(m).items()
-                     if not n.startswith("_") and n != "annotations"),
-    "modules": sorted(n for n, v in vars(m).items() if isinstance(v, types.ModuleType)),
+    "public": sorted(n for n in shown if not n.startswith("_") and n != "annotations"),
+    "modules": sorted(n for n, v in shown.items() if isinstance(v, types.ModuleType)),
 }))
 """
 
