@@ -542,3 +542,33 @@ def test_a_relative_bind_mount_is_linked_in_the_commands_work_dir(
     (shared / "marker.txt").write_text("x")
     out = _det(cluster, tmp_path / "home", "cmd", "run", "-v", f"{shared}:data/in", "ls data/in")
     assert "marker.txt" in out
+
+
+def test_slots_beyond_every_agent_are_refused_unless_a_template_brings_them(
+    cluster: Cluster,
+) -> None:
+    """0.37 checks the request's own ``resources.slots`` against its largest agent ("request
+    unfulfillable") before it lays the template under the config: a template's larger value is
+    kept and the command waits in the queue."""
+    refused = cluster.s.post(
+        cluster.url + "/api/v1/commands",
+        json={"config": {"entrypoint": ["true"], "resources": {"slots": 50}}},
+    )
+    assert refused.status_code == 400
+    assert "request unfulfillable, please try requesting less slots" in refused.text
+    r = cluster.s.post(
+        cluster.url + "/api/v1/templates/big",
+        json={"name": "big", "config": {"resources": {"slots": 50}}},
+    )
+    assert r.status_code == 200, r.text
+    queued = cluster.s.post(
+        cluster.url + "/api/v1/commands",
+        json={"config": {"entrypoint": ["sleep", "5"]}, "templateName": "big"},
+    )
+    assert queued.status_code == 200, queued.text
+    command = queued.json()["command"]
+    time.sleep(1)
+    assert cluster.get(f"/api/v1/commands/{command['id']}")["command"]["state"] == "STATE_QUEUED"
+    shown = cluster.get(f"/api/v1/commands/{command['id']}")
+    assert shown["config"]["resources"]["slots"] == 50
+    cluster.post(f"/api/v1/commands/{command['id']}/kill")

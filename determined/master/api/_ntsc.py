@@ -175,7 +175,20 @@ def _config(store: Store, body: dict[str, Any], kind: str) -> dict[str, Any]:
     return config
 
 
-def _slots(request: Request, config: dict[str, Any]) -> int:
+def _sent_slots(body: dict[str, Any]) -> Any:
+    """The ``resources.slots`` of the config in the request itself (None when it has none)."""
+    config = body.get("config")
+    if isinstance(config, str):
+        config = experiment.load_yaml(config, "config")
+    resources = config.get("resources") if isinstance(config, dict) else None
+    return resources.get("slots") if isinstance(resources, dict) else None
+
+
+def _slots(request: Request, config: dict[str, Any], sent: Any = None) -> int:
+    """The task's slots (``config`` is the merged config). A task runs on one agent: as 0.37,
+    a request whose own ``resources.slots`` (``sent``) is larger than every agent is refused at
+    once; 0.37 checks it before laying the template under it, so a template's larger value is
+    kept and the task waits."""
     try:
         slots = int(config["resources"]["slots"])
     except (TypeError, ValueError) as e:
@@ -183,10 +196,9 @@ def _slots(request: Request, config: dict[str, Any]) -> int:
     if slots < 0:
         raise InvalidArgument(f"resources.slots is {slots}; it must be 0 or more")
     rm = request.app.state.rm
-    # A task runs on one agent: as 0.37, one larger than every agent is refused at once.
     agents = getattr(rm, "agents", None) or [getattr(rm, "slots", []) or []]
     have = max(len(a) for a in agents)
-    if slots > have:
+    if sent is not None and slots > have:
         raise InvalidArgument(
             "request unfulfillable, please try requesting less slots: resources.slots is "
             f"{slots}, and the largest agent of this master has {have}"
@@ -295,7 +307,7 @@ def _launch(
     if not isinstance(body, dict):
         raise InvalidArgument("the request body must be a JSON object")
     config = _config(store, body, kind)
-    slots = _slots(request, config)
+    slots = _slots(request, config, _sent_slots(body))
     context = _context(body.get("files")) or context
     data: dict[str, Any] = {}
     if kind == "GENERIC" and not config.get("entrypoint"):
