@@ -11,6 +11,7 @@ import pathlib
 import pwd
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -121,3 +122,20 @@ def test_agent_user_group(master: MasterProcess, tmp_path: pathlib.Path) -> None
                   "--agent-user", "someuser", "--agent-group", "somegroup")  # fmt: skip
     assert "wsuser:1001:wsgroup:1002" in _id_of_command(det, "-w", "ws35")
     assert "someuser:200:somegroup:300" in _id_of_command(det)
+
+
+def test_non_root_shell(master: MasterProcess, tmp_path: pathlib.Path) -> None:
+    """A linked user's shell: its sshd runs as that user and logs them in (0.37's test)."""
+    if not shutil.which("ssh") or not os.access("/usr/sbin/sshd", os.X_OK):
+        pytest.skip("needs OpenSSH (scripts/setup.sh --tests installs it)")
+    det = _linked(master, tmp_path, "shelluser", "--agent-uid", "1234", "--agent-gid", "1234",
+                  "--agent-user", "someuser", "--agent-group", "somegroup")  # fmt: skip
+    shell_id = det.ok("shell", "start", "-d").strip().splitlines()[-1]
+    deadline = time.monotonic() + 60
+    while True:
+        r = det("shell", "open", shell_id, "--", "bash", "-c", f"'echo; {ID_COMMAND}'")
+        if "someuser:1234:somegroup:1234" in r.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(1)  # sshd may still be starting
+    assert "someuser:1234:somegroup:1234" in r.stdout, r.stdout + r.stderr
+    det.ok("shell", "kill", shell_id)
