@@ -169,6 +169,41 @@ def test_routes_shapes_and_validation(cluster: Cluster, receiver: Receiver) -> N
     again = _create(cluster, in_workspace)
     assert again.status_code == 400 and "exists already" in again.json()["message"]
 
+    # As 0.37: the creator of a workspace manages its webhooks and sees them; nobody else
+    # (admins aside) does; cluster-wide ones stay the admins'.
+    def user_session(name: str) -> requests.Session:
+        r = cluster.s.post(
+            cluster.url + "/api/v1/users",
+            json={"user": {"username": name, "active": True}, "password": ""},
+        )
+        assert r.status_code == 200, r.text
+        token = requests.post(
+            cluster.url + "/api/v1/auth/login", json={"username": name, "password": ""}
+        ).json()["token"]
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {token}"
+        return s
+
+    carol, dave = user_session("carol"), user_session("dave")
+    r = carol.post(cluster.url + "/api/v1/workspaces", json={"name": "carols"})
+    assert r.status_code == 200, r.text
+    ws = r.json()["workspace"]["id"]
+    mine = carol.post(cluster.url + "/api/v1/webhooks", json={**body, "workspaceId": ws})
+    assert mine.status_code == 200, mine.text
+    hook_id = mine.json()["webhook"]["id"]
+    assert (
+        dave.post(cluster.url + "/api/v1/webhooks", json={**body, "workspaceId": ws}).status_code
+        == 403
+    )
+    assert carol.post(cluster.url + "/api/v1/webhooks", json=body).status_code == 403
+    seen = {w["id"]: w for w in carol.get(cluster.url + "/api/v1/webhooks").json()["webhooks"]}
+    assert seen[hook_id]["url"] == body["url"]
+    assert hook_id not in [
+        w["id"] for w in dave.get(cluster.url + "/api/v1/webhooks").json()["webhooks"]
+    ]
+    assert dave.delete(cluster.url + f"/api/v1/webhooks/{hook_id}").status_code == 403
+    assert carol.delete(cluster.url + f"/api/v1/webhooks/{hook_id}").status_code == 200
+
 
 def test_state_change_task_log_and_custom_events(
     cluster: Cluster, receiver: Receiver, tmp_path: pathlib.Path

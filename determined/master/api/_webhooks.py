@@ -18,7 +18,7 @@ from determined.master.api import _redact
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep, WebhooksDep
 from determined.master.api._models import _Body
-from determined.master.store import _webhooks
+from determined.master.store import _projects, _webhooks
 from determined.master.store._enums import State
 from determined.master.webhooks import metric_threshold, post, test_body
 
@@ -128,25 +128,52 @@ def webhook_json(row: dict[str, Any], *, admin: bool = True) -> dict[str, Any]:
     }
 
 
-def _require_admin(caller: Any) -> None:
+def _own_workspaces(conn: Any, caller: Any) -> set[int]:
+    """The workspaces ``caller`` created (0.37: their webhooks are theirs to see and edit)."""
+    return {
+        int(w["id"])
+        for w in _projects.list_workspaces(conn)
+        if int(w["user_id"]) == caller.info.user_id
+    }
+
+
+def _require_editor(conn: Any, caller: Any, workspace_id: int | None) -> None:
+    """As 0.37: an admin edits every webhook; a workspace's creator those of that workspace;
+    cluster-wide webhooks (no workspace) are the admins'."""
     caller.require_user()
-    if not caller.info.admin:
-        raise PermissionDenied("only an admin may create, change, test or delete webhooks")
+    if caller.info.admin:
+        return
+    if workspace_id:
+        _projects.require_workspace(conn, workspace_id)
+        if workspace_id in _own_workspaces(conn, caller):
+            return
+    raise PermissionDenied(
+        "only an admin, or the creator of the webhook's workspace, may create, change, test or "
+        "delete it (cluster-wide webhooks: admins only)"
+    )
 
 
 @router.get("/webhooks")
 def list_webhooks(caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """As 0.37: an admin sees every webhook; another user the cluster-wide ones and those of
+    the workspaces they created (the URLs of the cluster-wide ones shortened: they often hold a
+    token)."""
     caller.require_user()
     with store.read() as conn:
         rows = _webhooks.list_webhooks(conn)
-    return {"webhooks": [webhook_json(w, admin=caller.info.admin) for w in rows]}
+        own = set() if caller.info.admin else _own_workspaces(conn, caller)
+    if caller.info.admin:
+        return {"webhooks": [webhook_json(w) for w in rows]}
+    shown = [w for w in rows if not w["workspace_id"] or int(w["workspace_id"]) in own]
+    return {"webhooks": [webhook_json(w, admin=bool(w["workspace_id"])) for w in shown]}
 
 
 @router.post("/webhooks")
 def create_webhook(
     body: WebhookBody, caller: Caller, store: StoreDep, hooks: WebhooksDep
 ) -> dict[str, Any]:
-    _require_admin(caller)
+    with store.read() as conn:
+        _require_editor(conn, caller, body.workspace_id or None)
     if not body.triggers:
         raise InvalidArgument("at least one trigger required")
     if len(body.triggers) > MAX_TRIGGERS:
@@ -193,9 +220,9 @@ def _require_webhook(conn: Any, webhook_id: int) -> dict[str, Any]:
 def delete_webhook(
     webhook_id: int, caller: Caller, store: StoreDep, hooks: WebhooksDep
 ) -> dict[str, Any]:
-    _require_admin(caller)
     with store.tx() as conn:
-        _require_webhook(conn, webhook_id)
+        row = _require_webhook(conn, webhook_id)
+        _require_editor(conn, caller, row["workspace_id"])
         _webhooks.delete_webhook(conn, webhook_id)
     hooks.triggers_changed()
     return {}
@@ -205,10 +232,10 @@ def delete_webhook(
 def patch_webhook(
     webhook_id: int, body: PatchWebhookBody, caller: Caller, store: StoreDep
 ) -> dict[str, Any]:
-    _require_admin(caller)
     url = _check_url(body.url)
     with store.tx() as conn:
-        _require_webhook(conn, webhook_id)
+        row = _require_webhook(conn, webhook_id)
+        _require_editor(conn, caller, row["workspace_id"])
         _webhooks.set_url(conn, webhook_id, url)
     return {}
 
@@ -219,9 +246,9 @@ def test_webhook(
 ) -> dict[str, Any]:
     """Send a test event now (not through the outbox); ``completed``: the receiver answered
     2xx."""
-    _require_admin(caller)
     with store.read() as conn:
         row = _require_webhook(conn, webhook_id)
+        _require_editor(conn, caller, row["workspace_id"])
     try:
         answer = post(row["url"], json.dumps(test_body(row)), hooks.signing_key)
     except requests.RequestException:
