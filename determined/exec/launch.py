@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     env = dict(os.environ)
     resources_id = os.environ.get("DET_RESOURCES_ID")
+    # 0.37's first line of a trial's log (its e2e tests look for it), secrets masked.
+    logger.info(
+        f"New trial runner in (container {resources_id}) on agent {info.agent_id}: "
+        + json.dumps(det.util.mask_config_dict(info.trial._config))
+    )
     if resources_id is not None:
         env.update(rendezvous(info, resources_id))
     cmd = entrypoint_command(config.entrypoint)

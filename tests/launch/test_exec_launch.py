@@ -79,6 +79,8 @@ def test_runs_a_shell_entrypoint_and_passes_its_exit_code(tmp_path: pathlib.Path
     out = _launch(tmp_path, entrypoint="echo hello-from-trial; exit 5")
     assert out.returncode == 5, out.stderr
     assert b"hello-from-trial" in out.stdout
+    # 0.37's first log line, which its e2e tests look for.
+    assert b"New trial runner in (container " in out.stderr
     # The storage check left nothing behind.
     assert [p.name for p in (tmp_path / "ckpts").iterdir()] == []
 
