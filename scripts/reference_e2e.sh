@@ -4,7 +4,7 @@
 #
 #   scripts/reference_e2e.sh                      every e2e_cpu file, one after another
 #   scripts/reference_e2e.sh --subset             the files that cover the wire (~10 min on 2 cores)
-#   scripts/reference_e2e.sh tests/cluster/test_users.py ...   just these files (paths as in e2e_tests/)
+#   scripts/reference_e2e.sh e2e_tests/tests/cluster/test_users.py ...   just these files
 #   scripts/reference_e2e.sh --list               print the files and the skip list, run nothing
 #
 # Where the suite comes from: DET_E2E_SOURCE names either a git repository of
@@ -35,13 +35,14 @@ REQUIREMENTS=(determined==0.37.0)
 # selenium and others for GPU, Kubernetes and SSO jobs, which this script does not run).
 # kubernetes < 37: 37 wants python-dateutil 3, which 0.37's boto3 refuses.
 TEST_REQUIREMENTS=(pytest pytest-timeout pyyaml docker "python-dateutil>=2.1,<3" "kubernetes<37" pexpect)
+# Under e2e_tests/tests/.
 SUBSET=(
-  tests/cluster/test_agent.py
-  tests/cluster/test_users.py
-  tests/cluster/test_webhooks.py
-  tests/cluster/test_logging.py
-  tests/cluster/test_exp_continue.py
-  tests/command/test_run.py
+  cluster/test_agent.py
+  cluster/test_users.py
+  cluster/test_webhooks.py
+  cluster/test_logging.py
+  cluster/test_exp_continue.py
+  command/test_run.py
 )
 SKIPS=$ROOT/scripts/reference_e2e_skips.txt
 E2E=$ROOT/.e2e
@@ -52,14 +53,15 @@ say() { echo "reference_e2e: $*" >&2; }
 die() { say "$*"; exit 2; }
 
 mode=all
+list=0
 files=()
 for arg in "$@"; do
   case "$arg" in
     --subset) mode=subset ;;
-    --list) mode=list ;;
+    --list) list=1 ;;
     -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) die "unknown option $arg (see --help)" ;;
-    *) files+=("$arg") ;;
+    *) files+=("${arg#e2e_tests/}") ;;
   esac
 done
 mkdir -p "$E2E"
@@ -83,8 +85,10 @@ want_venv=$(printf '%s\n' "${REQUIREMENTS[@]}" "${TEST_REQUIREMENTS[@]}" | sha25
 # --- the suite at tag 0.37.0 --------------------------------------------------------------------
 if [ ! -f "$SUITE/.done" ]; then
   src=${DET_E2E_SOURCE:-}
-  if [ -z "$src" ] && [ -d /work/.mirror/determined-ai+determined/repo ]; then
-    src=/work/.mirror/determined-ai+determined/repo
+  # Where the project's search tool (fetch github:determined-ai/determined) leaves its snapshot.
+  mirror=/work/.mirror/determined-ai+determined
+  if [ -z "$src" ] && [ -d "$mirror/repo" ]; then
+    src=$mirror/repo
   fi
   [ -n "$src" ] || die "set DET_E2E_SOURCE to a git repository of determined-ai/determined with the \
 tag $TAG (or to a directory holding its e2e_tests/ and examples/); see CONTRIBUTING.md"
@@ -109,12 +113,12 @@ all_files() {
   grep -rlE 'mark\.e2e_cpu\b' tests --include='test_*.py' | sort | grep -vxF -f <(skipped_files)
 }
 case "$mode" in
-  subset) files=("${SUBSET[@]}") ;;
-  all | list) [ ${#files[@]} -gt 0 ] || mapfile -t files < <(all_files) ;;
+  subset) files=("${SUBSET[@]/#/tests/}") ;;
+  all) [ ${#files[@]} -gt 0 ] || mapfile -t files < <(all_files) ;;
 esac
 for f in "${files[@]}"; do [ -f "$f" ] || die "no such file in 0.37.0's e2e_tests: $f"; done
 
-if [ "$mode" = list ]; then
+if [ "$list" = 1 ]; then
   printf '%s\n' "${files[@]}"
   echo "--- not run (scripts/reference_e2e_skips.txt):"
   grep -v '^#' "$SKIPS" | sed '/^$/d'
