@@ -98,6 +98,13 @@ def test_get_slot_and_disabling_kills_the_commands_there(
 def test_a_disabled_agent_kills_and_holds_commands_without_slots(cluster: Cluster) -> None:
     api = cluster.url + "/api/v1"
     (agent,) = cluster.get("/api/v1/agents")["agents"]
+    # Drained, an agent's slots show disabled and draining (0.37's v1Slot), and back.
+    _ok(cluster.s.post(api + f"/agents/{agent['id']}/disable", json={"drain": True}))
+    slot = cluster.get(f"/api/v1/agents/{agent['id']}/slots/0")["slot"]
+    assert (slot["enabled"], slot["draining"]) == (False, True)
+    _ok(cluster.s.post(api + f"/agents/{agent['id']}/enable"))
+    slot = cluster.get(f"/api/v1/agents/{agent['id']}/slots/0")["slot"]
+    assert (slot["enabled"], slot["draining"]) == (True, False)
     zero = _sleeper(cluster, 0)
     _state(cluster, zero, "STATE_RUNNING")
     _ok(cluster.s.post(api + f"/agents/{agent['id']}/disable", json={"drain": False}))

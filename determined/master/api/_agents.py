@@ -52,8 +52,11 @@ def agents_json(rm: Any) -> list[dict[str, Any]]:
             entry: dict[str, Any] = {
                 "id": str(slot),
                 "device": device,
-                "enabled": toggle.enabled,
-                "draining": toggle.draining,
+                # As 0.37's v1Slot: enabled only while both it and its agent are; draining
+                # when a disable (its own or its agent's) lets the work there finish.
+                "enabled": agent_toggle.enabled and toggle.enabled,
+                "draining": (not agent_toggle.enabled and agent_toggle.draining)
+                or (not toggle.enabled and toggle.draining),
                 # 0.37 sends every field of v1Slot: a free slot's container is null.
                 "container": None,
             }
