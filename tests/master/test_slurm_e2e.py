@@ -4,6 +4,7 @@ under tmp_path (tests/_kit/slurm_cluster.py): each trial allocation is one Slurm
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import time
@@ -457,6 +458,17 @@ def test_slurm_jobs_run_in_the_sandbox(tmp_path: pathlib.Path, slurm: SlurmClust
         assert "DB-READ" not in log and "OTHER-READ" not in log and "alice-secret" not in log
         assert "works:1" in log, log
         alice.post(m.url + f"/api/v1/commands/{mine}/kill")
+
+        if os.geteuid() == 0:  # a linked user's job runs as them (resources/_identity.py)
+            link = {"agentUid": 200, "agentGid": 300, "agentUser": "someuser"}
+            link["agentGroup"] = "somegroup"
+            users = cluster.s.get(m.url + "/api/v1/users").json()["users"]
+            bob_id = next(u["id"] for u in users if u["username"] == "bob")
+            r = cluster.s.patch(m.url + f"/api/v1/users/{bob_id}", json={"agentUserGroup": link})
+            assert r.status_code == 200, r.text
+            who = command(bob, "echo $(id -u -n):$(id -u):$(id -g -n):$(id -g) in $(pwd)")
+            lines = cluster.wait_log(who, "someuser:200:somegroup:300", timeout=60)
+            assert any(x.rstrip().endswith("/0") for x in lines if "someuser:200" in x), lines
 
         out = tmp_path / "out"
         cfg = config(out, max_length=2)

@@ -156,10 +156,13 @@ def account_files(identity: Identity, into: Path, home: Path) -> tuple[Path, Pat
     return out_passwd, out_group
 
 
-def drop_to(identity: Identity, argv: Sequence[str], cwd: str | Path | None = None) -> list[str]:
+def drop_to(
+    identity: Identity, argv: Sequence[str], cwd: str | Path | None = None, per_rank: bool = False
+) -> list[str]:
     """``argv`` run as the identity (inside the sandbox, by setpriv), no supplementary
     groups, no capabilities left; in ``cwd`` (entered as the identity: its work dir is 0700
-    and its own, which root without capabilities cannot enter)."""
+    and its own, which root without capabilities cannot enter), or with ``per_rank`` in its
+    ``$SLURM_PROCID`` subdirectory (a Slurm job's task)."""
     out = [
         SETPRIV,
         f"--reuid={identity.uid}",
@@ -169,5 +172,6 @@ def drop_to(identity: Identity, argv: Sequence[str], cwd: str | Path | None = No
         "--",
     ]
     if cwd is not None:
-        out += ["sh", "-c", 'cd "$0" && exec "$@"', str(cwd)]
+        into = '"$0/$SLURM_PROCID"' if per_rank else '"$0"'
+        out += ["sh", "-c", f'cd {into} && exec "$@"', str(cwd)]
     return [*out, *argv]

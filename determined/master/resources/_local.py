@@ -560,17 +560,20 @@ class LocalResourceManager:
         user it runs as (its work dir becomes theirs, ``_identity``)."""
         storage, mounts = _sandbox.storage_paths(config)
         accounts = None
+        per_rank = False
         if identity is not None:
             _identity.hand_over(identity, work_dir, environment)
             accounts = _identity.account_files(identity, work_dir / ".det-accounts", work_dir)
+            per_rank = not chdir  # a Slurm job's: the identity enters work/<rank> itself
         return functools.partial(
             self.sandbox.wrap,
             writable=[work_dir, *storage, *writable],
             read_only=[environment, *mounts, *read_only],
             caps=list(caps),
-            chdir=work_dir if chdir else None,
+            chdir=work_dir if chdir or identity is not None else None,
             identity=identity,
             accounts=accounts,
+            per_rank=per_rank,
         )
 
     def identity_of(

@@ -114,14 +114,16 @@ class Sandbox:
         chdir: str | Path | None = None,
         identity: _identity.Identity | None = None,
         accounts: tuple[Path, Path] | None = None,
+        per_rank: bool = False,
     ) -> list[str]:
         """``argv`` run inside the sandbox (itself when there is none). ``writable``: the
         task's work dir, storage paths and read-write bind mounts; ``read_only``: its
         environment and read-only mounts; ``caps``: capabilities it keeps (a root sshd's);
         ``identity``: the OS user it runs as (``_identity``), ``accounts`` the ``passwd`` and
-        ``group`` files that name it inside."""
+        ``group`` files that name it inside; ``per_rank``: ``chdir`` holds one directory per
+        Slurm task rank (``$SLURM_PROCID``), entered by the identity."""
         if identity is not None:
-            argv = _identity.drop_to(identity, argv, chdir)
+            argv = _identity.drop_to(identity, argv, chdir, per_rank)
             caps = [*caps, *_identity.SETPRIV_CAPS]
             chdir = None  # entered as the identity
         if self.bwrap is None:

@@ -32,7 +32,15 @@ from typing import Any
 
 from determined.master._errors import ApiError
 from determined.master.experiment import Experiments
-from determined.master.resources import _envs, _launcher, _local, _queue, _recovery, _sandbox
+from determined.master.resources import (
+    _envs,
+    _identity,
+    _launcher,
+    _local,
+    _queue,
+    _recovery,
+    _sandbox,
+)
 from determined.master.resources._log_capture import LogHook, LogSink
 from determined.master.store import Store, _experiments, _trials, _users
 from determined.master.store import _tasks as _task_rows
@@ -542,11 +550,14 @@ class SlurmResourceManager(_local.LocalResourceManager):
         try:
             with self._store.read() as conn:
                 spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
-                self.check_owner(conn, _experiments.owner_of(conn, spec.experiment_id))
+                owner = _experiments.owner_of(conn, spec.experiment_id)
+                self.check_owner(conn, owner)
+                workspace = _identity.experiment_workspace(conn, spec.experiment_id)
+                identity = self.identity_of(conn, owner, workspace)
             spec.port_offset = _launcher.pick_port_offset(
                 {r.port_offset for r in self._runs.values()}
             )
-            job_id = self._sbatch(spec, work, cfg)
+            job_id = self._sbatch(spec, work, cfg, identity)
         except Exception as e:
             if not isinstance(e, _launcher.LaunchError):
                 logger.exception("submitting allocation %s failed", allocation_id)
@@ -573,7 +584,13 @@ class SlurmResourceManager(_local.LocalResourceManager):
         )
         return str(pool) if pool else None
 
-    def _sbatch(self, spec: _launcher.LaunchSpec, work: Path, cfg: dict[str, Any]) -> str:
+    def _sbatch(
+        self,
+        spec: _launcher.LaunchSpec,
+        work: Path,
+        cfg: dict[str, Any],
+        identity: _identity.Identity | None = None,
+    ) -> str:
         work.mkdir(parents=True, exist_ok=True)
         # The experiment's own Python environment (``_envs``), on the shared data dir.
         environment = _envs.ensure(self._env_root, spec.experiment_id)
@@ -588,7 +605,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
         python = str(_envs.python_of(environment))
         # Each rank runs in its own work/<rank> (the batch script's cd): the sandbox binds
         # them all, and keeps that directory.
-        wrap = self.sandbox_for(cfg, work, environment, chdir=False)
+        wrap = self.sandbox_for(cfg, work, environment, chdir=False, identity=identity)
         return self._submit_job(
             work,
             wrap(_launcher.with_startup_hook(_launcher.command(python))),
@@ -674,6 +691,8 @@ class SlurmResourceManager(_local.LocalResourceManager):
         try:
             with self._store.read() as conn:
                 self.check_owner(conn, int(task["owner_id"]))
+                workspace = (task.get("data") or {}).get("workspaceId")
+                identity = self.identity_of(conn, int(task["owner_id"]), workspace)
             work.mkdir(parents=True, exist_ok=True)
             launch = self._prepare_task(task, work / "0", list(range(slots)))
             launch.env.update(DET_RESOURCES_TYPE="slurm-job", DET_AGENT_ID="slurm")
@@ -682,7 +701,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
             _write_env(work / "env.0", launch.env)
             cfg = dict(task["config"] or {})
             environment = _envs.task_env_dir(self._env_root, task_id)
-            wrap = self.sandbox_for(cfg, work, environment, chdir=False)
+            wrap = self.sandbox_for(cfg, work, environment, chdir=False, identity=identity)
             argv = wrap(_launcher.with_startup_hook(launch.argv))
             job_id = self._submit_job(
                 work, argv, name=allocation_id, nodes=1, per_node=slots, cfg=cfg
