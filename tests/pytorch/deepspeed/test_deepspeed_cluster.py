@@ -23,8 +23,20 @@ MODEL_DEF = pathlib.Path(__file__).parent / "model_def"
 
 @pytest.fixture(scope="module")
 def ds_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with MasterProcess(tmp_path_factory.mktemp("ds") / "master", cpu_slots=4) as m:
+    with MasterProcess(tmp_path_factory.mktemp("ds") / "master", cpu_slots=6) as m:
         yield Cluster(m)
+
+
+@pytest.fixture(scope="module")
+def experiments(ds_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
+    """The module's three two-rank experiments, started side by side (the master has a slot
+    for each rank): ZeRO 1; ZeRO 2 straight; ZeRO 2 with rank 0 killed at batch 3."""
+    tmp = tmp_path_factory.mktemp("ds-storage")
+    return {
+        "zero1": _create(ds_cluster, _config(tmp / "zero1", 1)),
+        "straight": _create(ds_cluster, _config(tmp / "straight", 2)),
+        "killed": _create(ds_cluster, _config(tmp / "killed", 2, crash_at_batch=3)),
+    }
 
 
 def _config(storage: pathlib.Path, stage: int, **hparams: Any) -> dict[str, Any]:
@@ -49,12 +61,6 @@ def _create(cluster: Cluster, cfg: dict[str, Any]) -> int:
     return cluster.create(cfg, {"model_def.py": (MODEL_DEF / "model_def.py").read_text()})
 
 
-def _run(cluster: Cluster, cfg: dict[str, Any]) -> int:
-    exp_id = _create(cluster, cfg)
-    cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=240)
-    return exp_id
-
-
 def _validations(cluster: Cluster, trial_id: int) -> dict[int, dict[str, float]]:
     """Validation metrics by batch count (the NDJSON stream of 0.37's metrics route)."""
     r = cluster.s.get(
@@ -72,10 +78,12 @@ def _checkpoints(cluster: Cluster, trial_id: int) -> list[dict[str, Any]]:
     return list(cluster.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"])
 
 
+@pytest.mark.timeout(600)
 def test_zero1_two_ranks_writes_one_checkpoint_with_every_rank_shard(
-    ds_cluster: Cluster, tmp_path: pathlib.Path
+    ds_cluster: Cluster, experiments: dict[str, int]
 ) -> None:
-    exp_id = _run(ds_cluster, _config(tmp_path, 1))
+    exp_id = experiments["zero1"]
+    ds_cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=400)
     trial = ds_cluster.trials(exp_id)[0]
     ckpts = _checkpoints(ds_cluster, trial["id"])
     assert [int(c["metadata"]["steps_completed"]) for c in ckpts] == [2, 4, 6]
@@ -91,13 +99,11 @@ def test_zero1_two_ranks_writes_one_checkpoint_with_every_rank_shard(
 
 @pytest.mark.timeout(600)
 def test_zero2_killed_rank_resumes_to_the_uninterrupted_result(
-    ds_cluster: Cluster, tmp_path: pathlib.Path
+    ds_cluster: Cluster, experiments: dict[str, int]
 ) -> None:
-    # Side by side: the master has slots for both.
-    straight = _create(ds_cluster, _config(tmp_path / "a", 2))
-    resumed = _create(ds_cluster, _config(tmp_path / "b", 2, crash_at_batch=3))
+    straight, resumed = experiments["straight"], experiments["killed"]
     for exp_id in (straight, resumed):
-        ds_cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=400)
+        ds_cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=500)
     a = ds_cluster.trials(straight)[0]
     b = ds_cluster.trials(resumed)[0]
     assert a["restarts"] == 0 and b["restarts"] == 1
