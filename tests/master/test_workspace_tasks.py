@@ -69,6 +69,8 @@ def test_archived_workspace_storage_reset_and_command_without_config(cluster: Cl
         assert plain.post(api + path).status_code == 403, path
         assert s.post(api + path).status_code == 400, path
     assert plain.delete(api + "/workspaces/1").status_code == 403
+    assert plain.patch(api + "/workspaces/1", json={"name": "x"}).status_code == 400
+    assert plain.patch(api + "/projects/1", json={"name": "x"}).status_code == 400
 
 
 def test_deleting_a_workspace_kills_its_tasks_only(cluster: Cluster) -> None:

@@ -316,6 +316,8 @@ def patch_workspace(
     )
     with store.tx() as conn:
         ws = _projects.require_workspace(conn, workspace_id)
+        if ws["immutable"]:  # before the permission check here, as 0.37 (400 for anyone)
+            raise FailedPrecondition(f"the default workspace {ws['name']!r} cannot be edited")
         _check_changeable(caller, ws, "workspace", "edited")
         if ws["archived"]:  # as 0.37
             raise FailedPrecondition(
@@ -482,6 +484,8 @@ def patch_project(
 ) -> dict[str, Any]:
     with store.tx() as conn:
         p = _projects.require_project(conn, project_id)
+        if p["immutable"]:  # before the permission check here, as 0.37 (400 for anyone)
+            raise FailedPrecondition(f"the default project {p['name']!r} cannot be edited")
         _check_project_changeable(conn, caller, p, "edited")
         if p["archived"]:  # as 0.37
             raise FailedPrecondition(f"project {p['name']!r} is archived: unarchive it to edit it")
