@@ -255,12 +255,16 @@ class LocalResourceManager:
 
     def stop(self) -> None:
         """Stop scheduling and make sure no trial process outlives the master."""
+        self._halt()
+        self._wind_down([*self._runs.values(), *self._task_runs.values()], list(self._task_runs))
+        self._logs.close()
+
+    def _halt(self) -> None:
+        """SIGTERM what must not outlive the master (:meth:`terminate_all`) and end the loop."""
         self.terminate_all()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(10)
-        self._wind_down([*self._runs.values(), *self._task_runs.values()], list(self._task_runs))
-        self._logs.close()
 
     def _wind_down(self, runs: list[_Run], task_ids: list[str]) -> None:
         """After :meth:`terminate_all`: give ``runs`` up to :data:`STOP_GRACE_S` to exit, reap

@@ -421,10 +421,7 @@ class SlurmResourceManager(_local.LocalResourceManager):
             run.signal(signal.SIGTERM)
 
     def stop(self) -> None:
-        self.terminate_all()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
+        self._halt()
         for job in [*self._jobs.values(), *self._task_jobs.values()]:
             job.copy_output()
         local = self._local_task_runs()
