@@ -131,6 +131,11 @@ def test_without_a_sandbox_only_the_single_user_accounts_run_tasks(
         assert refused.status_code == 400, refused.text
         message = refused.json()["message"]
         assert "apt-get install bubblewrap" in message and "task_isolation: none" in message
+        # An experiment of alice's too: its trials would run unsandboxed.
+        exp = {"config": "entrypoint: python3 train.py\nsearcher: {name: single, metric: x, "
+               "max_length: 1}\nhyperparameters: {}\n"}  # fmt: skip
+        refused = users["alice"].post(m.url + "/api/v1/experiments", json=exp)
+        assert refused.status_code == 400 and "apt-get install bubblewrap" in refused.text
         ran = _run(users["admin"], m.url, "echo admin-runs")
         _wait_log(users["admin"], m.url, ran["id"], "admin-runs")
         determined = m.session(login(m.url, "determined"))

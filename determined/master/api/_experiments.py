@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from determined.common.expconf import ExperimentConfig
 from determined.master import experiment, resources
-from determined.master._errors import InvalidArgument, NotFound
+from determined.master._errors import FailedPrecondition, InvalidArgument, NotFound
 from determined.master.api import _experiment_filters, _templates, _unmanaged, _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, Limit, ReadsDep, StoreDep
@@ -42,6 +42,10 @@ def create_experiment(
     caller.require_user()
     if body.unmanaged and not body.validate_only:
         return _unmanaged.create_unmanaged_experiment(body, caller, exps, store)
+    refusal = request.app.state.sandbox.refusal(caller.info.username, caller.info.admin)
+    if refusal is not None and request.app.state.rm is not None:
+        # Its trials would run unsandboxed beside other users' (docs/security.md).
+        raise FailedPrecondition(refusal)
     parent = template = None
     with store.read() as conn:
         if body.parent_id is not None:
