@@ -417,7 +417,7 @@ def test_generic_task_trees_fork_pause_unpause_and_kill_from_the_root(
     assert described["taskState"] == "GENERIC_TASK_STATE_ACTIVE"
     assert _task(cluster, fork)["forkedFrom"] == parent
     forked = json.loads(_det(cluster, home, "task", "config", fork, "--json"))
-    assert forked["entrypoint"] == "sleep 300"
+    assert forked == {"entrypoint": "sleep 300", "resources": {"slots": 0}}  # the parent's, given
     # As 0.37: the config as it was given, without the master's defaults.
     given = json.loads(_det(cluster, home, "task", "config", parent, "--json"))
     assert given == {"entrypoint": "sleep 300", "resources": {"slots": 0}}

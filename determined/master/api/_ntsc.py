@@ -515,6 +515,10 @@ def _create_generic(
             forked = _generic_task(conn, str(forked_from))
             # A fork runs the task's config (secrets too) and context: the owner's only.
             _check_owner(caller, forked, "fork")
+            # What det task config shows of the fork: the forked task's own given config
+            # under this request's.
+            forked_given = (forked["data"] or {}).get("givenConfig")
+            given = {**(forked_given if forked_given is not None else {}), **config}
             config = {**(forked["config"] or {}), **config}
             context = forked["context"]
         if parent_id:
@@ -537,7 +541,7 @@ def _create_generic(
         "noPause": bool(raw.get("noPause")),
         "projectId": int(project_id or 1),
         # What det task config shows, as 0.37: the config as given, without the defaults.
-        "givenConfig": config,
+        "givenConfig": given if forked_from else config,
     }
     if raw.get("inheritContext"):
         context_files = None  # the parent's, even if files were sent
@@ -634,7 +638,8 @@ def _generic_state(row: dict[str, Any]) -> str:
         name = "STOPPING_CANCELED"
     elif state in _task_rows.LIVE:
         name = "ACTIVE"
-    elif str(row["exit_status"] or "").startswith("killed"):
+    elif str(row["exit_status"] or "").startswith("killed") or row["kill_requested"]:
+        # A kill that came while it ran: CANCELED, as 0.37, even when it ended by itself first.
         name = "CANCELED"
     elif row["exit_status"] == "exited with code 0":
         name = "COMPLETED"
