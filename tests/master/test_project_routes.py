@@ -79,6 +79,16 @@ def test_move_project_rules(shared_master: MasterProcess) -> None:
     assert move(99999, a).status_code == 404
 
 
+def test_names_sort_as_0_37s_collation(shared_master: MasterProcess) -> None:
+    """0.37's Postgres sorts names by en_US collation: case and punctuation ignored."""
+    api, s = shared_master.url + "/api/v1", shared_master.session()
+    mine = ["Zeta", "_TestWS", "alpha"]
+    for name in mine:
+        _ok(s.post(api + "/workspaces", json={"name": name}))
+    listed = _ok(s.get(api + "/workspaces", params={"sortBy": "SORT_BY_NAME"}))["workspaces"]
+    assert [w["name"] for w in listed if w["name"] in mine] == ["alpha", "_TestWS", "Zeta"]
+
+
 def test_project_columns_with_the_reference_bindings(
     shared_master: MasterProcess, tmp_path: pathlib.Path
 ) -> None:

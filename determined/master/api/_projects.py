@@ -9,6 +9,7 @@ that still holds experiments (or models) is refused: move or delete them first.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -145,12 +146,20 @@ def _by_users(
     return [r for r in rows if int(r["user_id"]) in wanted]
 
 
+def _collated(text: str) -> tuple[str, str]:
+    """A sort key close to the en_US collation 0.37's Postgres sorts names with: letters and
+    digits first, case and punctuation ignored (``_TestWS`` before ``Uncategorized``)."""
+    return re.sub(r"[^0-9a-z]", "", text.lower()), text
+
+
 def _sorted(rows: list[dict[str, Any]], sort_by: str, order_by: str) -> list[dict[str, Any]]:
     key = sort_by.upper().removeprefix("SORT_BY_")
     field = {"NAME": "name", "DESCRIPTION": "description", "CREATION_TIME": "created_at"}.get(
         key, "id"
     )
-    out = sorted(rows, key=lambda r: str(r.get(field) or "") if field != "id" else r["id"])
+    out = sorted(
+        rows, key=lambda r: _collated(str(r.get(field) or "")) if field != "id" else r["id"]
+    )
     if order_by.upper().endswith("DESC"):
         out.reverse()
     return out
