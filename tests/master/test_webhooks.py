@@ -151,7 +151,8 @@ def test_routes_shapes_and_validation(cluster: Cluster, receiver: Receiver) -> N
     ).json()["token"]
     as_user = {"Authorization": f"Bearer {user}"}
     r = requests.post(cluster.url + "/api/v1/webhooks", json=body, headers=as_user, timeout=10)
-    assert r.status_code == 403
+    # 0.37's open-source master answers a plain error here, not 403 (its e2e suite pins it).
+    assert r.status_code == 400 and "non admin users can't edit" in r.text
     r = requests.get(cluster.url + "/api/v1/webhooks", headers=as_user, timeout=10)
     assert r.status_code == 200
 
@@ -193,15 +194,15 @@ def test_routes_shapes_and_validation(cluster: Cluster, receiver: Receiver) -> N
     hook_id = mine.json()["webhook"]["id"]
     assert (
         dave.post(cluster.url + "/api/v1/webhooks", json={**body, "workspaceId": ws}).status_code
-        == 403
+        == 400
     )
-    assert carol.post(cluster.url + "/api/v1/webhooks", json=body).status_code == 403
+    assert carol.post(cluster.url + "/api/v1/webhooks", json=body).status_code == 400
     seen = {w["id"]: w for w in carol.get(cluster.url + "/api/v1/webhooks").json()["webhooks"]}
     assert seen[hook_id]["url"] == body["url"]
     assert hook_id not in [
         w["id"] for w in dave.get(cluster.url + "/api/v1/webhooks").json()["webhooks"]
     ]
-    assert dave.delete(cluster.url + f"/api/v1/webhooks/{hook_id}").status_code == 403
+    assert dave.delete(cluster.url + f"/api/v1/webhooks/{hook_id}").status_code == 400
     assert carol.delete(cluster.url + f"/api/v1/webhooks/{hook_id}").status_code == 200
 
 

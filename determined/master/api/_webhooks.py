@@ -13,7 +13,7 @@ import requests
 from fastapi import APIRouter
 from pydantic import Field
 
-from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
+from determined.master._errors import InvalidArgument, NotFound
 from determined.master.api import _redact
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep, WebhooksDep
@@ -147,9 +147,11 @@ def _require_editor(conn: Any, caller: Any, workspace_id: int | None) -> None:
         _projects.require_workspace(conn, workspace_id)
         if workspace_id in _own_workspaces(conn, caller):
             return
-    raise PermissionDenied(
-        "only an admin, or the creator of the webhook's workspace, may create, change, test or "
-        "delete it (cluster-wide webhooks: admins only)"
+    # 0.37's open-source master answers this with a plain error, not PermissionDenied, and its
+    # e2e suite pins that (a 403 is a ForbiddenException there, not an APIException): a 400.
+    raise InvalidArgument(
+        "non admin users can't edit global webhooks: only an admin, or the creator of the "
+        "webhook's workspace, may create, change, test or delete it"
     )
 
 
