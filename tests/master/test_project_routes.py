@@ -89,6 +89,29 @@ def test_names_sort_as_0_37s_collation(shared_master: MasterProcess) -> None:
     assert [w["name"] for w in listed if w["name"] in mine] == ["alpha", "_TestWS", "Zeta"]
 
 
+def test_workspace_pins(shared_master: MasterProcess) -> None:
+    """A creator's new workspace is pinned for them (0.37); pin/unpin are per user."""
+    api, s = shared_master.url + "/api/v1", shared_master.session()
+    ws = _ok(s.post(api + "/workspaces", json={"name": "pinned-one"}))["workspace"]
+    assert ws["pinned"] is True
+
+    def pinned(session: requests.Session) -> list[int]:
+        got = _ok(session.get(api + "/workspaces", params={"pinned": "true"}))["workspaces"]
+        return [w["id"] for w in got]
+
+    assert ws["id"] in pinned(s) and 1 not in pinned(s)
+    _ok(s.post(api + f"/workspaces/{ws['id']}/unpin"))
+    assert ws["id"] not in pinned(s)
+    assert _ok(s.get(api + f"/workspaces/{ws['id']}"))["workspace"]["pinned"] is False
+    _ok(s.post(api + f"/workspaces/{ws['id']}/pin"))
+    assert ws["id"] in pinned(s)
+    _ok(s.post(api + "/users", json={"user": {"username": "pinless"}, "password": ""}))
+    other = requests.Session()
+    other.headers["Authorization"] = "Bearer " + login(shared_master.url, "pinless")
+    assert pinned(other) == []
+    assert s.post(api + "/workspaces/99999/pin").status_code == 404
+
+
 def test_project_columns_with_the_reference_bindings(
     shared_master: MasterProcess, tmp_path: pathlib.Path
 ) -> None:

@@ -39,8 +39,10 @@ MAX_NAME = 80  # characters, as 0.37's workspace and project names
 # --- wire shapes --------------------------------------------------------------------------
 
 
-def workspace_json(conn: sa.Connection, ws: dict[str, Any]) -> dict[str, Any]:
-    """``v1Workspace``."""
+def workspace_json(
+    conn: sa.Connection, ws: dict[str, Any], viewer: int | None = None
+) -> dict[str, Any]:
+    """``v1Workspace``, ``pinned`` as the user ``viewer`` pinned it."""
     n_projects, n_exps = _projects.workspace_counts(conn, int(ws["id"]))
     owner = _users.get_user(conn, int(ws["user_id"]))
     return {
@@ -50,7 +52,7 @@ def workspace_json(conn: sa.Connection, ws: dict[str, Any]) -> dict[str, Any]:
         "username": "" if owner is None else owner["username"],
         "immutable": bool(ws["immutable"]),
         "numProjects": n_projects,
-        "pinned": False,
+        "pinned": viewer is not None and int(ws["id"]) in _projects.pinned_ids(conn, viewer),
         "userId": ws["user_id"],
         "numExperiments": n_exps,
         "state": "WORKSPACE_STATE_UNSPECIFIED",
@@ -269,16 +271,23 @@ def list_workspaces(
     order_by: str = Query("ORDER_BY_ASC", alias="orderBy"),
     users: list[str] = Query(default=[]),
     user_ids: list[int] = Query(default=[], alias="userIds"),
+    pinned: bool | None = None,
 ) -> dict[str, Any]:
-    """``{workspaces, pagination}``; ``name`` matches case-insensitively."""
+    """``{workspaces, pagination}``; ``name`` matches case-insensitively; ``pinned``: only
+    those the caller pinned (or did not)."""
     caller.require_user()
+    me = caller.info.user_id
     with store.read() as conn:
         rows = _filtered(_projects.list_workspaces(conn), archived, name)
+        if pinned is not None:
+            mine = _projects.pinned_ids(conn, me)
+            rows = [r for r in rows if (int(r["id"]) in mine) == pinned]
         if name_case_sensitive:
             rows = [r for r in rows if r["name"] == name_case_sensitive]
         rows = _by_users(conn, rows, users, user_ids)
         chunk, pagination = _wire.page(_sorted(rows, sort_by, order_by), offset, limit)
-        return {"workspaces": [workspace_json(conn, w) for w in chunk], "pagination": pagination}
+        shown = [workspace_json(conn, w, me) for w in chunk]
+        return {"workspaces": shown, "pagination": pagination}
 
 
 @router.post("/workspaces")
@@ -297,9 +306,10 @@ def create_workspace(
     )
     with store.tx() as conn:
         ws_id = _projects.insert_workspace(conn, name, caller.info.user_id)
+        _projects.set_pinned(conn, ws_id, caller.info.user_id, True)  # as 0.37
         if settings:
             _projects.update_workspace(conn, ws_id, **settings)
-        ws = workspace_json(conn, _projects.require_workspace(conn, ws_id))
+        ws = workspace_json(conn, _projects.require_workspace(conn, ws_id), caller.info.user_id)
     # No Kubernetes namespaces here: 0.37's CLI iterates the (empty) bindings.
     return {"workspace": ws, "namespaceBindings": {}}
 
@@ -308,7 +318,8 @@ def create_workspace(
 def get_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
     caller.require_user()
     with store.read() as conn:
-        return {"workspace": workspace_json(conn, _projects.require_workspace(conn, workspace_id))}
+        ws = _projects.require_workspace(conn, workspace_id)
+        return {"workspace": workspace_json(conn, ws, caller.info.user_id)}
 
 
 @router.patch("/workspaces/{workspace_id}")
@@ -336,7 +347,9 @@ def patch_workspace(
             _projects.update_workspace(conn, workspace_id, name=_check_name(body.name, "workspace"))
         if settings:
             _projects.update_workspace(conn, workspace_id, **settings)
-        ws = workspace_json(conn, _projects.require_workspace(conn, workspace_id))
+        ws = workspace_json(
+            conn, _projects.require_workspace(conn, workspace_id), caller.info.user_id
+        )
     return {"workspace": ws, "namespaceBindings": {}}
 
 
@@ -385,12 +398,23 @@ def unarchive_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> d
     return {}
 
 
+def _pin(store: Store, caller: Principal, workspace_id: int, pinned: bool) -> None:
+    caller.require_user()
+    with store.tx() as conn:
+        _projects.require_workspace(conn, workspace_id)
+        _projects.set_pinned(conn, workspace_id, caller.info.user_id, pinned)
+
+
 @router.post("/workspaces/{workspace_id}/pin")
 def pin_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """Accepted for the web UI of 0.37; pins are not kept (``pinned`` is always false)."""
-    caller.require_user()
-    with store.read() as conn:
-        _projects.require_workspace(conn, workspace_id)
+    """Pins the workspace for the caller (``pinned: true`` in what they read)."""
+    _pin(store, caller, workspace_id, True)
+    return {}
+
+
+@router.post("/workspaces/{workspace_id}/unpin")
+def unpin_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    _pin(store, caller, workspace_id, False)
     return {}
 
 

@@ -21,6 +21,7 @@ from determined.master.store._schema import (
     projects,
     trials,
     users,
+    workspace_pins,
     workspaces,
 )
 
@@ -127,7 +128,26 @@ def delete_workspace(conn: sa.Connection, workspace_id: int) -> None:
     """Remove the workspace and its (empty) projects; the caller checked there are no
     experiments or models left in it."""
     conn.execute(projects.delete().where(projects.c.workspace_id == workspace_id))
+    conn.execute(workspace_pins.delete().where(workspace_pins.c.workspace_id == workspace_id))
     conn.execute(workspaces.delete().where(workspaces.c.id == workspace_id))
+
+
+def set_pinned(conn: sa.Connection, workspace_id: int, user_id: int, pinned: bool) -> None:
+    """Pin the workspace for the user, or unpin it (either twice is a no-op)."""
+    mine = (workspace_pins.c.workspace_id == workspace_id) & (workspace_pins.c.user_id == user_id)
+    conn.execute(workspace_pins.delete().where(mine))
+    if pinned:
+        conn.execute(
+            workspace_pins.insert().values(
+                workspace_id=workspace_id, user_id=user_id, created_at=_time.now()
+            )
+        )
+
+
+def pinned_ids(conn: sa.Connection, user_id: int) -> set[int]:
+    """The ids of the workspaces the user pinned."""
+    q = sa.select(workspace_pins.c.workspace_id).where(workspace_pins.c.user_id == user_id)
+    return {int(r[0]) for r in conn.execute(q)}
 
 
 def workspace_counts(conn: sa.Connection, workspace_id: int) -> tuple[int, int]:

@@ -324,6 +324,15 @@ workspaces = sa.Table(
     sa.Column("agent_user_group", sa.JSON, nullable=True),
 )
 
+# Who pinned which workspace (0.37's workspace pins): its creator pins a new one.
+workspace_pins = sa.Table(
+    "workspace_pins",
+    metadata,
+    sa.Column("workspace_id", sa.Integer, sa.ForeignKey("workspaces.id"), primary_key=True),
+    sa.Column("user_id", sa.Integer, sa.ForeignKey("users.id"), primary_key=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 projects = sa.Table(
     "projects",
     metadata,
