@@ -45,6 +45,8 @@ def _config(storage: pathlib.Path, stage: int, **hparams: Any) -> dict[str, Any]
         "entrypoint": "python3 -m determined.launch.deepspeed --trial model_def:Trial",
         "resources": {"slots_per_trial": 2},
         "max_restarts": 1,
+        # One trial seed for every experiment: it seeds the model and the data order.
+        "reproducibility": {"experiment_seed": 7},
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(storage)},
         "min_checkpoint_period": {"batches": 2},
         "min_validation_period": {"batches": 2},
