@@ -211,7 +211,7 @@ def test_a_deactivated_users_token_is_refused(master: MasterProcess) -> None:
         time.sleep(0.1)
     assert _me(url, cached) == 401
     r = requests.post(url + "/api/v1/auth/login", json={"username": "determined", "password": ""})
-    assert r.status_code == 401
+    assert r.status_code == 403 and r.json()["message"] == "user is not active"  # as 0.37
 
 
 # ----------------------------------------------------------------------------- in process
