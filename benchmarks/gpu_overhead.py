@@ -218,6 +218,8 @@ def child(variant: str, device: str, amp: bool, lengths: list[int]) -> dict[str,
     logging.disable(logging.INFO)
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device")
+    if device == "cpu":  # a smoke test on a shared machine: no thread pool to oversubscribe
+        torch.set_num_threads(1)
     if variant == "lightning":
         try:
             _lightning()
