@@ -140,7 +140,7 @@ def test_pool_bindings_follow_0_37s_rules_for_the_one_default_pool(
     _ok(_det(cluster, home, "workspace", "create", "team"))
     refused = _det(cluster, home, "rp", "bindings", "add", "default", "team")
     assert refused.returncode != 0
-    assert "default resource pool default can not be bound" in refused.stderr
+    assert "default resource pool default cannot be bound to any workspace" in refused.stderr
     missing = _det(cluster, home, "rp", "bindings", "add", "gpus", "team")
     assert missing.returncode != 0 and "doesn't exist" in missing.stderr
     listed = _ok(_det(cluster, home, "rp", "bindings", "list-workspaces", "default"))
@@ -153,6 +153,7 @@ def test_pool_bindings_follow_0_37s_rules_for_the_one_default_pool(
     assert ws["checkpointStorageConfig"]["host_path"] == str(tmp_path / "ref-ckpts")
     ref.det("workspace", "edit", "refws", "--default-aux-pool", "default")
     assert "default" in ref.det("workspace", "list-pools", "refws")
-    # 0.37's CLI logs in as determined, not an admin: binding pools is for admins.
+    # 0.37's CLI logs in as determined, not an admin: as 0.37, the pool is checked first (its
+    # e2e test_rp_workspace_mapping expects this message for a user).
     refused = ref.det("rp", "bindings", "add", "default", "refws", ok=False)
-    assert "only an admin may bind resource pools" in refused
+    assert "default resource pool default cannot be bound to any workspace" in refused

@@ -292,16 +292,18 @@ def _bindable(pool: str, body: PoolBindings | None, store: Any) -> None:
     if pool != POOL_NAME:
         raise InvalidArgument(f"pool with name {pool} doesn't exist")
     raise InvalidArgument(
-        f"default resource pool {pool} can not be bound to any workspaces (it serves them all; "
+        f"default resource pool {pool} cannot be bound to any workspace (it serves them all; "
         "this master has no other pool)"
     )
 
 
 @router.post("/api/v1/resource-pools/{pool}/workspace-bindings")
 def bind_pool(pool: str, body: PoolBindings, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """``BindRPToWorkspace`` (admins)."""
-    caller.require_admin("bind resource pools")
+    """``BindRPToWorkspace`` (admins). As 0.37, the pool is checked first: a user binding the
+    default pool is told why it cannot be bound."""
+    caller.require_user()
     _bindable(pool, body, store)
+    caller.require_admin("bind resource pools")
     return {}
 
 
@@ -309,9 +311,10 @@ def bind_pool(pool: str, body: PoolBindings, caller: Caller, store: StoreDep) ->
 def overwrite_pool_bindings(
     pool: str, body: PoolBindings, caller: Caller, store: StoreDep
 ) -> dict[str, Any]:
-    """``OverwriteRPWorkspaceBindings`` (admins)."""
-    caller.require_admin("bind resource pools")
+    """``OverwriteRPWorkspaceBindings`` (admins), checked as :func:`bind_pool`."""
+    caller.require_user()
     _bindable(pool, body, store)
+    caller.require_admin("bind resource pools")
     return {}
 
 
