@@ -102,8 +102,11 @@ def redact(config: Any) -> Any:
             **env,
             "environment_variables": _redact_env(env["environment_variables"]),
         }
-    if secrets:
-        out = {k: _scrub(v, secrets) for k, v in out.items()}
+    if secrets:  # elsewhere: the sections above are redacted (and restored) key by key
+        out = {
+            k: v if k in ("checkpoint_storage", "environment") else _scrub(v, secrets)
+            for k, v in out.items()
+        }
     return out
 
 
