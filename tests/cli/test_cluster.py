@@ -91,8 +91,10 @@ def test_follow_checkpoints_and_logs(cluster: Det, tmp_path: pathlib.Path) -> No
     assert pathlib.Path(path) == out
     assert (out / "w.txt").read_text() == "weights"
 
-    tail = cluster.ok("e", "logs", str(exp_id), "--tail", "2").splitlines()
-    assert len(tail) == 2 and tail[0].endswith(" done training")
+    # The trial's last line, then the master's two end-of-run lines (0.37's and ours).
+    tail = cluster.ok("e", "logs", str(exp_id), "--tail", "3").splitlines()
+    assert len(tail) == 3 and tail[0].endswith(" done training"), tail
+    assert "resources exited successfully with a zero exit code" in tail[1], tail
     head = cluster.ok("t", "logs", str(trial_id), "--head", "1").splitlines()
     assert len(head) == 1 and "have started" in head[0]
     followed = cluster("t", "logs", str(trial_id), "-f")

@@ -10,7 +10,7 @@ def test_all_is_importable_and_public() -> None:
         assert hasattr(det_torch, name), name
         assert not name.startswith("_")
     public = {n for n in dir(det_torch) if not n.startswith("_")}
-    modules = {"samplers", "experimental"}  # subpackages, once imported
+    modules = {"samplers", "experimental", "deepspeed"}  # subpackages, once imported
     assert public - set(det_torch.__all__) <= modules | {"annotations"}
     assert sorted(det_torch.__all__) == det_torch.__all__
 
