@@ -4,8 +4,9 @@ benchmarks/overhead.py measures PyTorchTrial + Trainer against a hand-written lo
 most 1.03x on a tiny MLP); timings on a shared machine are too noisy for a test. What the
 loop adds per batch is Python work, and that can be counted exactly: these tests run the same
 model, data and optimizer both ways under cProfile, at two lengths, and take the difference per
-batch (fixed costs and reporting boundaries cancel). A change to the loop that adds calls per
-batch fails here with the figure; if the addition is worth it, measure it with
+batch (fixed costs and reporting boundaries cancel; the garbage collector is kept out of the
+profiled runs, so what earlier tests left behind is not counted). A change to the loop that
+adds calls per batch fails here with the figure; if the addition is worth it, measure it with
 ``benchmarks/overhead.py --workload mlp`` and raise the budget in the same change.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import cProfile
+import gc
 import pstats
 from collections.abc import Callable
 from typing import Any
@@ -101,10 +103,23 @@ def trial_loop(batches: int) -> None:
 
 
 def _counts(fn: Callable[[int], None], batches: int) -> collections.Counter[str]:
+    # The cyclic garbage collector runs in whichever thread allocates when it triggers, and
+    # runs the finalizers of what it frees there: a full collection inside a profiled run
+    # counted, as that run's calls, the cleanup of other tests' leftovers in the same process
+    # (each urllib3 pool of a dropped requests session drains its LifoQueue: Queue.get,
+    # Condition.__enter__, notify, list.pop... per connection), and in a long xdist worker
+    # that made the difference per batch +12 off. Collect first, and not during the run.
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
     prof = cProfile.Profile()
-    prof.enable()
-    fn(batches)
-    prof.disable()
+    try:
+        prof.enable()
+        fn(batches)
+        prof.disable()
+    finally:
+        if was_enabled:
+            gc.enable()
     stats: Any = pstats.Stats(prof)
     return collections.Counter(
         {f"{file}:{line}:{fn}": calls for (file, line, fn), (_, calls, *_) in stats.stats.items()}
