@@ -59,7 +59,7 @@ def _state(pid: int) -> str:
     """The process's state letter (T: stopped, Z: a zombie); Z once it is gone."""
     try:
         return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped while /proc was being read
         return "Z"
 
 
