@@ -20,6 +20,7 @@ from determined.master._errors import NotFound
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import _Body
+from determined.master.resources import ResourceManager
 from determined.master.store import _agent_states, _tasks, _trials
 from determined.master.store._time import rfc3339
 
@@ -33,7 +34,7 @@ class DisableRequest(_Body):
     drain: bool = False
 
 
-def agents_json(rm: Any) -> list[dict[str, Any]]:
+def agents_json(rm: ResourceManager | None) -> list[dict[str, Any]]:
     """``v1Agent`` per agent of ``rm`` (none without a resource manager)."""
     if rm is None:
         return []
@@ -121,10 +122,10 @@ def get_agent(agent_id: str, request: Request, caller: Caller) -> dict[str, Any]
     return {"agent": _one(request, agent_id)}
 
 
-def _agent_slots(rm: Any, agent_id: str) -> list[int]:
+def _agent_slots(rm: ResourceManager | None, agent_id: str) -> list[int]:
     """The agent's slots; 404 naming the agents there are for an unknown one."""
     ids = list(rm.agent_ids) if rm is not None else []
-    if agent_id not in ids:
+    if rm is None or agent_id not in ids:
         raise NotFound(f"agent {agent_id!r} not found; agents: {', '.join(ids) or 'none'}")
     return list(rm.agents[ids.index(agent_id)])
 
@@ -132,7 +133,7 @@ def _agent_slots(rm: Any, agent_id: str) -> list[int]:
 def _toggle(
     request: Request, store: Any, agent_id: str, slot_id: str, on: bool, drain: bool
 ) -> None:
-    rm = request.app.state.rm
+    rm: ResourceManager | None = request.app.state.rm
     slots = _agent_slots(rm, agent_id)
     if slot_id != _agent_states.AGENT and slot_id not in {str(s) for s in slots}:
         raise NotFound(
@@ -141,7 +142,8 @@ def _toggle(
         )
     with store.tx() as conn:
         _agent_states.set_state(conn, agent_id, slot_id, _agent_states.Toggle(on, drain and not on))
-    rm.wake()  # kill or start work at once
+    if rm is not None:  # it is: _agent_slots found the agent
+        rm.wake()  # kill or start work at once
 
 
 @router.post("/api/v1/agents/{agent_id}/enable")

@@ -32,7 +32,7 @@ from determined.master.api import _redact
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import StoreDep
 from determined.master.api._model_definition import tar_model_definition
-from determined.master.resources import _identity, _tasks
+from determined.master.resources import ResourceManager, _identity, _tasks
 from determined.master.resources._launcher import LaunchError
 from determined.master.store import Store, _experiments, _projects, _templates, _trials, _users
 from determined.master.store import _tasks as _task_rows
@@ -73,14 +73,13 @@ _EMPTY_TASK = {
 
 def wake(request: Request) -> None:
     """Have the resource manager look at its tasks now (one was queued or asked to stop)."""
-    rm = request.app.state.rm
-    wake = getattr(rm, "wake", None)
-    if wake is not None:
-        wake()
+    rm: ResourceManager | None = request.app.state.rm
+    if rm is not None:
+        rm.wake()
 
 
 def _require_rm(request: Request, kind: str) -> None:
-    rm = request.app.state.rm
+    rm: ResourceManager | None = request.app.state.rm
     if rm is None:
         raise InvalidArgument(
             "this master runs no resource manager, so no commands, notebooks, shells or "
@@ -195,8 +194,8 @@ def _slots(request: Request, config: dict[str, Any], sent: Any = None) -> int:
         raise InvalidArgument("resources.slots must be an integer") from e
     if slots < 0:
         raise InvalidArgument(f"resources.slots is {slots}; it must be 0 or more")
-    rm = request.app.state.rm
-    agents = getattr(rm, "agents", None) or [getattr(rm, "slots", []) or []]
+    rm: ResourceManager | None = request.app.state.rm
+    agents = (rm.agents or [rm.slots]) if rm is not None else [[]]
     have = max(len(a) for a in agents)
     if sent is not None and slots > have:
         raise InvalidArgument(

@@ -29,11 +29,30 @@ from determined.master.resources._log_retention import LogRetention
 from determined.master.resources._recovery import resume_gc_async
 from determined.master.resources._sandbox import Sandbox, SandboxError, configure_sandbox
 from determined.master.resources._slurm import SlurmConfig, SlurmConfigError, SlurmResourceManager
+from determined.master.store._agent_states import Toggle
 
 
 class ResourceManager(Protocol):
     """What the app needs of a resource manager. It runs the trials of the app's
-    ``Experiments`` (it subscribes to their events and reports exits back to them)."""
+    ``Experiments`` (it subscribes to their events and reports exits back to them) and the
+    tasks of ``store._tasks``; the routers read its slots and agents through it."""
+
+    # Its slots (GPU indices, or CPU slot numbers), split into agents (``agent_ids[i]`` has
+    # ``agents[i]``), whether they are GPUs, and when it started (the agents' registration).
+    @property
+    def slots(self) -> list[int]: ...
+
+    @property
+    def agents(self) -> list[list[int]]: ...
+
+    @property
+    def agent_ids(self) -> list[str]: ...
+
+    @property
+    def gpu(self) -> bool: ...
+
+    @property
+    def started_at(self) -> float: ...
 
     def start(self) -> None:
         """Start running trials (the app serves); first close runs a previous master left."""
@@ -44,9 +63,29 @@ class ResourceManager(Protocol):
     def stop(self) -> None:
         """Stop running trials; no trial process outlives the master."""
 
+    def wake(self) -> None:
+        """Look at the queue now (a task was created or asked to stop, an agent or slot
+        changed state, the queue was reordered), not at the next tick."""
+
     def capacity(self) -> int:
         """The most slots one trial can ever get here (a larger ``slots_per_trial`` would wait
         forever: experiment creation refuses it)."""
+
+    def knows_pool(self, name: str) -> bool:
+        """Whether ``name`` is one of its resource pools."""
+
+    def task_refusal(self, kind: str) -> str | None:
+        """Why it cannot run a task of ``kind`` (``COMMAND``, ``NOTEBOOK``, ...), or None."""
+
+    def occupancy(self) -> dict[int, str]:
+        """Slot -> the id of the allocation running on it, for the slots in use now."""
+
+    def toggles(self) -> tuple[dict[str, Toggle], dict[int, Toggle]]:
+        """``(agents, slots)``: each agent's and each slot's state as an admin set it."""
+
+    def slot_blocks(self) -> tuple[set[int], set[int]]:
+        """``(blocked, doomed)``: the slots that take no new work, and those of them whose
+        running work is killed (disabled, not draining)."""
 
     def drop_environment(self, experiment_id: int) -> None:
         """Forget what the experiment's runs needed on the nodes (it was deleted): here, its
