@@ -28,6 +28,7 @@ Experiment``) ties the two together as an import would, where no import shows it
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -70,12 +71,18 @@ def _imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+@functools.cache
+def _parsed(path: pathlib.Path) -> ast.Module:
+    """A module's tree, parsed once for the three checks (nothing here changes a tree)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def imports_of(name: str, path: pathlib.Path, modules: set[str]) -> set[str]:
     """The ``determined`` modules that ``name`` (at ``path``) imports."""
     is_package = path.name == "__init__.py"
     package = name if is_package else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in _imports(ast.parse(path.read_text(), str(path)).body):
+    for node in _imports(_parsed(path).body):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
             continue
@@ -186,7 +193,7 @@ def foreign_assignments(root: pathlib.Path) -> list[str]:
     modules = module_names(root)
     found = []
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parsed(path)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
         bound = set()

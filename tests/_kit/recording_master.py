@@ -94,6 +94,9 @@ class RecordingMaster:
 
         class _Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # The headers and the body go out as two writes: with Nagle's algorithm the body
+            # waits for the client's delayed ACK of the headers (up to 40 ms a request).
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
