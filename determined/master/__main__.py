@@ -12,11 +12,14 @@ import logging
 import os
 import pathlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from determined._version import __version__
 from determined.common import _paths
 from determined.master._interpreter_tuning import tune_gc, tune_gil
+
+if TYPE_CHECKING:  # imported when it serves, not for --help
+    from determined.master._app import MasterApp
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -341,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         unmanaged_trial_timeout=unmanaged_timeout,
         sandbox=sandbox if local else None,
     )
-    app.state.master_config = shown_config(args, data_dir)
+    app.services.master_config = shown_config(args, data_dir)
     from determined.master import _log_buffer
 
-    app.state.master_log = _log_buffer.install()
+    app.services.master_log = _log_buffer.install()
     logging.getLogger("determined.master").info(
         "master %s serving on %s:%d, data dir %s", __version__, args.host, args.port, data_dir
     )
@@ -391,16 +394,18 @@ def _reachable_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-def _serve(app: Any, **options: Any) -> None:
+def _serve(app: MasterApp, **options: Any) -> None:
     import uvicorn
+
+    services = app.services
 
     class Server(uvicorn.Server):
         """Stops the trial processes as soon as SIGTERM/SIGINT arrives, before draining."""
 
         def handle_exit(self, sig: int, frame: Any) -> None:
-            if app.state.rm is not None:
-                app.state.rm.terminate_all()
-            app.state.signals.wake_all()
+            if services.rm is not None:
+                services.rm.terminate_all()
+            services.signals.wake_all()
             super().handle_exit(sig, frame)
 
     from determined.master._http_protocol import CoalescingHttpToolsProtocol
@@ -411,9 +416,9 @@ def _serve(app: Any, **options: Any) -> None:
     tune_gc()
     tune_gil()
     # Forked now, while this process has one thread (the read workers' pool starts one).
-    if app.state.write_worker is not None:
-        app.state.write_worker.start()
-    app.state.reads.start()
+    if services.write_worker is not None:
+        services.write_worker.start()
+    services.reads.start()
     Server(config).run()
 
 

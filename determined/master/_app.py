@@ -28,6 +28,7 @@ from determined.master._periodic import Periodic
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._auth import bearer_token, principal_of
 from determined.master.api._hot import HotRoutes
+from determined.master.api._services import Services
 from determined.master.api._stream import Stamps
 from determined.master.experiment import (
     UNMANAGED_TRIAL_TIMEOUT_S,
@@ -306,6 +307,7 @@ class MasterApp(FastAPI):
     itself)."""
 
     front: Any = None  # set by create_app
+    services: Services  # set by create_app; routers read it through api._services.services
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.front(scope, receive, send)
@@ -374,8 +376,8 @@ def create_app(
             trial's logs are kept unless it has its own (-1: forever), and seconds between
             sweeps.
 
-    The app's state holds ``store``, ``experiments`` (:class:`Experiments`), ``signals`` and
-    ``rm`` (the :class:`~determined.master.resources.ResourceManager`, or None).
+    The app's routers reach what it built (store, experiments, resource manager, ...) through
+    :func:`~determined.master.api._services.services`.
     """
     signals = Signals()
     experiments = Experiments(store, signals)
@@ -449,27 +451,29 @@ def create_app(
     app = MasterApp(
         title="redetermined master", version=__version__, lifespan=lifespan, **_fastapi_options()
     )
-    app.state.store = store
-    app.state.sandbox = sandbox or resources.Sandbox("none", None, "task_isolation: none")
-    app.state.signals = signals
-    app.state.stream_stamps = Stamps()
-    app.state.experiments = experiments
-    app.state.rm = rm
-    app.state.webhooks = hooks
-    app.state.log_retention = retention
-    app.state.log_hook = on_logs
-    app.state.reads = reads
-    app.state.write_worker = writer
-    app.state.ingest = ingest.Ingest(store, signals, experiments, hooks, writer)
-    app.state.master_id = str(uuid.uuid4())
-    app.state.cluster_name = cluster_name
-    app.state.master_config = {"cluster_name": cluster_name}  # the command line sets the rest
-    app.state.master_log = None  # a _log_buffer.MasterLog where the process installed one
+    services = Services(
+        store=store,
+        signals=signals,
+        experiments=experiments,
+        rm=rm,
+        webhooks=hooks,
+        log_hook=on_logs,
+        log_retention=retention,
+        reads=reads,
+        write_worker=writer,
+        ingest=ingest.Ingest(store, signals, experiments, hooks, writer),
+        sandbox=sandbox or resources.Sandbox("none", None, "task_isolation: none"),
+        stream_stamps=Stamps(),
+        master_id=str(uuid.uuid4()),
+        cluster_name=cluster_name,
+        master_config={"cluster_name": cluster_name},  # the command line sets the rest
+    )
+    app.services = services
     _install_error_handlers(app)
     # The hot routes come before the untyped-JSON fix: they parse their bodies as JSON
     # whatever the Content-Type, and our own trial client sends none.
     app.front = _Guards(
-        HotRoutes(_UntypedJson(app.serve), app.state, app.exception_handlers),
+        HotRoutes(_UntypedJson(app.serve), services, app.exception_handlers),
         allowed=allowed_host_names(host, allowed_hosts),
         store=store,
     )

@@ -20,6 +20,8 @@ from determined.master._errors import NotFound
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import _Body
+from determined.master.api._responses import AgentAnswer, AgentsAnswer, TasksAnswer
+from determined.master.api._services import services
 from determined.master.resources import ResourceManager
 from determined.master.store import _agent_states, _tasks, _trials
 from determined.master.store._time import rfc3339
@@ -102,22 +104,22 @@ def agents_json(rm: ResourceManager | None) -> list[dict[str, Any]]:
 
 
 @router.get("/api/v1/agents")
-def get_agents(request: Request, caller: Caller) -> dict[str, Any]:
+def get_agents(request: Request, caller: Caller) -> AgentsAnswer:
     caller.require_user()
-    agents = agents_json(request.app.state.rm)
+    agents = agents_json(services(request).rm)
     return {"agents": agents, "pagination": {"offset": 0, "limit": 0, "startIndex": 0,
             "endIndex": len(agents), "total": len(agents)}}  # fmt: skip
 
 
 def _one(request: Request, agent_id: str) -> dict[str, Any]:
-    for agent in agents_json(request.app.state.rm):
+    for agent in agents_json(services(request).rm):
         if agent["id"] == agent_id:
             return agent
     raise NotFound(f"agent {agent_id!r} not found")
 
 
 @router.get("/api/v1/agents/{agent_id}")
-def get_agent(agent_id: str, request: Request, caller: Caller) -> dict[str, Any]:
+def get_agent(agent_id: str, request: Request, caller: Caller) -> AgentAnswer:
     caller.require_user()
     return {"agent": _one(request, agent_id)}
 
@@ -133,7 +135,7 @@ def _agent_slots(rm: ResourceManager | None, agent_id: str) -> list[int]:
 def _toggle(
     request: Request, store: Any, agent_id: str, slot_id: str, on: bool, drain: bool
 ) -> None:
-    rm: ResourceManager | None = request.app.state.rm
+    rm = services(request).rm
     slots = _agent_slots(rm, agent_id)
     if slot_id != _agent_states.AGENT and slot_id not in {str(s) for s in slots}:
         raise NotFound(
@@ -233,13 +235,13 @@ def _agent_devices(agents: list[dict[str, Any]], allocation_id: str) -> list[dic
 
 
 @router.get("/api/v1/tasks")
-def get_tasks(request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def get_tasks(request: Request, caller: Caller, store: StoreDep) -> TasksAnswer:
     """``GetTasksResponse``: every live allocation (trials' runs; there are no commands,
     notebooks or shells here)."""
     caller.require_user()
     with store.read() as conn:
         live = _trials.live_allocations(conn)
-    agents = agents_json(request.app.state.rm)
+    agents = agents_json(services(request).rm)
     summaries = {}
     for alloc in live:
         aid = str(alloc["id"])

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
 from determined.master._errors import PermissionDenied, Unauthenticated
+from determined.master.api._services import services
 from determined.master.store import Store, _experiments, _trials, _users
 
 _HEADERS = ("authorization", "grpc-metadata-x-allocation-token", "x-allocation-token")
@@ -200,7 +201,7 @@ async def authenticate_connection(request: HTTPConnection) -> Principal:
             "no token: log in (POST /api/v1/auth/login) and send 'Authorization: Bearer <token>'"
         )
     check_origin(request)
-    return await principal_of(request.app.state.store, token)
+    return await principal_of(services(request).store, token)
 
 
 async def principal_of(store: Store, token: str) -> Principal:

@@ -13,6 +13,7 @@ from determined.master._errors import InvalidArgument
 from determined.master.api import _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import Limit, StoreDep
+from determined.master.api._responses import CheckpointsAnswer
 from determined.master.api._wire import checkpoint_json
 from determined.master.store import _checkpoints, _experiments, _trials
 
@@ -98,7 +99,7 @@ class ListQuery:
 @router.get("/trials/{trial_id}/checkpoints")
 def trial_checkpoints(
     trial_id: int, caller: Caller, store: StoreDep, query: ListQuery = Depends()
-) -> dict[str, Any]:
+) -> CheckpointsAnswer:
     """``{checkpoints: [v1Checkpoint], pagination}`` of a trial (by steps unless sorted);
     DELETED ones included unless ``states`` leaves them out; ``limit`` 0 is all."""
     caller.check_trial(trial_id)
@@ -112,7 +113,7 @@ def trial_checkpoints(
 @router.get("/experiments/{experiment_id}/checkpoints")
 def experiment_checkpoints(
     experiment_id: int, caller: Caller, store: StoreDep, query: ListQuery = Depends()
-) -> dict[str, Any]:
+) -> CheckpointsAnswer:
     """``{checkpoints, pagination}`` of every trial of the experiment (by trial, then steps,
     unless sorted); the SDK's default is the searcher metric, best first."""
     caller.check_experiment(experiment_id)

@@ -24,6 +24,7 @@ from determined.master.api._models import (
     ReportCheckpoint,
     StartRun,
 )
+from determined.master.api._responses import CheckpointAnswer
 from determined.master.api._wire import checkpoint_json
 from determined.master.store import (
     CheckpointRow,
@@ -106,7 +107,7 @@ def _owns_checkpoint(caller: Caller, conn: Any, ckpt: CheckpointRow, action: str
 
 
 @router.get("/checkpoints/{uuid}")
-def get_checkpoint(uuid: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def get_checkpoint(uuid: str, caller: Caller, store: StoreDep) -> CheckpointAnswer:
     with store.read() as conn:
         ckpt = _checkpoints.require(conn, uuid)
         _readable(caller, conn, ckpt)

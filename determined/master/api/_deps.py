@@ -1,5 +1,5 @@
 """FastAPI dependencies shared by the routers: the store, the experiments, the signals, the
-webhooks.
+webhooks (each one of the app's :class:`~determined.master.api._services.Services`).
 
 ``async`` because FastAPI runs a plain ``def`` dependency in the thread pool: a hop per
 dependency per request, for reading an attribute.
@@ -14,6 +14,7 @@ from pydantic import AfterValidator
 
 from determined.master._read_workers import ReadWorkers
 from determined.master._signals import Signals
+from determined.master.api._services import services
 from determined.master.experiment import Experiments
 from determined.master.resources import ResourceManager
 from determined.master.resources._log_capture import LogHook
@@ -22,31 +23,31 @@ from determined.master.webhooks import Webhooks
 
 
 async def _store(request: Request) -> Store:
-    return request.app.state.store
+    return services(request).store
 
 
 async def _experiments(request: Request) -> Experiments:
-    return request.app.state.experiments
+    return services(request).experiments
 
 
 async def _signals(request: Request) -> Signals:
-    return request.app.state.signals
+    return services(request).signals
 
 
 async def _resource_manager(request: Request) -> ResourceManager | None:
-    return request.app.state.rm
+    return services(request).rm
 
 
 async def _webhooks(request: Request) -> Webhooks:
-    return request.app.state.webhooks
+    return services(request).webhooks
 
 
 async def _log_hook(request: Request) -> LogHook:
-    return request.app.state.log_hook
+    return services(request).log_hook
 
 
 async def _reads(request: Request) -> ReadWorkers:
-    return request.app.state.reads
+    return services(request).reads
 
 
 StoreDep = Annotated[Store, Depends(_store)]

@@ -15,6 +15,7 @@ from determined.master._errors import PermissionDenied
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import Allocate, AllocationExit
+from determined.master.api._services import services
 
 router = APIRouter(prefix="/api/v1/dev")
 
@@ -60,7 +61,7 @@ def group_commit_stats(caller: Caller, store: StoreDep, request: Request) -> dic
     """What the recent writes waited inside the master (``_group_commit.CommitStats``), and
     the pid of its write worker (``ingest._write_worker``; null: none runs)."""
     _admin(caller)
-    worker = request.app.state.write_worker
+    worker = services(request).write_worker
     return {
         **store.commit_stats.summary(),
         "writeWorkerPid": None if worker is None else worker.pid,

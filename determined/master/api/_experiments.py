@@ -19,6 +19,8 @@ from determined.master.api._deps import ExperimentsDep, Limit, ReadsDep, StoreDe
 from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._models import CreateExperiment
 from determined.master.api._resolve import resolve
+from determined.master.api._responses import ExperimentAnswer, ExperimentsAnswer, TrialsAnswer
+from determined.master.api._services import services
 from determined.master.api._wire import EMPTY_EXPERIMENT, experiment_json, trial_json
 from determined.master.experiment import State
 from determined.master.store import _experiments, _metrics, _projects, _trials
@@ -42,8 +44,8 @@ def create_experiment(
     caller.require_user()
     if body.unmanaged and not body.validate_only:
         return _unmanaged.create_unmanaged_experiment(body, caller, exps, store)
-    refusal = request.app.state.sandbox.refusal(caller.info.username, caller.info.admin)
-    if refusal is not None and request.app.state.rm is not None:
+    refusal = services(request).sandbox.refusal(caller.info.username, caller.info.admin)
+    if refusal is not None and services(request).rm is not None:
         # Its trials would run unsandboxed beside other users' (docs/security.md).
         raise FailedPrecondition(refusal)
     parent = template = None
@@ -65,7 +67,7 @@ def create_experiment(
         caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
     config = resolved.config
     resources.check_bind_mounts(config)
-    warnings = _launch_warnings(config, request.app.state.rm)
+    warnings = _launch_warnings(config, services(request).rm)
     if body.validate_only:
         return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": warnings}
     tgz = tar_model_definition(body.model_definition or [])
@@ -109,7 +111,7 @@ def context_directory(task_id: str, caller: Caller, store: StoreDep) -> dict[str
     return {"b64Tgz": base64.b64encode(tgz).decode()}
 
 
-@router.get("/experiments/{experiment_id}", response_model=None)
+@router.get("/experiments/{experiment_id}", response_model=ExperimentAnswer)
 def get_experiment(experiment_id: int, caller: Caller, reads: ReadsDep) -> Response:
     caller.check_experiment(experiment_id)
     # Only the experiment's own trials read its secrets (check_experiment above).
@@ -123,7 +125,7 @@ def describe_experiment(conn: sa.Connection, experiment_id: int, redacted: bool)
     return {"experiment": body, "config": body["config"], "jobSummary": None}
 
 
-@router.get("/experiments", response_model=None)
+@router.get("/experiments", response_model=ExperimentsAnswer)
 def list_experiments(
     caller: Caller,
     reads: ReadsDep,
@@ -227,7 +229,7 @@ def get_experiment_trials(
     sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
     states: list[str] = Query(default=[]),
-) -> dict[str, Any]:
+) -> TrialsAnswer:
     """``{trials: [v1Trial], pagination}`` by id unless ``sortBy`` says otherwise (ascending
     unless ``ORDER_BY_DESC``; trials without the value last); ``states`` filters on the
     shown state; ``limit`` 0 is all."""

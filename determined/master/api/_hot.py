@@ -24,7 +24,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pydantic
-from starlette.datastructures import State
 from starlette.requests import Request
 
 from determined.master.api import _auth, _trials
@@ -34,6 +33,7 @@ from determined.master.api._models import (
     ReportValidationMetrics,
     TrialMetrics,
 )
+from determined.master.api._services import Services
 from determined.master.store import Store, _users
 
 # POST /api/v1/trials/{id}/<route>: how to read the group and the report from its body.
@@ -70,14 +70,14 @@ class HotRoutes:
 
     Args:
         app: the rest of the application.
-        state: the app's state (its store, signals, experiments and webhooks).
+        services: the app's services (its store, its ingestion).
         handlers: the app's exception handlers (``FastAPI.exception_handlers``; the same
             mapping, so handlers installed later count).
     """
 
-    def __init__(self, app: Any, state: State, handlers: Mapping[Any, Handler]) -> None:
+    def __init__(self, app: Any, services: Services, handlers: Mapping[Any, Handler]) -> None:
         self.app = app
-        self.state = state
+        self.services = services
         self.handlers = handlers
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -89,7 +89,7 @@ class HotRoutes:
             await self.app(scope, receive, send)
             return
         trial_id = int(match.group(1))
-        principal = _cached_allocation(self.state.store, scope["headers"])
+        principal = _cached_allocation(self.services.store, scope["headers"])
         if principal is None or principal.trial is None or int(principal.trial["id"]) != trial_id:
             await self.app(scope, receive, send)  # the route answers 401/403 or resolves it
             return
@@ -103,7 +103,7 @@ class HotRoutes:
             await self.app(scope, _replay(raw, receive), send)
             return
         try:
-            await _trials.record_report(self.state, trial_id, group, report)
+            await _trials.record_report(self.services, trial_id, group, report)
         except Exception as e:  # noqa: BLE001 - answered as the app answers it, or re-raised
             handler = self._handler_for(e)
             if handler is None:

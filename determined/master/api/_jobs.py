@@ -20,7 +20,8 @@ from determined.master._errors import InvalidArgument, NotFound
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, StoreDep
 from determined.master.api._models import _Body
-from determined.master.resources import ResourceManager, _queue
+from determined.master.api._services import services
+from determined.master.resources import _queue
 from determined.master.store import (
     AllocationState,
     State,
@@ -252,7 +253,7 @@ def update_jobs(
                 resources.setdefault("priority", _move(conn, exp_id, target, bool(update.ahead_of)))
         if resources:
             exps.patch(exp_id, {"resources": resources})
-    rm: ResourceManager | None = request.app.state.rm
+    rm = services(request).rm
     if rm is not None:
         rm.wake()
     return {}
@@ -342,7 +343,7 @@ def pool_bindings(pool: str, caller: Caller) -> dict[str, Any]:
 @router.get("/api/v1/resource-pools")
 def get_resource_pools(request: Request, caller: Caller) -> dict[str, Any]:
     caller.require_user()
-    rm: ResourceManager | None = request.app.state.rm
+    rm = services(request).rm
     # Disabled slots take no work: they are not available (0.37 counts enabled agents' slots).
     slots = len(rm.slots) - len(rm.slot_blocks()[0]) if rm is not None else 0
     used = len(rm.occupancy()) if rm is not None else 0

@@ -14,6 +14,8 @@ from determined.master._errors import PermissionDenied, Unauthenticated, Unimple
 from determined.master.api._auth import Caller
 from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import LoginRequest
+from determined.master.api._responses import InfoAnswer, MasterAnswer, MeAnswer
+from determined.master.api._services import services
 from determined.master.store import _cluster_messages, _users
 
 router = APIRouter()
@@ -21,7 +23,7 @@ router = APIRouter()
 
 def master_info(request: Request) -> dict[str, Any]:
     """``GetMasterResponse``."""
-    state = request.app.state
+    state = services(request)
     with state.store.read() as conn:
         message = _cluster_messages.current(conn, started=True)
     body: dict[str, Any] = {
@@ -52,7 +54,7 @@ def master_info(request: Request) -> dict[str, Any]:
 
 
 @router.get("/info")
-def info(request: Request) -> dict[str, Any]:
+def info(request: Request) -> InfoAnswer:
     """``GetMasterResponse``, plus the snake_case keys of the reference's ``/info``."""
     body = master_info(request)
     body.update(
@@ -62,7 +64,7 @@ def info(request: Request) -> dict[str, Any]:
 
 
 @router.get("/api/v1/master")
-def get_master(request: Request) -> dict[str, Any]:
+def get_master(request: Request) -> MasterAnswer:
     return master_info(request)
 
 
@@ -73,7 +75,7 @@ def get_master_config(request: Request, caller: Caller) -> dict[str, Any]:
     caller.require_user()
     if not caller.info.admin:
         raise PermissionDenied("only admins may view the master config")
-    return {"config": request.app.state.master_config}
+    return {"config": services(request).master_config}
 
 
 @router.patch("/api/v1/master/config")
@@ -100,7 +102,7 @@ def master_logs(
     caller.require_user()
     if not caller.info.admin:
         raise PermissionDenied("only admins may read the master's logs")
-    log = request.app.state.master_log
+    log = services(request).master_log
     if log is None:
         raise Unimplemented("this master keeps no log of its own (it runs embedded)")
     entries = log.since(0)
@@ -146,7 +148,7 @@ def logout(caller: Caller, store: StoreDep) -> dict[str, Any]:
 
 
 @router.get("/api/v1/me")
-def me(caller: Caller, store: StoreDep) -> dict[str, Any]:
+def me(caller: Caller, store: StoreDep) -> MeAnswer:
     with store.read() as conn:
         user = _users.require_user(conn, caller.info.user_id)
     return {"user": _users.user_json(user)}

@@ -32,7 +32,8 @@ from determined.master.api import _redact
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import StoreDep
 from determined.master.api._model_definition import tar_model_definition
-from determined.master.resources import ResourceManager, _identity, _tasks
+from determined.master.api._services import services
+from determined.master.resources import _identity, _tasks
 from determined.master.resources._launcher import LaunchError
 from determined.master.store import Store, _experiments, _projects, _templates, _trials, _users
 from determined.master.store import _tasks as _task_rows
@@ -73,13 +74,13 @@ _EMPTY_TASK = {
 
 def wake(request: Request) -> None:
     """Have the resource manager look at its tasks now (one was queued or asked to stop)."""
-    rm: ResourceManager | None = request.app.state.rm
+    rm = services(request).rm
     if rm is not None:
         rm.wake()
 
 
 def _require_rm(request: Request, kind: str) -> None:
-    rm: ResourceManager | None = request.app.state.rm
+    rm = services(request).rm
     if rm is None:
         raise InvalidArgument(
             "this master runs no resource manager, so no commands, notebooks, shells or "
@@ -194,7 +195,7 @@ def _slots(request: Request, config: dict[str, Any], sent: Any = None) -> int:
         raise InvalidArgument("resources.slots must be an integer") from e
     if slots < 0:
         raise InvalidArgument(f"resources.slots is {slots}; it must be 0 or more")
-    rm: ResourceManager | None = request.app.state.rm
+    rm = services(request).rm
     agents = (rm.agents or [rm.slots]) if rm is not None else [[]]
     have = max(len(a) for a in agents)
     if sent is not None and slots > have:
@@ -300,7 +301,7 @@ def _launch(
     ``files`` (a fork's or parent's); ``more_data``: kept in its row's ``data``."""
     caller.require_user()
     _require_rm(request, kind)
-    refusal = request.app.state.sandbox.refusal(caller.info.username, caller.info.admin)
+    refusal = services(request).sandbox.refusal(caller.info.username, caller.info.admin)
     if refusal is not None:  # no sandbox here, and not a single-user account (docs/security.md)
         raise FailedPrecondition(refusal)
     if not isinstance(body, dict):
@@ -743,4 +744,4 @@ def unpause_generic_task(
 def cleanup_logs(request: Request, caller: Caller) -> dict[str, Any]:
     """``CleanupLogs`` (admins): drop the task logs past their retention now."""
     caller.require_admin("clean up task logs")
-    return {"removedCount": str(request.app.state.log_retention.sweep())}
+    return {"removedCount": str(services(request).log_retention.sweep())}

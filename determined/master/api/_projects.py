@@ -28,7 +28,7 @@ from determined.master.api import _bulk_experiments, _jobs, _ntsc, _redact, _wir
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import _Body
-from determined.master.resources import ResourceManager
+from determined.master.api._services import services
 from determined.master.store import Store, _experiments, _projects, _time, _users
 from determined.master.store import _tasks as _task_rows
 
@@ -251,7 +251,7 @@ def _settings(
 
 def _known_pool(request: Request, pool: str) -> str:
     """``pool`` if this master has it ("" for none)."""
-    rm: ResourceManager | None = request.app.state.rm
+    rm = services(request).rm
     if pool in ("", _jobs.POOL_NAME) or (rm is not None and rm.knows_pool(pool)):
         return pool
     raise InvalidArgument(

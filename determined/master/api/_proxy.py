@@ -29,6 +29,7 @@ from wsproto import events as ws_events
 
 from determined.master._errors import ApiError, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal, _bearer, authenticate_connection
+from determined.master.api._services import services
 from determined.master.resources._tasks import UNIX_PREFIX
 from determined.master.store import Store, _experiments, _trials
 from determined.master.store import _tasks as _task_rows
@@ -171,7 +172,7 @@ def _request_headers(headers: Any) -> list[tuple[str, str]]:
 
 @router.api_route("/proxy/{service}/{path:path}", methods=METHODS, include_in_schema=False)
 async def proxy_http(service: str, path: str, request: Request, caller: Caller) -> Any:
-    store: Store = request.app.state.store
+    store: Store = services(request).store
     found = await run_in_threadpool(target, store, caller, service)
     port = found.port
     url = f"http://127.0.0.1:{port or 80}{request.url.path}"
@@ -227,7 +228,7 @@ def shell_target(store: Store, service: str) -> Target | None:
 
 @router.websocket("/proxy/{service}/{path:path}")
 async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None:
-    store: Store = websocket.app.state.store
+    store: Store = services(websocket).store
     try:
         shell = None
         if _bearer(websocket) is None:

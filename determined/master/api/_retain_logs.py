@@ -11,6 +11,7 @@ from determined.master._errors import InvalidArgument
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.api._models import _Body
+from determined.master.api._services import services
 from determined.master.store import _log_retention, _trials
 
 router = APIRouter(prefix="/api/v1")
@@ -29,7 +30,7 @@ def _check_days(days: int) -> None:
 
 def _apply(request: Request, store: StoreDep, trial_ids: list[int], days: int) -> None:
     store.write(lambda conn: _log_retention.set_days(conn, trial_ids, days))
-    request.app.state.log_retention.sweep()  # a shorter retention takes effect now
+    services(request).log_retention.sweep()  # a shorter retention takes effect now
 
 
 @router.put("/trials/{trial_id}/retain_logs")

@@ -30,6 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from determined.master._errors import ApiError
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._auth import authenticate_connection
+from determined.master.api._services import services
 from determined.master.store import Store, _stream
 
 router = APIRouter()
@@ -210,9 +211,9 @@ async def stream(ws: WebSocket) -> None:
         await ws.close(code=1008, reason=str(e)[:120])
         return
     await ws.accept()
-    store: Store = ws.app.state.store
-    signals: Signals = ws.app.state.signals
-    stamps: Stamps = ws.app.state.stream_stamps
+    store: Store = services(ws).store
+    signals: Signals = services(ws).signals
+    stamps: Stamps = services(ws).stream_stamps
     sub: _Subscription | None = None
     receiving: asyncio.Task[Any] | None = None
     try:

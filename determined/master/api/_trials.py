@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 from fastapi import APIRouter, Body, Query, Request
-from starlette.datastructures import State
 
 from determined.common.api._session import json_safe
 from determined.master import ingest
@@ -24,6 +23,8 @@ from determined.master.api._models import (
     RunnerMetadata,
     TrialMetrics,
 )
+from determined.master.api._responses import TrialAnswer
+from determined.master.api._services import Services, services
 from determined.master.api._wire import trial_json
 from determined.master.store import _time, _trials
 
@@ -31,7 +32,7 @@ router = APIRouter(prefix="/api/v1")
 
 
 @router.get("/trials/{trial_id}")
-def get_trial(trial_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+def get_trial(trial_id: int, caller: Caller, store: StoreDep) -> TrialAnswer:
     caller.check_trial(trial_id)
     with store.read() as conn:
         return {"trial": trial_json(conn, _trials.require_trial(conn, trial_id))}
@@ -64,19 +65,18 @@ def parsed_report(trial_id: int, group: str, body: TrialMetrics) -> ingest.Repor
     return ingest.Report(trial_id, group, body.trial_run_id, body.steps_completed, avg, batch, when)
 
 
-async def record_report(state: State, trial_id: int, group: str, body: TrialMetrics) -> None:
+async def record_report(found: Services, trial_id: int, group: str, body: TrialMetrics) -> None:
     """Parse ``body`` (its caller checked) and hand it to the master's ingestion. The three
     report routes and their hot path (``_hot``) end here."""
-    recorder: ingest.Ingest = state.ingest
-    await recorder.record(parsed_report(trial_id, group, body))
+    await found.ingest.record(parsed_report(trial_id, group, body))
 
 
 @router.post("/trials/{trial_id}/metrics")
 async def report_metrics(
     trial_id: int, body: ReportMetrics, caller: Caller, request: Request
 ) -> dict[str, Any]:
-    await check_reporter(caller, request.app.state.store, trial_id)
-    await record_report(request.app.state, trial_id, body.group, body.metrics)
+    await check_reporter(caller, services(request).store, trial_id)
+    await record_report(services(request), trial_id, body.group, body.metrics)
     return {}
 
 
@@ -84,8 +84,8 @@ async def report_metrics(
 async def report_training_metrics(
     trial_id: int, body: ReportTrainingMetrics, caller: Caller, request: Request
 ) -> dict[str, Any]:
-    await check_reporter(caller, request.app.state.store, trial_id)
-    await record_report(request.app.state, trial_id, "training", body.training_metrics)
+    await check_reporter(caller, services(request).store, trial_id)
+    await record_report(services(request), trial_id, "training", body.training_metrics)
     return {}
 
 
@@ -93,8 +93,8 @@ async def report_training_metrics(
 async def report_validation_metrics(
     trial_id: int, body: ReportValidationMetrics, caller: Caller, request: Request
 ) -> dict[str, Any]:
-    await check_reporter(caller, request.app.state.store, trial_id)
-    await record_report(request.app.state, trial_id, "validation", body.validation_metrics)
+    await check_reporter(caller, services(request).store, trial_id)
+    await record_report(services(request), trial_id, "validation", body.validation_metrics)
     return {}
 
 

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Body, Query
 from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, StoreDep
+from determined.master.api._responses import UsersAnswer
 from determined.master.api._wire import page
 from determined.master.resources import _identity
 from determined.master.store import _users
@@ -115,7 +116,7 @@ def list_users(
     limit: Limit = 0,
     sort_by: str = Query("SORT_BY_UNSPECIFIED", alias="sortBy"),
     order_by: str = Query("ORDER_BY_UNSPECIFIED", alias="orderBy"),
-) -> dict[str, Any]:
+) -> UsersAnswer:
     """``GetUsersResponse``: ``{users, pagination}``; a negative offset counts from the end."""
     caller.require_user()
     key = _SORT_KEYS.get(sort_by)
