@@ -9,14 +9,14 @@ from typing import Any
 
 from determined import errors
 from determined.cli import _render, _session
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.experimental.checkpoint import Checkpoint, DownloadMode
 from determined.experimental.client import CheckpointStateError, DownloadFailed
 
 
 def _get(args: argparse.Namespace, uuid: str) -> dict[str, Any]:
     sess = _session.session(args)
-    return dict(sess.get(f"/api/v1/checkpoints/{uuid}").json()["checkpoint"])
+    return dict(_routes.get_checkpoint(sess, uuid))
 
 
 def render_checkpoint(ckpt: dict[str, Any], path: pathlib.Path | None = None) -> None:
@@ -94,10 +94,10 @@ def cmd_download_experiment(args: argparse.Namespace) -> None:
         params["sortByMetric"] = args.sort_by
         params["orderBy"] = "ORDER_BY_ASC" if args.smaller_is_better else "ORDER_BY_DESC"
     sess = _session.session(args)
-    body = sess.get(f"/api/v1/experiments/{args.experiment_id}/checkpoints", params=params)
+    body = _routes.list_experiment_checkpoints(sess, args.experiment_id, params)
     top = pathlib.Path(args.output_dir)
     top.mkdir(parents=True, exist_ok=True)
-    for ckpt in body.json().get("checkpoints") or []:
+    for ckpt in body.get("checkpoints") or []:
         path = download(sess, ckpt, top / str(ckpt["uuid"]))
         if args.quiet:
             print(path)
@@ -126,7 +126,7 @@ def cmd_delete(args: argparse.Namespace) -> None:
     ):
         print("Stopping deletion of checkpoints.")
         return
-    _session.session(args).delete("/api/v1/checkpoints", json={"checkpointUuids": uuids})
+    _routes.delete_checkpoints(_session.session(args), uuids)
     print(f"Deletion of checkpoints {args.checkpoints_uuids} is in progress")
 
 
@@ -143,8 +143,7 @@ def cmd_remove_files(args: argparse.Namespace) -> None:
     ):
         print("Stopping removal of files from checkpoints.")
         return
-    body = {"checkpointUuids": uuids, "checkpointGlobs": args.glob}
-    _session.session(args).post("/api/v1/checkpoints/rm", json=body)
+    _routes.remove_checkpoint_files(_session.session(args), uuids, args.glob)
     print(f"Removal of files from checkpoints {args.checkpoints_uuids} is done")
 
 
@@ -176,8 +175,8 @@ def cmd_list_checkpoints(args: argparse.Namespace) -> None:
     }
     if args.best:
         params["limit"] = args.best
-    body = sess.get(f"/api/v1/experiments/{args.experiment_id}/checkpoints", params=params)
-    ckpts = body.json().get("checkpoints") or []
+    body = _routes.list_experiment_checkpoints(sess, args.experiment_id, params)
+    ckpts = body.get("checkpoints") or []
     if args.json:
         _render.print_json(ckpts)
         return

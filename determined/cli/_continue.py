@@ -10,6 +10,7 @@ import pathlib
 import yaml
 
 from determined.cli import _create, _render, _session
+from determined.common.api import _routes
 
 
 def _overrides(args: argparse.Namespace) -> str:
@@ -25,9 +26,9 @@ def _overrides(args: argparse.Namespace) -> str:
 
 
 def cmd_continue(args: argparse.Namespace) -> None:
-    body = {"id": args.experiment_id, "overrideConfig": _overrides(args)}
+    overrides = _overrides(args)
     sess = _session.session(args)
-    sess.post("/api/v1/experiments/continue", json=body)
+    _routes.continue_experiment(sess, args.experiment_id, overrides)
     print(f"Continued experiment {args.experiment_id}", flush=True)
     if args.follow_first_trial:
         _create.follow_first_trial(sess, args.experiment_id, _session.session(args))

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from determined.cli import _context, _daemon, _logs, _project, _render, _session, _test_mode
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 
 def _parse_value(text: str) -> Any:
@@ -196,7 +196,7 @@ def cmd_create(args: argparse.Namespace) -> None:
     if args.test_mode:
         _test_mode.run(sess, body)
         return
-    resp = sess.post("/api/v1/experiments", json=body).json()
+    resp = _routes.create_experiment(sess, body)
     experiment_id = int(resp["experiment"]["id"])
     print(f"Created experiment {experiment_id}", flush=True)
     for warning in resp.get("warnings") or []:
@@ -221,7 +221,7 @@ def _published_first_trial(
     except ValueError as e:
         raise _render.CliError(str(e)) from e
     trial_id = _logs.wait_for_first_trial(sess, experiment_id)
-    task_id = str(sess.get(f"/api/v1/trials/{trial_id}").json()["trial"]["taskId"])
+    task_id = str(_routes.get_trial(sess, trial_id)["taskId"])
     services = {local: f"{task_id}:{remote}" for local, remote in ports.items()}
     master = _session.master_url(args)
     with _tunnel.published(master, _ntsc.bearer(sess), services):

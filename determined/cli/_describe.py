@@ -4,33 +4,33 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from determined import errors
 from determined.cli import _render
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 _PAGE = 500
 
 
 def read_paginated(
-    sess: Session,
-    path: str,
+    get_page: Callable[[int, int], dict[str, Any]],
     key: str,
-    params: dict[str, Any] | None = None,
     paging: Any = None,
+    *,
+    limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Every item of a paginated v1 list (``{<key>: [...], pagination: {endIndex, total}}``);
-    with ``paging`` (parsed :func:`add_pagination_args` flags), from ``--offset`` in pages of
-    ``--limit``, and only the first page with ``--pages 1``."""
+    """Every item of a paginated v1 list (``get_page(offset, limit)``: ``{<key>: [...],
+    pagination: {endIndex, total}}``); with ``paging`` (parsed :func:`add_pagination_args`
+    flags), from ``--offset`` in pages of ``--limit``, and only the first page with
+    ``--pages 1``."""
     items: list[dict[str, Any]] = []
-    offset = int((params or {}).get("offset") or getattr(paging, "offset", 0) or 0)
-    limit = int(getattr(paging, "limit", 0) or (params or {}).get("limit") or _PAGE)
+    offset = int(getattr(paging, "offset", 0) or 0)
+    limit = int(getattr(paging, "limit", 0) or limit or _PAGE)
     one_page = getattr(paging, "pages", "all") == "1"
     while True:
-        query = dict(params or {}, offset=offset, limit=limit)
-        body = sess.get(path, params=query).json()
+        body = get_page(offset, limit)
         page = body.get(key) or []
         items.extend(page)
         pagination = body.get("pagination") or {}
@@ -39,6 +39,15 @@ def read_paginated(
         if one_page or not page or end >= total:
             return items
         offset = end
+
+
+def experiment_trials(sess: Session, experiment_id: int) -> Callable[[int, int], dict[str, Any]]:
+    """The pager of the experiment's trials, for :func:`read_paginated`."""
+
+    def page(offset: int, limit: int) -> dict[str, Any]:
+        return _routes.list_experiment_trials(sess, experiment_id, offset=offset, limit=limit)
+
+    return page
 
 
 def add_pagination_args(p: Any, limit: int = 200) -> None:
@@ -58,10 +67,14 @@ def workloads(
 ) -> list[dict[str, Any]] | None:
     """The trial's workloads (with each training workload's per-batch metrics when asked);
     None when the master does not serve them."""
-    params = {"includeBatchMetrics": "true"} if batch_metrics else None
+
+    def page(offset: int, limit: int) -> dict[str, Any]:
+        return _routes.list_trial_workloads(
+            sess, trial_id, include_batch_metrics=batch_metrics, offset=offset, limit=limit
+        )
+
     try:
-        path = f"/api/v1/trials/{trial_id}/workloads"
-        return read_paginated(sess, path, "workloads", params, paging)
+        return read_paginated(page, "workloads", paging)
     except errors.MasterNotFound:
         return None
 
@@ -177,10 +190,9 @@ def scalar_metric_names(items: list[dict[str, Any]], kind: str) -> list[str]:
 def alerts(sess: Session, experiment_id: int) -> list[dict[str, Any]]:
     """The experiment's alerts (``core.Context.alert()``); [] from a master without them."""
     try:
-        body = sess.get(f"/api/v1/experiments/{experiment_id}/alerts").json()
+        return _routes.list_experiment_alerts(sess, experiment_id)
     except errors.MasterNotFound:
         return []
-    return list(body.get("alerts") or [])
 
 
 ALERT_HEADERS = ["Experiment ID", "Trial ID", "Time", "Level", "Title", "Description"]
@@ -222,9 +234,7 @@ def print_experiments(
 
     section("Experiment:", "experiments.csv", EXPERIMENT_HEADERS, [experiment_row(e) for e in exps])
     trials = [
-        t
-        for e in exps
-        for t in read_paginated(sess, f"/api/v1/experiments/{e['id']}/trials", "trials")
+        t for e in exps for t in read_paginated(experiment_trials(sess, int(e["id"])), "trials")
     ]
     section("\nTrials:", "trials.csv", TRIAL_HEADERS, [trial_row(t) for t in trials])
     per_trial = {int(t["id"]): workloads(sess, int(t["id"])) for t in trials}

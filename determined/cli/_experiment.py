@@ -25,11 +25,11 @@ from determined.cli import (
     _session,
     _settings,
 )
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 
 def _get(sess: Session, experiment_id: int) -> dict[str, Any]:
-    return dict(sess.get(f"/api/v1/experiments/{experiment_id}").json()["experiment"])
+    return dict(_routes.get_experiment(sess, experiment_id))
 
 
 def cmd_list(args: argparse.Namespace) -> None:
@@ -37,11 +37,15 @@ def cmd_list(args: argparse.Namespace) -> None:
     banner = _cluster_message.show_active(sess)
     if banner is not None and not (args.json or args.csv):
         print(banner, file=sys.stderr)  # stderr: the table on stdout stays parseable
-    params: dict[str, Any] = {}
-    if not args.all:
-        params["archived"] = "false"
-        params["users"] = [_session.current_user(sess).get("username")]
-    exps = _describe.read_paginated(sess, "/api/v1/experiments", "experiments", params, args)
+    users = None if args.all else [str(_session.current_user(sess).get("username"))]
+
+    def page(offset: int, limit: int) -> dict[str, Any]:
+        archived = None if args.all else False
+        return _routes.list_experiments(
+            sess, archived=archived, users=users, offset=offset, limit=limit
+        )
+
+    exps = _describe.read_paginated(page, "experiments", args)
     headers = list(_describe.EXPERIMENT_LIST_HEADERS) + (["Archived"] if args.all else [])
     if args.show_project:
         headers = ["Workspace", "Project", *headers]
@@ -61,7 +65,7 @@ def cmd_move(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     _, p = _project.project_by_name(sess, args.workspace_name, args.project_name)
     body = {"destinationProjectId": p["id"], "experimentId": args.experiment_id}
-    sess.post(f"/api/v1/experiments/{args.experiment_id}/move", json=body)
+    _routes.move_experiment(sess, args.experiment_id, body)
     print(f'Moved experiment {args.experiment_id} to project "{args.project_name}"')
 
 
@@ -77,7 +81,7 @@ def cmd_describe(args: argparse.Namespace) -> None:
         raise _render.CliError(
             f"experiment IDs must be comma-separated integers, not {args.experiment_ids!r}"
         ) from e
-    responses = [sess.get(f"/api/v1/experiments/{i}").json() for i in ids]
+    responses = [_routes.get_experiment_response(sess, i) for i in ids]
     if args.json:
         _render.print_json(responses)
         return
@@ -93,7 +97,7 @@ def cmd_describe(args: argparse.Namespace) -> None:
 def cmd_list_trials(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     trials = _describe.read_paginated(
-        sess, f"/api/v1/experiments/{args.experiment_id}/trials", "trials", None, args
+        _describe.experiment_trials(sess, args.experiment_id), "trials", args
     )
     if args.json:
         _render.print_json(trials)
@@ -140,16 +144,16 @@ def cmd_logs(args: argparse.Namespace) -> None:
 
 def cmd_download_model_def(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    body = sess.get(f"/api/v1/experiments/{args.experiment_id}/model_def").json()
+    b64_tgz = _routes.get_model_def(sess, args.experiment_id)
     dst = args.output_dir / f"experiment_{args.experiment_id}_model_def.tgz"
-    dst.write_bytes(base64.b64decode(body.get("b64Tgz") or ""))
+    dst.write_bytes(base64.b64decode(b64_tgz))
     print(f"Wrote {dst}")
 
 
-def _verb(path: str, message: str) -> Any:
+def _verb(action: _routes.ExperimentAction, message: str) -> Any:
     def run(args: argparse.Namespace) -> None:
         sess = _session.session(args)
-        sess.post(f"/api/v1/experiments/{args.experiment_id}/{path}")
+        _routes.experiment_action(sess, args.experiment_id, action)
         print(f"{message} experiment {args.experiment_id}")
 
     return run
@@ -157,7 +161,7 @@ def _verb(path: str, message: str) -> Any:
 
 def cmd_delete_tb_files(args: argparse.Namespace) -> None:
     """``det e delete-tb-files ID``: the TensorBoard files its trials synced to storage."""
-    _session.session(args).delete(f"/api/v1/experiments/{args.experiment_id}/tensorboard-files")
+    _routes.delete_tensorboard_files(_session.session(args), args.experiment_id)
     print(f"Deleted the TensorBoard files of experiment {args.experiment_id}")
 
 
@@ -168,7 +172,7 @@ def cmd_delete(args: argparse.Namespace) -> None:
     ):
         print("Aborting experiment deletion.")
         return
-    _session.session(args).delete(f"/api/v1/experiments/{args.experiment_id}")
+    _routes.delete_experiment(_session.session(args), args.experiment_id)
     print(f"Deletion of experiment {args.experiment_id} is in progress")
 
 
@@ -186,7 +190,7 @@ def cmd_wait(args: argparse.Namespace) -> None:
 
 
 def _patch(sess: Session, experiment_id: int, **fields: Any) -> None:
-    sess.patch(f"/api/v1/experiments/{experiment_id}", json={"id": experiment_id, **fields})
+    _routes.patch_experiment(sess, experiment_id, {"id": experiment_id, **fields})
 
 
 def cmd_label_add(args: argparse.Namespace) -> None:
@@ -264,7 +268,7 @@ def _add_inspection(cmds: argparse._SubParsersAction) -> None:
 
 
 def _add_lifecycle(cmds: argparse._SubParsersAction) -> None:
-    verbs = [
+    verbs: list[tuple[str, list[str], _routes.ExperimentAction, str]] = [
         ("activate", ["unpause"], "activate", "Activated"),
         ("pause", [], "pause", "Paused"),
         ("cancel", [], "cancel", "Canceled"),

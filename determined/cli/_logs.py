@@ -14,12 +14,11 @@ from typing import Any
 
 from determined import _user_error, errors
 from determined.cli import _render
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.common.api import _logs as _api_logs
 
 TERMINAL_STATES = _api_logs.TERMINAL_STATES
 trial_logs = _api_logs.trial_logs
-_STREAM_TIMEOUT = _api_logs.STREAM_TIMEOUT
 _POLL_SECONDS = _api_logs.POLL_SECONDS
 
 
@@ -73,10 +72,9 @@ class Watcher(threading.Thread):
             deadline = time.monotonic() + settle
             while True:
                 try:
-                    exp = self.sess.get(f"/api/v1/experiments/{self.experiment_id}").json()
+                    exp = _routes.get_experiment(self.sess, self.experiment_id)
                 except Exception:  # a display thread must never kill the command
                     return
-                exp = exp["experiment"]
                 done = float(exp.get("progress") or 0.0) >= 1.0
                 if done and exp.get("state") not in TERMINAL_STATES:
                     if time.monotonic() < deadline:
@@ -95,12 +93,9 @@ class Watcher(threading.Thread):
 
     def _follow_validations(self) -> None:
         try:
-            resp = self.sess.get(
-                "/api/v1/trials/metrics/validation_metrics",
-                params={"trialIds": self.trial_id},
-                stream=True,
-                timeout=_STREAM_TIMEOUT,
-            )
+            if self.trial_id is None:
+                return
+            resp = _routes.stream_validation_metrics(self.sess, self.trial_id)
             for raw in resp.iter_lines():
                 if not raw:
                     continue
@@ -189,7 +184,7 @@ class CauseFinder:
 def report_failure(sess: Session, trial_id: int, cause: str | None) -> None:
     """When the trial ended in ERROR, say so on stderr in one line, with its cause if found."""
     try:
-        state = sess.get(f"/api/v1/trials/{trial_id}").json()["trial"].get("state")
+        state = _routes.get_trial(sess, trial_id).get("state")
     except errors.MasterError:
         return
     if state == "STATE_ERROR":
@@ -203,7 +198,7 @@ def print_logs(entries: Iterator[dict[str, Any]], *, as_json: bool = False) -> N
 
 
 def lowest_trial_id(sess: Session, experiment_id: int) -> int | None:
-    trials = sess.get(f"/api/v1/experiments/{experiment_id}/trials").json().get("trials") or []
+    trials = _routes.list_experiment_trials(sess, experiment_id).get("trials") or []
     ids = sorted(int(t["id"]) for t in trials)
     return ids[0] if ids else None
 
@@ -216,7 +211,7 @@ def wait_for_first_trial(
         trial_id = lowest_trial_id(sess, experiment_id)
         if trial_id is not None:
             return trial_id
-        exp = sess.get(f"/api/v1/experiments/{experiment_id}").json()["experiment"]
+        exp = _routes.get_experiment(sess, experiment_id)
         if exp.get("state") in TERMINAL_STATES:
             raise _render.CliError(
                 f"experiment {experiment_id} ended ({_render.strip_state(exp['state'])}) "

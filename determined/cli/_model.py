@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import urllib.parse
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from determined.cli import _describe, _render, _session, _workspace
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 VERSION_HEADERS = [
     "Version #",
@@ -21,15 +21,11 @@ VERSION_HEADERS = [
 ]
 
 
-def _path(name: str) -> str:
-    return "/api/v1/models/" + urllib.parse.quote(name, safe="")
-
-
 def model_by_name(sess: Session, name: str) -> dict[str, Any]:
-    return dict(sess.get(_path(name)).json()["model"])
+    return dict(_routes.get_model(sess, name))
 
 
-def model_to_json(m: dict[str, Any]) -> dict[str, Any]:
+def model_to_json(m: Mapping[str, Any]) -> dict[str, Any]:
     """0.37's ``--json`` form of a model (the SDK object's fields, snake_case)."""
     return {
         "name": m["name"],
@@ -42,7 +38,7 @@ def model_to_json(m: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_model(m: dict[str, Any]) -> None:
+def render_model(m: Mapping[str, Any]) -> None:
     headers = [
         "ID",
         "Name",
@@ -64,7 +60,7 @@ def render_model(m: dict[str, Any]) -> None:
     _render.table(headers, [row])
 
 
-def render_versions(versions: list[dict[str, Any]]) -> None:
+def render_versions(versions: Sequence[Mapping[str, Any]]) -> None:
     rows = []
     for v in versions:
         ckpt = v["checkpoint"]
@@ -91,7 +87,12 @@ def cmd_list(args: argparse.Namespace) -> None:
     }
     if args.workspace_names is not None:
         params["workspaceNames"] = args.workspace_names.split(",")
-    models = _describe.read_paginated(sess, "/api/v1/models", "models", params)
+    models = _describe.read_paginated(
+        lambda offset, limit: _routes.list_models(
+            sess, {**params, "offset": offset, "limit": limit}
+        ),
+        "models",
+    )
     if args.json:
         _render.print_json([model_to_json(m) for m in models])
         return
@@ -113,13 +114,16 @@ def cmd_list(args: argparse.Namespace) -> None:
 def cmd_list_versions(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     m = model_by_name(sess, args.name)
-    path = f"/api/v1/models/{m['id']}/versions"
     if args.json:
-        _render.print_json(sess.get(path).json())
+        _render.print_json(_routes.list_model_versions_response(sess, m["id"]))
         return
-    versions = _describe.read_paginated(
-        sess, path, "modelVersions", {"orderBy": "ORDER_BY_DESC", "sortBy": "SORT_BY_VERSION"}
-    )
+    order = {"orderBy": "ORDER_BY_DESC", "sortBy": "SORT_BY_VERSION"}
+
+    def page(offset: int, limit: int) -> dict[str, Any]:
+        query = {**order, "offset": offset, "limit": limit}
+        return _routes.list_model_versions_response(sess, m["id"], query)
+
+    versions = _describe.read_paginated(page, "modelVersions")
     render_model(m)
     print("\n")
     render_versions(versions)
@@ -128,7 +132,7 @@ def cmd_list_versions(args: argparse.Namespace) -> None:
 def cmd_delete(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     m = model_by_name(sess, args.name)
-    sess.delete(f"/api/v1/models/{m['id']}")
+    _routes.delete_model(sess, m["id"])
 
 
 def cmd_create(args: argparse.Namespace) -> None:
@@ -136,7 +140,7 @@ def cmd_create(args: argparse.Namespace) -> None:
     body: dict[str, Any] = {"name": args.name, "description": args.description or ""}
     if args.workspace_name:
         body["workspaceName"] = args.workspace_name
-    m = sess.post("/api/v1/models", json=body).json()["model"]
+    m = _routes.create_model(sess, body)
     if args.json:
         _render.print_json(model_to_json(m))
     else:
@@ -148,22 +152,20 @@ def cmd_move(args: argparse.Namespace) -> None:
     m = model_by_name(sess, args.name)
     name = args.workspace_name or "Uncategorized"
     w = _workspace.workspace_by_name(sess, name)
-    sess.post(
-        f"/api/v1/models/{m['id']}/move",
-        json={"destinationWorkspaceId": w["id"], "modelName": m["name"]},
-    )
+    body = {"destinationWorkspaceId": w["id"], "modelName": m["name"]}
+    _routes.move_model(sess, m["id"], body)
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     m = model_by_name(sess, args.name)
-    path = f"/api/v1/models/{m['id']}/versions"
+    version: _routes.ModelVersion | None
     if args.version == -1:
         params = {"limit": 1, "orderBy": "ORDER_BY_DESC", "sortBy": "SORT_BY_VERSION"}
-        found = sess.get(path, params=params).json()["modelVersions"]
+        found = _routes.list_model_versions_response(sess, m["id"], params)["modelVersions"]
         version = found[0] if found else None
     else:
-        version = sess.get(f"{path}/{args.version}").json()["modelVersion"]
+        version = _routes.get_model_version(sess, m["id"], args.version)
     if args.json:
         _render.print_json(model_to_json(m))
         return
@@ -176,11 +178,11 @@ def cmd_describe(args: argparse.Namespace) -> None:
 def cmd_register_version(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     m = model_by_name(sess, args.name)
-    resp = sess.post(f"/api/v1/models/{m['id']}/versions", json={"checkpointUuid": args.uuid})
+    resp = _routes.post_model_version_response(sess, m["id"], {"checkpointUuid": args.uuid})
     if args.json:
-        _render.print_json(resp.json())
+        _render.print_json(resp)
         return
-    version = resp.json()["modelVersion"]
+    version = resp["modelVersion"]
     render_model(version["model"])
     print("\n")
     render_versions([version])

@@ -4,10 +4,11 @@ projects are named by workspace name and project name."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from determined.cli import _describe, _render, _session, _workspace
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 
 def project_by_name(
@@ -15,29 +16,33 @@ def project_by_name(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(workspace, project) by their names, or a CliError saying which is missing."""
     w = _workspace.workspace_by_name(sess, workspace_name)
-    found = sess.get(
-        f"/api/v1/workspaces/{w['id']}/projects", params={"name": project_name}
-    ).json()["projects"]
+    found = _routes.list_workspace_projects(sess, w["id"], {"name": project_name})["projects"]
     for p in found:
         if p["name"] == project_name:
             return w, dict(p)
     raise _render.CliError(f'project "{project_name}" not found in workspace "{workspace_name}"')
 
 
-def render_project(p: dict[str, Any]) -> None:
+def render_project(p: Mapping[str, Any]) -> None:
     _render.table(_workspace.PROJECT_HEADERS, _workspace.project_rows([p]))
 
 
 def _experiments(sess: Session, project_id: int, args: argparse.Namespace) -> list[Any]:
-    params: dict[str, Any] = {
-        "projectId": project_id,
-        "sortBy": f"SORT_BY_{args.sort_by.upper()}",
-        "orderBy": f"ORDER_BY_{args.order_by.upper()}",
-    }
-    if not args.all:
-        params["users"] = [_session.current_user(sess).get("username")]
-        params["archived"] = "false"
-    exps = _describe.read_paginated(sess, "/api/v1/experiments", "experiments", params)
+    users = None if args.all else [str(_session.current_user(sess).get("username"))]
+
+    def page(offset: int, limit: int) -> dict[str, Any]:
+        return _routes.list_experiments(
+            sess,
+            sort_by=f"SORT_BY_{args.sort_by.upper()}",
+            order_by=f"ORDER_BY_{args.order_by.upper()}",
+            archived=None if args.all else False,
+            users=users,
+            project_id=project_id,
+            offset=offset,
+            limit=limit,
+        )
+
+    exps = _describe.read_paginated(page, "experiments")
     key = "name" if args.sort_by == "name" else "id"
     exps.sort(key=lambda e: e.get(key) or "", reverse=args.order_by == "desc")
     offset = getattr(args, "offset", None) or 0
@@ -72,7 +77,7 @@ def cmd_create(args: argparse.Namespace) -> None:
         "workspaceId": w["id"],
         "key": args.key,
     }
-    p = sess.post(f"/api/v1/workspaces/{w['id']}/projects", json=body).json()["project"]
+    p = _routes.create_project(sess, w["id"], body)
     if args.json:
         _render.print_json(p)
     else:
@@ -100,7 +105,7 @@ def cmd_delete(args: argparse.Namespace) -> None:
         "For a recoverable alternative, see the 'archive' command. Do you still \n"
         "wish to proceed?"
     ):
-        sess.delete(f"/api/v1/projects/{p['id']}")
+        _routes.delete_project(sess, p["id"])
         print(f"Successfully deleted project {args.project_name}.")
     else:
         print("Aborting project deletion.")
@@ -114,18 +119,18 @@ def cmd_edit(args: argparse.Namespace) -> None:
         for k, v in (("name", args.new_name), ("description", args.description), ("key", args.key))
         if v is not None
     }
-    new = sess.patch(f"/api/v1/projects/{p['id']}", json=body).json()["project"]
+    new = _routes.patch_project(sess, p["id"], body)
     if args.json:
         _render.print_json(new)
     else:
         render_project(new)
 
 
-def _archiver(verb: str, done: str) -> Any:
+def _archiver(verb: Literal["archive", "unarchive"], done: str) -> Any:
     def run(args: argparse.Namespace) -> None:
         sess = _session.session(args)
         _, p = project_by_name(sess, args.workspace_name, args.project_name)
-        sess.post(f"/api/v1/projects/{p['id']}/{verb}")
+        _routes.project_action(sess, p["id"], verb)
         print(f"Successfully {done} project {args.project_name}.")
 
     return run

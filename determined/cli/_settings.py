@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import argparse
 import pprint
-from typing import Any
+from typing import Any, Literal
 
 from determined.cli import _render, _session
+from determined.common.api import _routes
 
 
 def _patch(args: argparse.Namespace, **fields: Any) -> None:
     sess = _session.session(args)
-    body = {"id": args.experiment_id, **fields}
-    sess.patch(f"/api/v1/experiments/{args.experiment_id}", json=body)
+    _routes.patch_experiment(sess, args.experiment_id, {"id": args.experiment_id, **fields})
 
 
 def _preview(args: argparse.Namespace, policy: dict[str, int]) -> None:
     sess = _session.session(args)
-    resp = sess.get(f"/api/v1/experiments/{args.experiment_id}/preview_gc", params=policy).json()
+    resp = _routes.preview_gc(sess, args.experiment_id, policy)
     metric = resp.get("metric_name")
     doomed = resp.get("checkpoints") or []
     validated = [c for c in doomed if (c.get("step") or {}).get("validation")]
@@ -122,10 +122,10 @@ def _retention_days(args: argparse.Namespace) -> int:
 def cmd_retain_logs(args: argparse.Namespace) -> None:
     """``det e|t set log-retention ID (--days N | --forever)``."""
     days = _retention_days(args)
-    noun = "trials" if args.retain_noun == "trial" else "experiments"
-    _session.session(args).put(
-        f"/api/v1/{noun}/{args.retain_id}/retain_logs", json={"numDays": days}
+    noun: Literal["trials", "experiments"] = (
+        "trials" if args.retain_noun == "trial" else "experiments"
     )
+    _routes.set_log_retention(_session.session(args), noun, args.retain_id, days)
     kept = "forever" if days == -1 else f"for {days} days"
     print(f"Set log retention of {args.retain_noun} {args.retain_id}: logs kept {kept}")
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from determined.cli import _ntsc, _render, _session, _task_ids
 from determined.common import storage
+from determined.common.api import _routes
 from determined.tensorboard import get_sync_path
 
 
@@ -68,7 +69,7 @@ def trial_dirs(
     cluster_id = str(sess.get("/info").json()["cluster_id"])
     found: dict[str, pathlib.Path] = {}
     for exp_id in experiment_ids:
-        exp = sess.get(f"/api/v1/experiments/{exp_id}").json()["experiment"]
+        exp = _routes.get_experiment(sess, exp_id)
         config = (exp.get("config") or {}).get("checkpoint_storage") or {}
         try:
             manager = storage.build(config)
@@ -82,7 +83,7 @@ def trial_dirs(
                 f"through a download of the {cluster_id}/tensorboard/experiment/{exp_id} "
                 "prefix (pass a CloudMirror)"
             )
-        trials = sess.get(f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
+        trials = _routes.list_experiment_trials(sess, exp_id)["trials"]
         for trial in trials:
             if trial_ids and int(trial["id"]) not in trial_ids:
                 continue

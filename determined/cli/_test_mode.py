@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from determined.cli import _logs, _render
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 _TERMINAL = ("STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED")
 
@@ -72,15 +72,15 @@ def test_config(config: dict[str, Any]) -> dict[str, Any]:
 def run(sess: Session, body: dict[str, Any], timeout: float = 3600) -> int:
     """Validate, create the test experiment, follow it; the experiment id."""
     print("Validating experiment configuration...", flush=True)
-    sess.post("/api/v1/experiments", json={**body, "validateOnly": True})
+    _routes.create_experiment(sess, {**body, "validateOnly": True})
     print("Experiment configuration validation succeeded!", flush=True)
     config = yaml.safe_load(body["config"])
     test_body = {**body, "activate": True, "config": yaml.safe_dump(test_config(config))}
-    exp_id = int(sess.post("/api/v1/experiments", json=test_body).json()["experiment"]["id"])
+    exp_id = int(_routes.create_experiment(sess, test_body)["experiment"]["id"])
     print(f"Created test experiment {exp_id}", flush=True)
     deadline = time.monotonic() + timeout
     while True:
-        state = sess.get(f"/api/v1/experiments/{exp_id}").json()["experiment"]["state"]
+        state = _routes.get_experiment(sess, exp_id)["state"]
         if state in _TERMINAL:
             break
         if time.monotonic() > deadline:
@@ -90,7 +90,7 @@ def run(sess: Session, body: dict[str, Any], timeout: float = 3600) -> int:
         if state == "STATE_COMPLETED":
             print("Model definition test succeeded!", flush=True)
             return exp_id
-        trials = sess.get(f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
+        trials = _routes.list_experiment_trials(sess, exp_id)["trials"]
         if trials:
             _logs.print_logs(_logs.trial_logs(sess, int(trials[0]["id"])))
         print(f"Model definition test (experiment {exp_id}) ended in {state}", file=sys.stderr)
@@ -102,6 +102,6 @@ def run(sess: Session, body: dict[str, Any], timeout: float = 3600) -> int:
 def _forget(sess: Session, exp_id: int) -> None:
     """Delete the ended test experiment; a failure to do so is reported, not fatal."""
     try:
-        sess.delete(f"/api/v1/experiments/{exp_id}")
+        _routes.delete_experiment(sess, exp_id)
     except Exception as e:  # the test's own outcome matters more than its clean-up
         print(f"Could not delete test experiment {exp_id}: {e}", file=sys.stderr)

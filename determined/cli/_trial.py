@@ -14,11 +14,12 @@ from typing import Any
 
 from determined import errors
 from determined.cli import _checkpoint, _describe, _logs, _master, _render, _session, _settings
+from determined.common.api import _routes
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    body = sess.get(f"/api/v1/trials/{args.trial_id}").json()
+    body = _routes.get_trial_response(sess, args.trial_id)
     trial = body["trial"]
     items = _describe.workloads(sess, args.trial_id, args, batch_metrics=args.metrics)
     if args.json:
@@ -57,7 +58,7 @@ def cmd_logs(args: argparse.Namespace) -> None:
     try:
         if not args.follow and not args.json:
             # A failed trial's cause first: one line above the logs that explain it.
-            state = sess.get(f"/api/v1/trials/{args.trial_id}").json()["trial"].get("state")
+            state = _routes.get_trial(sess, args.trial_id).get("state")
             if state == "STATE_ERROR":
                 for _ in causes.watch(_logs.trial_logs(sess, args.trial_id)):
                     if causes.cause is not None:
@@ -84,7 +85,7 @@ def cmd_logs(args: argparse.Namespace) -> None:
 
 
 def cmd_kill(args: argparse.Namespace) -> None:
-    _session.session(args).post(f"/api/v1/trials/{args.trial_id}/kill")
+    _routes.kill_trial(_session.session(args), args.trial_id)
     print(f"Killed trial {args.trial_id}")
 
 
@@ -121,7 +122,7 @@ def cmd_download(args: argparse.Namespace) -> None:
     if (args.sort_by is None) != (args.smaller_is_better is None):
         raise _render.CliError("--sort-by and --smaller-is-better must be set together")
     sess = _session.session(args)
-    body = sess.get(f"/api/v1/trials/{args.trial_id}/checkpoints").json()
+    body = _routes.list_trial_checkpoints(sess, args.trial_id)
     ckpt = _pick_checkpoint(args, list(body.get("checkpoints") or []))
     out = pathlib.Path(args.output_dir or pathlib.Path("checkpoints") / str(ckpt["uuid"]))
     path = _checkpoint.download(sess, ckpt, out)
@@ -144,8 +145,8 @@ def _write_bundle_files(sess: Any, trial_id: int, into: pathlib.Path) -> list[pa
                 f.write(line + "\n")
         except errors.MasterError as e:  # only admins read the master's log
             f.write(f"the master's log could not be read: {e}\n")
-    trial = sess.get(f"/api/v1/trials/{trial_id}").json()["trial"]
-    exp = sess.get(f"/api/v1/experiments/{trial['experimentId']}").json()
+    trial = _routes.get_trial(sess, trial_id)
+    exp = _routes.get_experiment_response(sess, trial["experimentId"])
     api_trial = into / "api_trial_call.json"
     api_trial.write_text(json.dumps(trial))
     api_experiment = into / "api_experiment_call.json"

@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from determined import errors
 from determined.cli import _describe, _render, _session
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 WORKSPACE_HEADERS = [
     "ID",
@@ -32,14 +33,14 @@ PROJECT_HEADERS = ["ID", "Key", "Name", "Description", "# Experiments", "# Activ
 
 def workspace_by_name(sess: Session, name: str) -> dict[str, Any]:
     """The workspace named ``name`` (exactly), or a CliError saying there is none."""
-    found = sess.get("/api/v1/workspaces", params={"name": name}).json()["workspaces"]
+    found = _routes.list_workspaces(sess, {"name": name})["workspaces"]
     for w in found:
         if w["name"] == name:
             return dict(w)
     raise _render.CliError(f'workspace "{name}" not found')
 
 
-def render_workspaces(workspaces: list[dict[str, Any]], *, from_list: bool = False) -> None:
+def render_workspaces(workspaces: Sequence[Mapping[str, Any]], *, from_list: bool = False) -> None:
     rows = []
     for w in workspaces:
         group = w.get("agentUserGroup") or {}
@@ -68,24 +69,27 @@ def _order(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
-def _paged(sess: Session, path: str, key: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def cmd_list(args: argparse.Namespace) -> None:
+    sess = _session.session(args)
     params: dict[str, Any] = dict(_order(args), limit=args.limit)
     if args.offset:  # one page, as 0.37
         params["offset"] = args.offset
-        return list(sess.get(path, params=params).json()[key])
-    return _describe.read_paginated(sess, path, key, params)
-
-
-def cmd_list(args: argparse.Namespace) -> None:
-    sess = _session.session(args)
-    workspaces = _paged(sess, "/api/v1/workspaces", "workspaces", args)
+        workspaces = list(_routes.list_workspaces(sess, params)["workspaces"])
+    else:
+        workspaces = _describe.read_paginated(
+            lambda offset, limit: _routes.list_workspaces(
+                sess, {**_order(args), "offset": offset, "limit": limit}
+            ),
+            "workspaces",
+            limit=args.limit,
+        )
     if args.json:
         _render.print_json(workspaces)
     else:
         render_workspaces(workspaces, from_list=True)
 
 
-def project_rows(projects: list[dict[str, Any]]) -> list[list[Any]]:
+def project_rows(projects: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
     return [
         [
             p["id"],
@@ -102,7 +106,12 @@ def project_rows(projects: list[dict[str, Any]]) -> list[list[Any]]:
 def cmd_list_projects(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     w = workspace_by_name(sess, args.workspace_name)
-    projects = _describe.read_paginated(sess, f"/api/v1/workspaces/{w['id']}/projects", "projects")
+    projects = _describe.read_paginated(
+        lambda offset, limit: _routes.list_workspace_projects(
+            sess, w["id"], {"offset": offset, "limit": limit}
+        ),
+        "projects",
+    )
     projects.sort(key=lambda p: p[args.sort_by], reverse=args.order_by == "desc")
     offset = args.offset or 0
     projects = projects[offset : offset + args.limit]
@@ -115,7 +124,7 @@ def cmd_list_projects(args: argparse.Namespace) -> None:
 def workspace_names(sess: Session) -> dict[int, str]:
     """Workspace id -> name (a master without workspaces: everything is in the default one)."""
     try:
-        found = sess.get("/api/v1/workspaces").json().get("workspaces") or []
+        found = _routes.list_workspaces(sess).get("workspaces") or []
     except errors.MasterNotFound:
         return {1: "Uncategorized"}
     return {int(w["id"]): str(w["name"]) for w in found}
@@ -166,7 +175,7 @@ def _settings(args: argparse.Namespace, compute_key: str, aux_key: str) -> dict[
 def cmd_create(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     body = {"name": args.name, **_settings(args, "defaultComputePool", "defaultAuxPool")}
-    w = sess.post("/api/v1/workspaces", json=body).json()["workspace"]
+    w = _routes.create_workspace(sess, body)
     if args.json:
         _render.print_json(w)
     else:
@@ -190,7 +199,7 @@ def cmd_delete(args: argparse.Namespace) -> None:
         "For a recoverable alternative, see the 'archive' command. Do you still \n"
         "wish to proceed?"
     ):
-        sess.delete(f"/api/v1/workspaces/{w['id']}")
+        _routes.delete_workspace(sess, w["id"])
         print(f"Successfully deleted workspace {args.workspace_name}.")
     else:
         print("Aborting workspace deletion.")
@@ -199,14 +208,14 @@ def cmd_delete(args: argparse.Namespace) -> None:
 def cmd_archive(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     w = workspace_by_name(sess, args.workspace_name)
-    sess.post(f"/api/v1/workspaces/{w['id']}/archive")
+    _routes.workspace_action(sess, w["id"], "archive")
     print(f"Successfully archived workspace {args.workspace_name}.")
 
 
 def cmd_unarchive(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     w = workspace_by_name(sess, args.workspace_name)
-    sess.post(f"/api/v1/workspaces/{w['id']}/unarchive")
+    _routes.workspace_action(sess, w["id"], "unarchive")
     print(f"Successfully un-archived workspace {args.workspace_name}.")
 
 
@@ -216,7 +225,7 @@ def cmd_edit(args: argparse.Namespace) -> None:
     body = _settings(args, "defaultComputeResourcePool", "defaultAuxResourcePool")
     if args.name is not None:
         body["name"] = args.name
-    w = sess.patch(f"/api/v1/workspaces/{current['id']}", json=body).json()["workspace"]
+    w = _routes.patch_workspace(sess, current["id"], body)
     if args.json:
         _render.print_json(w)
     else:
@@ -226,7 +235,7 @@ def cmd_edit(args: argparse.Namespace) -> None:
 def cmd_list_pools(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     w = workspace_by_name(sess, args.workspace_name)
-    pools = sess.get(f"/api/v1/workspaces/{w['id']}/available-resource-pools").json()
+    pools = _routes.list_workspace_pools(sess, w["id"])
     names = ", ".join(pools.get("resourcePools") or [])
     _render.table(["Workspace", "Available Resource Pools"], [[args.workspace_name, names]])
 

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from determined import errors
+from determined.common.api import _routes
 from determined.common.api._session import Session
 
 TERMINAL_STATES = frozenset(
     {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED", "STATE_DELETE_FAILED"}
 )
-STREAM_TIMEOUT = 24 * 3600.0  # a followed stream may stay quiet for long stretches
 POLL_SECONDS = 0.5
 
 
@@ -37,9 +37,7 @@ def _stream(
         params["limit"] = head if head is not None else tail
     if tail is not None:
         params["orderBy"] = "ORDER_BY_DESC"
-    resp = sess.get(
-        f"/api/v1/trials/{trial_id}/logs", params=params, stream=True, timeout=STREAM_TIMEOUT
-    )
+    resp = _routes.stream_trial_logs(sess, trial_id, params)
     lines: list[dict[str, Any]] = []
     sent = 0
     with resp:
@@ -80,11 +78,9 @@ def _poll_task(
     seen = 0
     buffer: list[dict[str, Any]] = []
     while True:
-        trial = sess.get(f"/api/v1/trials/{trial_id}").json()["trial"]
+        trial = _routes.get_trial(sess, trial_id)
         done = trial.get("state") in TERMINAL_STATES
-        page = sess.get(
-            f"/api/v1/tasks/{trial['taskId']}/logs", params={"searchAfter": after, **filters}
-        ).json()
+        page = _routes.get_task_logs(sess, trial["taskId"], {"searchAfter": after, **filters})
         for entry in page.get("logs") or []:
             after = max(after, int(entry.get("id") or 0))
             if head is not None and seen >= head:
@@ -123,5 +119,5 @@ def trial_logs(
         return
     except errors.MasterNotFound:
         # No streaming route on this master (or no such trial: the next call says which).
-        sess.get(f"/api/v1/trials/{trial_id}")
+        _routes.get_trial(sess, trial_id)
     yield from _poll_task(sess, trial_id, follow, head, tail, filters or {})

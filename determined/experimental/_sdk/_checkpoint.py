@@ -7,12 +7,12 @@ import json
 import logging
 import pathlib
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from determined import errors
 from determined.common import storage
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.experimental._sdk import _metrics, _paging
 from determined.experimental._sdk._enums import (
     CheckpointSortBy,
@@ -85,7 +85,7 @@ class Checkpoint:
         self.state: CheckpointState | None = None
         self.training: CheckpointTrainingMetadata | None = None
 
-    def _hydrate(self, body: dict[str, Any]) -> None:
+    def _hydrate(self, body: Mapping[str, Any]) -> None:
         self.task_id = body.get("taskId")
         self.allocation_id = body.get("allocationId")
         self.report_time = body.get("reportTime")
@@ -95,14 +95,18 @@ class Checkpoint:
         self.training = CheckpointTrainingMetadata._from_json(body.get("training"))
 
     @classmethod
-    def _from_json(cls, body: dict[str, Any], session: Session) -> Checkpoint:
+    def _from_json(cls, body: Mapping[str, Any], session: Session) -> Checkpoint:
         ckpt = cls(session, str(body["uuid"]))
         ckpt._hydrate(body)
         return ckpt
 
+    @classmethod
+    def _get(cls, session: Session, uuid: str) -> Checkpoint:
+        return cls._from_json(_routes.get_checkpoint(session, uuid), session)
+
     def reload(self) -> None:
         """Read the checkpoint's record again."""
-        self._hydrate(self._session.get(f"/api/v1/checkpoints/{self.uuid}").json()["checkpoint"])
+        self._hydrate(_routes.get_checkpoint(self._session, self.uuid))
 
     def download(self, path: str | None = None, mode: DownloadMode = DownloadMode.AUTO) -> str:
         """Copy the checkpoint's files into ``path`` (default ``checkpoints/<uuid>`` in the
@@ -202,8 +206,7 @@ class Checkpoint:
             json.dump(self.metadata, f, indent=2)
 
     def _post_metadata(self, metadata: dict[str, Any]) -> None:
-        body = {"checkpoint": {"uuid": self.uuid, "metadata": metadata}}
-        self._session.post(f"/api/v1/checkpoints/{self.uuid}/metadata", json=body)
+        _routes.post_checkpoint_metadata(self._session, self.uuid, metadata)
         self.metadata = metadata
 
     def add_metadata(self, metadata: dict[str, Any]) -> None:
@@ -217,23 +220,18 @@ class Checkpoint:
 
     def delete(self) -> None:
         """Delete the checkpoint's files from storage and mark it DELETED."""
-        self._session.delete("/api/v1/checkpoints", json={"checkpointUuids": [self.uuid]})
+        _routes.delete_checkpoints(self._session, [self.uuid])
         logger.info("deletion of checkpoint %s requested", self.uuid)
 
     def remove_files(self, globs: list[str]) -> None:
         """Delete the checkpoint's files that match any of ``globs`` (0.37's
         ``POST /api/v1/checkpoints/rm``); an empty list only refreshes its resources."""
-        body = {"checkpointUuids": [self.uuid], "checkpointGlobs": list(globs)}
-        self._session.post("/api/v1/checkpoints/rm", json=body)
+        _routes.remove_checkpoint_files(self._session, [self.uuid], globs)
 
     def get_metrics(self, group: str | None = None) -> Iterator[_metrics.TrialMetrics]:
         """Metrics reported by tasks that used this checkpoint (0.37: inference metrics, via
         ``GET /api/v1/checkpoints/{uuid}/metrics``)."""
-        params: dict[str, Any] = {"trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE"}
-        if group is not None:
-            params["metricGroup"] = group
-        resp = self._session.get(f"/api/v1/checkpoints/{self.uuid}/metrics", params=params)
-        for report in resp.json().get("metrics") or []:
+        for report in _routes.get_checkpoint_metrics(self._session, self.uuid, group):
             yield _metrics.TrialMetrics._from_json(report, group)
 
     def get_pachyderm_commit(self) -> str:
@@ -264,13 +262,13 @@ class Checkpoint:
 
 def list_checkpoints(
     session: Session,
-    path: str,
+    get_page: Callable[[dict[str, Any]], dict[str, Any]],
     sort_by: str | CheckpointSortBy | None,
     order_by: OrderBy | None,
     max_results: int | None,
 ) -> list[Checkpoint]:
-    """COMPLETED checkpoints listed at ``path`` (a trial's or an experiment's), as 0.37's
-    ``list_checkpoints`` of both asks for them."""
+    """COMPLETED checkpoints of a trial or an experiment (``get_page(query)``: one page of its
+    listing), as 0.37's ``list_checkpoints`` of both asks for them."""
     if (sort_by is None) != (order_by is None):
         raise ValueError("set sort_by and order_by together, or neither")
     if sort_by is not None and not isinstance(sort_by, (str, CheckpointSortBy)):
@@ -286,7 +284,7 @@ def list_checkpoints(
         params["limit"] = max_results
 
     def page(offset: int) -> dict[str, Any]:
-        return dict(session.get(path, params={**params, "offset": offset}).json())
+        return get_page({**params, "offset": offset})
 
     found = _paging.read_paginated(page, "checkpoints", single=bool(max_results))
     return [Checkpoint._from_json(c, session) for c in found]

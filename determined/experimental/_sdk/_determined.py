@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from determined.common import _context
-from determined.common.api import Session, _auth, canonicalize_master_url
+from determined.common.api import Session, _auth, _routes, canonicalize_master_url
 from determined.experimental._sdk import (
     _checkpoint,
     _experiment,
@@ -183,7 +183,7 @@ class Determined:
             "template": template,
             "validateOnly": False,
         }
-        resp = self._session.post("/api/v1/experiments", json=body).json()
+        resp = _routes.create_experiment(self._session, body)
         for warning in resp.get("warnings") or []:
             logger.warning("%s", warning)
         return _experiment.Experiment._from_json(resp["experiment"], self._session)
@@ -203,33 +203,32 @@ class Determined:
         project_id: int | None = None,
     ) -> list[_experiment.Experiment]:
         """Experiments matching every filter given, sorted as asked (default: by id)."""
-        params: dict[str, Any] = {
-            "sortBy": sort_by.value if sort_by else None,
-            "orderBy": order_by.value if order_by else None,
-            "labels": labels,
-            "experimentIdFilter.incl": experiment_ids,
-            "users": users,
-            "states": [s.value for s in states] if states else None,
-            "name": name,
-            "projectId": project_id,
-        }
-        params = {k: v for k, v in params.items() if v is not None}
 
         def page(offset: int) -> dict[str, Any]:
-            resp = self._session.get("/api/v1/experiments", params={**params, "offset": offset})
-            return dict(resp.json())
+            return _routes.list_experiments(
+                self._session,
+                sort_by=sort_by.value if sort_by else None,
+                order_by=order_by.value if order_by else None,
+                labels=labels,
+                experiment_ids=experiment_ids,
+                users=users,
+                states=[s.value for s in states] if states else None,
+                name=name,
+                project_id=project_id,
+                offset=offset,
+            )
 
         # The master filters and sorts (as 0.37's does); pages arrive in its order.
         found = _paging.read_paginated(page, "experiments")
         return [_experiment.Experiment._from_json(e, self._session) for e in found]
 
     def get_trial(self, trial_id: int) -> _experiment.Trial:
-        body = self._session.get(f"/api/v1/trials/{trial_id}").json()["trial"]
-        return _experiment.Trial._from_json(body, self._session)
+        return _experiment.Trial._from_json(
+            _routes.get_trial(self._session, trial_id), self._session
+        )
 
     def get_checkpoint(self, uuid: str) -> _checkpoint.Checkpoint:
-        body = self._session.get(f"/api/v1/checkpoints/{uuid}").json()["checkpoint"]
-        return _checkpoint.Checkpoint._from_json(body, self._session)
+        return _checkpoint.Checkpoint._get(self._session, uuid)
 
     def stream_trials_metrics(
         self, trial_ids: list[int], group: str
@@ -265,20 +264,19 @@ class Determined:
 
     def list_workspaces(self) -> list[_workspace.Workspace]:
         def page(offset: int) -> dict[str, Any]:
-            resp = self._session.get("/api/v1/workspaces", params={"offset": offset})
-            return dict(resp.json())
+            return _routes.list_workspaces(self._session, {"offset": offset})
 
         found = _paging.read_paginated(page, "workspaces")
         return [_workspace.Workspace._from_json(w, self._session) for w in found]
 
     def create_workspace(self, name: str) -> _workspace.Workspace:
-        resp = self._session.post("/api/v1/workspaces", json={"name": name}).json()
-        return _workspace.Workspace._from_json(resp["workspace"], self._session)
+        body = _routes.create_workspace(self._session, {"name": name})
+        return _workspace.Workspace._from_json(body, self._session)
 
     def delete_workspace(self, name: str) -> None:
         """Raises LookupError when no workspace has that name."""
         ws = _find.find_workspace(self._session, name)
-        self._session.delete(f"/api/v1/workspaces/{ws['id']}")
+        _routes.delete_workspace(self._session, int(ws["id"]))
 
     # OAuth clients: enterprise edition only in 0.37.
 
@@ -312,8 +310,7 @@ class Determined:
             "labels": list(labels or []),
             "workspaceName": workspace_name,
         }
-        resp = self._session.post("/api/v1/models", json=body).json()
-        return _model.Model._from_json(resp["model"], self._session)
+        return _model.Model._from_json(_routes.create_model(self._session, body), self._session)
 
     def get_model(self, identifier: str | int) -> _model.Model:
         """The model named ``identifier`` (a str) or with that id (an int)."""
@@ -322,8 +319,7 @@ class Determined:
             if not found:
                 raise LookupError(f"no model has id {identifier}")
             return found[0]
-        body = self._session.get(f"/api/v1/models/{identifier}").json()["model"]
-        return _model.Model._from_json(body, self._session)
+        return _model.Model._from_json(_routes.get_model(self._session, identifier), self._session)
 
     def get_model_by_id(self, model_id: int) -> _model.Model:
         """Deprecated in 0.37: ``get_model(model_id)``."""
@@ -373,12 +369,11 @@ class Determined:
         params = {k: v for k, v in params.items() if v is not None}
 
         def page(offset: int) -> dict[str, Any]:
-            resp = self._session.get("/api/v1/models", params={**params, "offset": offset})
-            return dict(resp.json())
+            return _routes.list_models(self._session, {**params, "offset": offset})
 
         found = _paging.read_paginated(page, "models")
         return [_model.Model._from_json(m, self._session) for m in found]
 
     def get_model_labels(self) -> list[str]:
         """Every label of any model, most used first."""
-        return list(self._session.get("/api/v1/model/labels").json().get("labels") or [])
+        return _routes.get_model_labels(self._session)

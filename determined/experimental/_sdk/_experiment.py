@@ -10,10 +10,10 @@ import pathlib
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.common.api import _logs as _api_logs
 from determined.experimental._sdk import _checkpoint, _metrics, _paging
 from determined.experimental._sdk._enums import (
@@ -62,7 +62,7 @@ class Experiment:
     def id(self) -> int:
         return self._id
 
-    def _hydrate(self, body: dict[str, Any]) -> None:
+    def _hydrate(self, body: Mapping[str, Any]) -> None:
         self.config = body.get("config")
         self.state = ExperimentState(body["state"]) if body.get("state") else None
         self.labels = set(body.get("labels") or [])
@@ -75,23 +75,21 @@ class Experiment:
         self.workspace_id = body.get("workspaceId")
 
     @classmethod
-    def _from_json(cls, body: dict[str, Any], session: Session) -> Experiment:
+    def _from_json(cls, body: Mapping[str, Any], session: Session) -> Experiment:
         exp = cls(int(body["id"]), session)
         exp._hydrate(body)
         return exp
 
     @classmethod
     def _get(cls, session: Session, experiment_id: int) -> Experiment:
-        body = session.get(f"/api/v1/experiments/{experiment_id}").json()["experiment"]
-        return cls._from_json(body, session)
+        return cls._from_json(_routes.get_experiment(session, experiment_id), session)
 
     def reload(self) -> None:
         """Read the experiment's record again."""
-        self._hydrate(self._session.get(f"/api/v1/experiments/{self._id}").json()["experiment"])
+        self._hydrate(_routes.get_experiment(self._session, self._id))
 
-    def _patch(self, **fields: Any) -> dict[str, Any]:
-        resp = self._session.patch(f"/api/v1/experiments/{self._id}", json=fields).json()
-        return dict(resp.get("experiment") or {})
+    def _patch(self, **fields: Any) -> _routes.Experiment:
+        return _routes.patch_experiment(self._session, self._id, fields)
 
     def set_name(self, name: str) -> None:
         self.name = self._patch(name=name).get("name", name)
@@ -104,21 +102,19 @@ class Experiment:
 
     def add_label(self, label: str) -> None:
         """Add ``label`` (a no-op when present); ``labels`` becomes the master's set."""
-        resp = self._session.put(f"/api/v1/experiments/{self._id}/labels/{label}").json()
-        self.labels = set(resp.get("labels") or [])
+        self.labels = set(_routes.put_experiment_label(self._session, self._id, label))
 
     def remove_label(self, label: str) -> None:
         """Remove ``label`` (a no-op when absent); ``labels`` becomes the master's set."""
-        resp = self._session.delete(f"/api/v1/experiments/{self._id}/labels/{label}").json()
-        self.labels = set(resp.get("labels") or [])
+        self.labels = set(_routes.delete_experiment_label(self._session, self._id, label))
 
     def set_labels(self, labels: set[str]) -> None:
         """Replace the experiment's labels with ``labels``."""
         body = self._patch(labels=sorted(labels))
         self.labels = set(body.get("labels") or [])
 
-    def _post(self, action: str) -> None:
-        self._session.post(f"/api/v1/experiments/{self._id}/{action}")
+    def _post(self, action: _routes.ExperimentAction) -> None:
+        _routes.experiment_action(self._session, self._id, action)
 
     def activate(self) -> None:
         self._post("activate")
@@ -144,16 +140,16 @@ class Experiment:
 
     def delete(self) -> None:
         """Delete the (ended) experiment with its checkpoints and logs."""
-        self._session.delete(f"/api/v1/experiments/{self._id}")
+        _routes.delete_experiment(self._session, self._id)
 
     def delete_tensorboard_files(self) -> None:
-        self._session.delete(f"/api/v1/experiments/{self._id}/tensorboard-files")
+        _routes.delete_tensorboard_files(self._session, self._id)
 
     def download_code(self, output_dir: str | None = None) -> str:
         """Save the model definition the experiment was created with as
         ``exp-<id>_model_def.tar.gz`` in ``output_dir`` (default: the working directory,
         created if missing); return its path."""
-        resp = self._session.get(f"/api/v1/experiments/{self._id}/model_def").json()
+        b64_tgz = _routes.get_model_def(self._session, self._id)
         name = f"exp-{self._id}_model_def.tar.gz"
         if output_dir:
             out = pathlib.Path(output_dir).expanduser()
@@ -161,7 +157,7 @@ class Experiment:
             target = out / name
         else:
             target = pathlib.Path(name)
-        target.write_bytes(base64.b64decode(resp["b64Tgz"]))
+        target.write_bytes(base64.b64decode(b64_tgz))
         return str(target)
 
     def iter_trials(
@@ -171,13 +167,16 @@ class Experiment:
         limit: int | None = None,
     ) -> Iterator[Trial]:
         """The experiment's trials, ``limit`` per request."""
-        params: dict[str, Any] = {"sortBy": sort_by.value, "orderBy": order_by.value}
-        if limit:
-            params["limit"] = limit
 
         def page(offset: int) -> dict[str, Any]:
-            path = f"/api/v1/experiments/{self._id}/trials"
-            return dict(self._session.get(path, params={**params, "offset": offset}).json())
+            return _routes.list_experiment_trials(
+                self._session,
+                self._id,
+                sort_by=sort_by.value,
+                order_by=order_by.value,
+                limit=limit or None,
+                offset=offset,
+            )
 
         for body in _paging.read_paginated(page, "trials"):
             yield Trial._from_json(body, self._session)
@@ -203,9 +202,12 @@ class Experiment:
         """
         while True:
             self.reload()
-            params = {"sortBy": TrialSortBy.START_TIME.value, "orderBy": OrderBy.ASC.value}
-            resp = self._session.get(f"/api/v1/experiments/{self._id}/trials", params=params)
-            trials = resp.json().get("trials") or []
+            trials = _routes.list_experiment_trials(
+                self._session,
+                self._id,
+                sort_by=TrialSortBy.START_TIME.value,
+                order_by=OrderBy.ASC.value,
+            ).get("trials")
             if trials:
                 return Trial._from_json(trials[0], self._session)
             if self.state in TERMINAL_STATES:
@@ -251,8 +253,11 @@ class Experiment:
         Raises:
             ValueError: only one of ``sort_by`` and ``order_by`` given, or a bad ``sort_by``.
         """
-        path = f"/api/v1/experiments/{self._id}/checkpoints"
-        return _checkpoint.list_checkpoints(self._session, path, sort_by, order_by, max_results)
+
+        def page(query: dict[str, Any]) -> dict[str, Any]:
+            return _routes.list_experiment_checkpoints(self._session, self._id, query)
+
+        return _checkpoint.list_checkpoints(self._session, page, sort_by, order_by, max_results)
 
     def top_checkpoint(
         self, sort_by: str | None = None, smaller_is_better: bool | None = None
@@ -263,13 +268,9 @@ class Experiment:
             ValueError: the experiment has no checkpoints.
         """
         _deprecated("Experiment.top_checkpoint()", "list_checkpoints(max_results=1)")
-        order_by = None
-        if sort_by:
-            order_by = OrderBy.ASC if smaller_is_better else OrderBy.DESC
-        found = self.list_checkpoints(sort_by=sort_by, order_by=order_by, max_results=1)
-        if not found:
-            raise ValueError(f"experiment {self._id} has no checkpoints")
-        return found[0]
+        return _top_checkpoint(
+            self.list_checkpoints, f"experiment {self._id}", sort_by, smaller_is_better
+        )
 
     def top_n_checkpoints(
         self, limit: int, sort_by: str | None = None, smaller_is_better: bool | None = None
@@ -296,7 +297,7 @@ class Experiment:
         """Move the experiment into ``project_name`` of ``workspace_name``."""
         project = find_project(self._session, workspace_name, project_name)
         body = {"experimentId": self._id, "destinationProjectId": int(project["id"])}
-        self._session.post(f"/api/v1/experiments/{self._id}/move", json=body)
+        _routes.move_experiment(self._session, self._id, body)
         self.project_id = int(project["id"])
         self.workspace_id = int(project["workspaceId"])
 
@@ -336,21 +337,21 @@ class Trial:
         self.summary_metrics: dict[str, Any] | None = None
         self.state: TrialState | None = None
 
-    def _hydrate(self, body: dict[str, Any]) -> None:
+    def _hydrate(self, body: Mapping[str, Any]) -> None:
         self.experiment_id = body.get("experimentId")
         self.hparams = body.get("hparams")
         self.state = TrialState(body["state"]) if body.get("state") else None
         self.summary_metrics = body.get("summaryMetrics")
 
     @classmethod
-    def _from_json(cls, body: dict[str, Any], session: Session) -> Trial:
+    def _from_json(cls, body: Mapping[str, Any], session: Session) -> Trial:
         trial = cls(int(body["id"]), session)
         trial._hydrate(body)
         return trial
 
     def reload(self) -> None:
         """Read the trial's record again."""
-        self._hydrate(self._session.get(f"/api/v1/trials/{self.id}").json()["trial"])
+        self._hydrate(_routes.get_trial(self._session, self.id))
 
     def iter_logs(
         self,
@@ -419,7 +420,7 @@ class Trial:
 
     def kill(self) -> None:
         """Stop the trial now."""
-        self._session.post(f"/api/v1/trials/{self.id}/kill")
+        _routes.kill_trial(self._session, self.id)
 
     def list_checkpoints(
         self,
@@ -433,22 +434,20 @@ class Trial:
         Raises:
             ValueError: only one of ``sort_by`` and ``order_by`` given, or a bad ``sort_by``.
         """
-        return _checkpoint.list_checkpoints(
-            self._session, f"/api/v1/trials/{self.id}/checkpoints", sort_by, order_by, max_results
-        )
+
+        def page(query: dict[str, Any]) -> dict[str, Any]:
+            return _routes.list_trial_checkpoints(self._session, self.id, query)
+
+        return _checkpoint.list_checkpoints(self._session, page, sort_by, order_by, max_results)
 
     def top_checkpoint(
         self, sort_by: str | None = None, smaller_is_better: bool | None = None
     ) -> _checkpoint.Checkpoint:
         """Deprecated in 0.37: ``list_checkpoints(..., max_results=1)[0]``."""
         _deprecated("Trial.top_checkpoint()", "Trial.list_checkpoints(max_results=1)")
-        order_by = None
-        if sort_by:
-            order_by = OrderBy.ASC if smaller_is_better else OrderBy.DESC
-        found = self.list_checkpoints(sort_by=sort_by, order_by=order_by, max_results=1)
-        if not found:
-            raise ValueError(f"trial {self.id} has no checkpoints")
-        return found[0]
+        return _top_checkpoint(
+            self.list_checkpoints, f"trial {self.id}", sort_by, smaller_is_better
+        )
 
     def select_checkpoint(
         self,
@@ -468,18 +467,13 @@ class Trial:
         if sort_by is not None and not best:
             raise ValueError("sort_by and smaller_is_better go with best=True only")
         if uuid is not None:
-            body = self._session.get(f"/api/v1/checkpoints/{uuid}").json()["checkpoint"]
-            return _checkpoint.Checkpoint._from_json(body, self._session)
-        by: str | CheckpointSortBy | None = sort_by
-        order_by = None
+            return _checkpoint.Checkpoint._get(self._session, uuid)
+        owner = f"trial {self.id}"
         if latest:
-            by, order_by = CheckpointSortBy.BATCH_NUMBER, OrderBy.DESC
-        elif sort_by:
-            order_by = OrderBy.ASC if smaller_is_better else OrderBy.DESC
-        found = self.list_checkpoints(sort_by=by, order_by=order_by, max_results=1)
-        if not found:
-            raise ValueError(f"trial {self.id} has no checkpoints")
-        return found[0]
+            return _first_checkpoint(
+                self.list_checkpoints, owner, CheckpointSortBy.BATCH_NUMBER, OrderBy.DESC
+            )
+        return _top_checkpoint(self.list_checkpoints, owner, sort_by, smaller_is_better)
 
     def get_checkpoints(
         self,
@@ -499,8 +493,9 @@ class Trial:
             params["orderBy"] = order_by.value
 
         def page(offset: int) -> dict[str, Any]:
-            path = f"/api/v1/trials/{self.id}/checkpoints"
-            return dict(self._session.get(path, params={**params, "offset": offset}).json())
+            return _routes.list_trial_checkpoints(
+                self._session, self.id, {**params, "offset": offset}
+            )
 
         found = _paging.read_paginated(page, "checkpoints")
         return [_checkpoint.Checkpoint._from_json(c, self._session) for c in found]
@@ -533,6 +528,40 @@ class Trial:
 
     def __repr__(self) -> str:
         return f"Trial(id={self.id})"
+
+
+_ListCheckpoints = Callable[..., list[_checkpoint.Checkpoint]]
+
+
+def _first_checkpoint(
+    list_checkpoints: _ListCheckpoints,
+    owner: str,
+    sort_by: str | CheckpointSortBy | None,
+    order_by: OrderBy | None,
+) -> _checkpoint.Checkpoint:
+    """The first of ``owner``'s checkpoints in that order.
+
+    Raises:
+        ValueError: ``owner`` has no checkpoints.
+    """
+    found = list_checkpoints(sort_by=sort_by, order_by=order_by, max_results=1)
+    if not found:
+        raise ValueError(f"{owner} has no checkpoints")
+    return found[0]
+
+
+def _top_checkpoint(
+    list_checkpoints: _ListCheckpoints,
+    owner: str,
+    sort_by: str | None,
+    smaller_is_better: bool | None,
+) -> _checkpoint.Checkpoint:
+    """0.37's deprecated ``top_checkpoint`` of an experiment or a trial: the best by
+    ``sort_by`` (default: the searcher metric)."""
+    order_by = None
+    if sort_by:
+        order_by = OrderBy.ASC if smaller_is_better else OrderBy.DESC
+    return _first_checkpoint(list_checkpoints, owner, sort_by, order_by)
 
 
 def _best_per_trial(

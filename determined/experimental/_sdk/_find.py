@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 
 def find_workspace(session: Session, name: str) -> dict[str, Any]:
@@ -14,7 +14,7 @@ def find_workspace(session: Session, name: str) -> dict[str, Any]:
     Raises:
         LookupError: no workspace has that name.
     """
-    found = session.get("/api/v1/workspaces", params={"name": name}).json().get("workspaces")
+    found = _routes.list_workspaces(session, {"name": name}).get("workspaces")
     matches = [w for w in found or [] if w.get("name") == name]
     if not matches:
         raise LookupError(f"workspace {name!r} not found")
@@ -28,8 +28,7 @@ def find_project(session: Session, workspace_name: str, project_name: str) -> di
         LookupError: no such workspace, or no such project in it.
     """
     ws = find_workspace(session, workspace_name)
-    path = f"/api/v1/workspaces/{ws['id']}/projects"
-    resp = session.get(path, params={"name": project_name}).json()
+    resp = _routes.list_workspace_projects(session, int(ws["id"]), {"name": project_name})
     matches = [p for p in resp.get("projects") or [] if p.get("name") == project_name]
     if not matches:
         raise LookupError(f"project {project_name!r} not found in workspace {workspace_name!r}")

@@ -9,9 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from determined.common.api import Session
-
-_STREAM_TIMEOUT = 24 * 3600.0  # the stream stays open, quiet, until the trials end
+from determined.common.api import Session, _routes
 
 
 def parse_time(text: str | None) -> datetime.datetime | None:
@@ -95,10 +93,7 @@ def stream_reports(session: Session, trial_ids: list[int], group: str) -> Iterat
     master keeps the stream open until every trial has ended."""
     if not trial_ids:
         raise ValueError("trial_ids is empty: name at least one trial")
-    params: dict[str, Any] = {"trialIds": list(trial_ids), "group": group}
-    resp = session.get(
-        "/api/v1/trials/metrics/trial_metrics", params=params, stream=True, timeout=_STREAM_TIMEOUT
-    )
+    resp = _routes.stream_trials_metrics(session, trial_ids, group)
     with resp:
         for raw in resp.iter_lines():
             if not raw:

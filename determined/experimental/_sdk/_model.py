@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.experimental._sdk import _checkpoint, _metrics, _paging
 from determined.experimental._sdk._enums import OrderBy
 
@@ -31,11 +31,7 @@ class ModelVersion:
         self.comment: str | None = None
         self.notes: str | None = None
 
-    @property
-    def _path(self) -> str:
-        return f"/api/v1/models/{self.model_name}/versions/{self.model_version}"
-
-    def _hydrate(self, body: dict[str, Any]) -> None:
+    def _hydrate(self, body: Mapping[str, Any]) -> None:
         ckpt = body.get("checkpoint")
         self.checkpoint = _checkpoint.Checkpoint._from_json(ckpt, self._session) if ckpt else None
         self.metadata = body.get("metadata") or {}
@@ -46,31 +42,35 @@ class ModelVersion:
         self.name = body.get("name")
 
     @classmethod
-    def _from_json(cls, body: dict[str, Any], session: Session) -> ModelVersion:
+    def _from_json(cls, body: Mapping[str, Any], session: Session) -> ModelVersion:
         version = cls(session, int(body["version"]), str(body["model"]["name"]))
         version._hydrate(body)
         return version
 
     def reload(self) -> None:
-        self._hydrate(self._session.get(self._path).json()["modelVersion"])
+        self._hydrate(_routes.get_model_version(self._session, self.model_name, self.model_version))
 
     def set_name(self, name: str) -> None:
-        self._session.patch(self._path, json={"name": name})
+        fields = {"name": name}
+        _routes.patch_model_version(self._session, self.model_name, self.model_version, fields)
         self.name = name
 
     def set_notes(self, notes: str) -> None:
-        self._session.patch(self._path, json={"notes": notes})
+        fields = {"notes": notes}
+        _routes.patch_model_version(self._session, self.model_name, self.model_version, fields)
         self.notes = notes
 
     def delete(self) -> None:
-        self._session.delete(self._path)
+        _routes.delete_model_version(self._session, self.model_name, self.model_version)
 
     def iter_metrics(self, group: str | None = None) -> Iterator[_metrics.TrialMetrics]:
         """Metrics reported by tasks that used this version (0.37: inference metrics)."""
         params: dict[str, Any] = {"trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE"}
         if group is not None:
             params["metricGroup"] = group
-        resp = self._session.get(f"{self._path}/metrics", params=params).json()
+        resp = _routes.get_model_version_metrics(
+            self._session, self.model_name, self.model_version, params
+        )
         for report in resp.get("metrics") or []:
             yield _metrics.TrialMetrics._from_json(report, group)
 
@@ -103,11 +103,7 @@ class Model:
         self.workspace_id: int | None = None
         self.archived: bool | None = None
 
-    @property
-    def _path(self) -> str:
-        return f"/api/v1/models/{self.name}"
-
-    def _hydrate(self, body: dict[str, Any]) -> None:
+    def _hydrate(self, body: Mapping[str, Any]) -> None:
         self.name = str(body.get("name") or self.name)
         self.model_id = body.get("id")
         self.description = body.get("description") or ""
@@ -120,30 +116,30 @@ class Model:
         self.archived = bool(body.get("archived"))
 
     @classmethod
-    def _from_json(cls, body: dict[str, Any], session: Session) -> Model:
+    def _from_json(cls, body: Mapping[str, Any], session: Session) -> Model:
         model = cls(session, str(body["name"]))
         model._hydrate(body)
         return model
 
     def reload(self) -> None:
-        self._hydrate(self._session.get(self._path).json()["model"])
+        self._hydrate(_routes.get_model(self._session, self.name))
 
     def get_version(self, version: int = -1) -> ModelVersion | None:
         """Version ``version``, or the newest (-1; None when the model has none)."""
         if version == -1:
             params = {"limit": 1, "sortBy": "SORT_BY_VERSION", "orderBy": OrderBy.DESC.value}
-            resp = self._session.get(f"{self._path}/versions", params=params).json()
+            resp = _routes.list_model_versions_response(self._session, self.name, params)
             versions = resp.get("modelVersions") or []
             return ModelVersion._from_json(versions[0], self._session) if versions else None
-        body = self._session.get(f"{self._path}/versions/{version}").json()["modelVersion"]
+        body = _routes.get_model_version(self._session, self.name, version)
         return ModelVersion._from_json(body, self._session)
 
     def list_versions(self, order_by: OrderBy = OrderBy.DESC) -> list[ModelVersion]:
         """Every version, by version number (newest first by default)."""
 
         def page(offset: int) -> dict[str, Any]:
-            params = {"orderBy": order_by.value, "offset": offset}
-            return dict(self._session.get(f"{self._path}/versions", params=params).json())
+            query = {"orderBy": order_by.value, "offset": offset}
+            return _routes.list_model_versions_response(self._session, self.name, query)
 
         found = _paging.read_paginated(page, "modelVersions")
         return [ModelVersion._from_json(v, self._session) for v in found]
@@ -155,11 +151,11 @@ class Model:
     def register_version(self, checkpoint_uuid: str) -> ModelVersion:
         """Register the checkpoint as the model's next version."""
         body = {"checkpointUuid": checkpoint_uuid, "modelName": self.name}
-        resp = self._session.post(f"{self._path}/versions", json=body).json()
+        resp = _routes.post_model_version_response(self._session, self.name, body)
         return ModelVersion._from_json(resp["modelVersion"], self._session)
 
     def _patch(self, **fields: Any) -> None:
-        self._session.patch(self._path, json=fields)
+        _routes.patch_model(self._session, self.name, fields)
 
     def add_metadata(self, metadata: dict[str, Any]) -> None:
         updated = {**(self.metadata or {}), **metadata}
@@ -189,15 +185,15 @@ class Model:
         self.description = description
 
     def archive(self) -> None:
-        self._session.post(f"{self._path}/archive")
+        _routes.model_action(self._session, self.name, "archive")
         self.archived = True
 
     def unarchive(self) -> None:
-        self._session.post(f"{self._path}/unarchive")
+        _routes.model_action(self._session, self.name, "unarchive")
         self.archived = False
 
     def delete(self) -> None:
-        self._session.delete(self._path)
+        _routes.delete_model(self._session, self.name)
 
     def __repr__(self) -> str:
         return f"Model(id={self.model_id}, name={self.name}, metadata={json.dumps(self.metadata)})"

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.experimental._sdk import _experiment, _paging
 
 
@@ -30,7 +31,7 @@ class Project:
         self.username: str | None = None
         self.key: str | None = None
 
-    def _hydrate(self, body: dict[str, Any]) -> None:
+    def _hydrate(self, body: Mapping[str, Any]) -> None:
         self.id = int(body["id"])
         self.archived = body.get("archived")
         self.description = body.get("description")
@@ -43,20 +44,19 @@ class Project:
         self.key = body.get("key")
 
     @classmethod
-    def _from_json(cls, body: dict[str, Any], session: Session) -> Project:
+    def _from_json(cls, body: Mapping[str, Any], session: Session) -> Project:
         project = cls(session, int(body["id"]))
         project._hydrate(body)
         return project
 
     def reload(self) -> None:
-        self._hydrate(self._session.get(f"/api/v1/projects/{self.id}").json()["project"])
+        self._hydrate(_routes.get_project(self._session, self.id))
 
     def list_experiments(self) -> list[_experiment.Experiment]:
         """The project's experiments."""
 
         def page(offset: int) -> dict[str, Any]:
-            params = {"projectId": self.id, "offset": offset}
-            return dict(self._session.get("/api/v1/experiments", params=params).json())
+            return _routes.list_experiments(self._session, project_id=self.id, offset=offset)
 
         found = _paging.read_paginated(page, "experiments")
         # Filtered here too: a master that ignores projectId lists every experiment.
@@ -66,9 +66,8 @@ class Project:
             if e.get("projectId") in (None, self.id)
         ]
 
-    def _patch(self, **fields: Any) -> dict[str, Any]:
-        resp = self._session.patch(f"/api/v1/projects/{self.id}", json=fields).json()
-        return dict(resp.get("project") or {})
+    def _patch(self, **fields: Any) -> _routes.Project:
+        return _routes.patch_project(self._session, self.id, fields)
 
     def set_description(self, description: str) -> None:
         self.description = self._patch(description=description).get("description", description)
@@ -80,17 +79,15 @@ class Project:
         self.name = self._patch(name=name).get("name", name)
 
     def archive(self) -> None:
-        self._session.post(f"/api/v1/projects/{self.id}/archive")
+        _routes.project_action(self._session, self.id, "archive")
         self.archived = True
 
     def unarchive(self) -> None:
-        self._session.post(f"/api/v1/projects/{self.id}/unarchive")
+        _routes.project_action(self._session, self.id, "unarchive")
         self.archived = False
 
     def _put_notes(self, notes: list[dict[str, Any]]) -> None:
-        body = {"notes": notes, "projectId": self.id}
-        resp = self._session.put(f"/api/v1/projects/{self.id}/notes", json=body).json()
-        self.notes = list(resp.get("notes") or [])
+        self.notes = _routes.put_project_notes(self._session, self.id, notes)
 
     def add_note(self, name: str, contents: str) -> None:
         """Add a note, or replace the contents of the note named ``name``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from determined.common.api import Session, _auth
@@ -49,7 +50,7 @@ class User:
         self.agent_user: str | None = None
         self.agent_group: str | None = None
 
-    def _hydrate(self, body: dict[str, Any]) -> None:
+    def _hydrate(self, body: Mapping[str, Any]) -> None:
         self.username = body.get("username")
         self.admin = bool(body.get("admin"))
         self.remote = bool(body.get("remote", False))
@@ -62,7 +63,7 @@ class User:
         self.agent_group = group.get("agentGroup")
 
     @classmethod
-    def _from_json(cls, body: dict[str, Any], session: Session) -> User:
+    def _from_json(cls, body: Mapping[str, Any], session: Session) -> User:
         user = cls(int(body["id"]), session)
         user._hydrate(body)
         return user

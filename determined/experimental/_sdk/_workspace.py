@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.experimental._sdk import _find, _paging, _project, _resource_pool
 
 
@@ -33,39 +34,38 @@ class Workspace:
         else:
             self.id = int(workspace_id or 0)
 
-    def _hydrate(self, body: dict[str, Any]) -> None:
+    def _hydrate(self, body: Mapping[str, Any]) -> None:
         self.id = int(body["id"])
         self.name = body.get("name")
 
     @classmethod
-    def _from_json(cls, body: dict[str, Any], session: Session) -> Workspace:
+    def _from_json(cls, body: Mapping[str, Any], session: Session) -> Workspace:
         ws = cls(session, workspace_id=int(body["id"]))
         ws._hydrate(body)
         return ws
 
     def reload(self) -> None:
-        self._hydrate(self._session.get(f"/api/v1/workspaces/{self.id}").json()["workspace"])
+        self._hydrate(_routes.get_workspace(self._session, self.id))
 
     def list_pools(self) -> list[_resource_pool.ResourcePool]:
         """The resource pools this workspace's tasks may use."""
 
         def page(offset: int) -> dict[str, Any]:
-            path = f"/api/v1/workspaces/{self.id}/available-resource-pools"
-            return dict(self._session.get(path, params={"offset": offset}).json())
+            return _routes.list_workspace_pools(self._session, self.id, offset)
 
         names = _paging.read_paginated(page, "resourcePools")
         return [_resource_pool.ResourcePool(self._session, name=str(n)) for n in names]
 
     def create_project(self, name: str, description: str | None = None) -> _project.Project:
         body = {"name": name, "description": description, "workspaceId": self.id}
-        path = f"/api/v1/workspaces/{self.id}/projects"
-        resp = self._session.post(path, json=body).json()
-        return _project.Project._from_json(resp["project"], self._session)
+        return _project.Project._from_json(
+            _routes.create_project(self._session, self.id, body), self._session
+        )
 
     def delete_project(self, name: str) -> None:
         """Delete the project named ``name`` (with its experiments, as in 0.37)."""
         project = self.get_project(name)
-        self._session.delete(f"/api/v1/projects/{project.id}")
+        _routes.delete_project(self._session, project.id)
 
     def get_project(self, project_name: str) -> _project.Project:
         """Raises LookupError when the workspace has no project of that name."""
@@ -78,8 +78,7 @@ class Workspace:
 
     def list_projects(self) -> list[_project.Project]:
         def page(offset: int) -> dict[str, Any]:
-            path = f"/api/v1/workspaces/{self.id}/projects"
-            return dict(self._session.get(path, params={"offset": offset}).json())
+            return _routes.list_workspace_projects(self._session, self.id, {"offset": offset})
 
         found = _paging.read_paginated(page, "projects")
         return [_project.Project._from_json(p, self._session) for p in found]
