@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from determined.cli import _render, _session
+from determined.common.api import _routes
 
 _AGENT_HEADERS = [
     "Agent ID",
@@ -36,7 +37,7 @@ _TYPES = {"TYPE_CUDA": "cuda", "TYPE_ROCM": "rocm", "TYPE_CPU": "cpu"}
 
 
 def _agents(args: argparse.Namespace) -> list[dict[str, Any]]:
-    agents = _session.session(args).get("/api/v1/agents").json().get("agents") or []
+    agents = _routes.list_agents(_session.session(args))
     return sorted(agents, key=lambda a: str(a["id"]))
 
 
@@ -62,7 +63,7 @@ def cmd_agent_list(args: argparse.Namespace) -> None:
 
 
 def cmd_slot_list(args: argparse.Namespace) -> None:
-    tasks = _session.session(args).get("/api/v1/tasks").json().get("allocationIdToSummary")
+    tasks = _routes.list_allocations(_session.session(args))
     names = {
         r["containerId"]: str(t.get("name") or "")
         for t in (tasks or {}).values()
@@ -95,7 +96,7 @@ def cmd_slot_list(args: argparse.Namespace) -> None:
 
 def cmd_agent_toggle(args: argparse.Namespace) -> None:
     on = args.subcommand == "enable"
-    what = "enable" if on else "disable"
+    what: Literal["enable", "disable"] = "enable" if on else "disable"
     if bool(args.all) == bool(args.agent_id):
         raise _render.CliError(
             f"Please pass agent id or --all option. See `det agent {what} --help` for details."
@@ -104,10 +105,10 @@ def cmd_agent_toggle(args: argparse.Namespace) -> None:
     ids = [args.agent_id] if args.agent_id else [str(a["id"]) for a in _agents(args)]
     drain = bool(getattr(args, "drain", False)) and not on
     for agent_id in ids:
-        sess.post(f"/api/v1/agents/{agent_id}/{what}", json={"drain": True} if drain else None)
+        _routes.toggle_agent(sess, agent_id, what, drain=drain)
         print(f"{'Enabled' if on else 'Disabled'} agent {agent_id}.", file=sys.stderr)
     if drain:
-        tasks = sess.get("/api/v1/tasks").json().get("allocationIdToSummary") or {}
+        tasks = _routes.list_allocations(sess)
         busy = [
             t
             for t in tasks.values()
@@ -128,9 +129,9 @@ def cmd_agent_toggle(args: argparse.Namespace) -> None:
 
 def cmd_slot_toggle(args: argparse.Namespace) -> None:
     on = args.subcommand == "enable"
-    what = "enable" if on else "disable"
-    path = f"/api/v1/agents/{args.agent_id}/slots/{args.slot_id}/{what}"
-    _session.session(args).post(path, json={} if on else {"drain": bool(args.drain)})
+    what: Literal["enable", "disable"] = "enable" if on else "disable"
+    body: dict[str, Any] = {} if on else {"drain": bool(args.drain)}
+    _routes.toggle_slot(_session.session(args), args.agent_id, args.slot_id, what, body)
     print(f"{'Enabled' if on else 'Disabled'} slot {args.slot_id} of agent {args.agent_id}")
 
 

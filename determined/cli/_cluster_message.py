@@ -6,7 +6,7 @@ import argparse
 import datetime
 
 from determined.cli import _render, _session
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 
 def _now() -> str:
@@ -22,15 +22,15 @@ def cmd_set(args: argparse.Namespace) -> None:
         "endTime": args.end,
         "duration": args.duration,
     }
-    _session.session(args).put("/api/v1/master/cluster_message", json=body)
+    _routes.put_cluster_message(_session.session(args), body)
 
 
 def cmd_clear(args: argparse.Namespace) -> None:
-    _session.session(args).delete("/api/v1/master/cluster_message")
+    _routes.delete_cluster_message(_session.session(args))
 
 
 def cmd_get(args: argparse.Namespace) -> None:
-    body = _session.session(args).get("/api/v1/master/cluster_message").json()
+    body = _routes.get_cluster_message(_session.session(args))
     if args.json:
         _render.print_json(body)
     else:
@@ -39,7 +39,7 @@ def cmd_get(args: argparse.Namespace) -> None:
 
 def show_active(sess: Session) -> str | None:
     """The message users see now (``GET /api/v1/master``), as one line, or None."""
-    message = sess.get("/api/v1/master").json().get("clusterMessage")
+    message = _routes.get_master(sess).get("clusterMessage")
     return None if not message else f"Cluster message: {message['message']}"
 
 

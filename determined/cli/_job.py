@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from determined.cli import _render, _session
+from determined.common.api import _routes
 
 _HEADERS = [
     "#",
@@ -30,7 +31,7 @@ def cmd_list(args: argparse.Namespace) -> None:
     }
     if args.resource_pool:
         params["resourcePool"] = args.resource_pool
-    body = _session.session(args).get("/api/v1/job-queues-v2", params=params).json()
+    body = _routes.list_job_queue_v2(_session.session(args), params)
     jobs = [j.get("full") or j.get("limited") for j in body.get("jobs") or []]
     jobs = [j for j in jobs if j]
     if args.json:
@@ -63,7 +64,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def _post_update(args: argparse.Namespace, update: dict[str, Any]) -> None:
-    _session.session(args).post("/api/v1/job-queues", json={"updates": [update]})
+    _routes.update_job_queue(_session.session(args), [update])
 
 
 def cmd_update(args: argparse.Namespace) -> None:

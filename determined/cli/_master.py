@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from determined.cli import _cluster_message, _daemon, _render, _session
 from determined.common import _paths
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 
 def cmd_up(args: argparse.Namespace) -> None:
@@ -69,7 +69,7 @@ def cmd_migrate_store(args: argparse.Namespace) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> None:
-    info = _session.anonymous(args).get("/api/v1/master").json()
+    info = _routes.get_master(_session.anonymous(args))
     if args.json:
         _render.print_json(info)
     else:
@@ -77,7 +77,7 @@ def cmd_info(args: argparse.Namespace) -> None:
 
 
 def cmd_config_show(args: argparse.Namespace) -> None:
-    config = _session.session(args).get("/api/v1/master/config").json()["config"]
+    config = _routes.get_master_config(_session.session(args))
     if args.json:
         _render.print_json(config)
     else:
@@ -97,18 +97,13 @@ def cmd_config_set(args: argparse.Namespace) -> None:
         raise _render.CliError(
             "give at least one of --log.level and --log.color (the fields 0.37 lets you set)"
         )
-    _session.session(args).patch(
-        "/api/v1/master/config", json={"config": {"log": body}, "fieldMask": {"paths": paths}}
-    )
+    _routes.patch_master_log_config(_session.session(args), body, paths)
     print("Successfully made changes to the master config.")
 
 
 def master_log_lines(sess: Session, *, follow: bool = False, tail: int = 0) -> Iterator[str]:
     """The master's own log records as ``det master logs`` prints them (admins only)."""
-    params: dict[str, object] = {"follow": "true" if follow else "false"}
-    if tail:
-        params["offset"] = -tail
-    resp = sess.get("/api/v1/master/logs", params=params, stream=True, timeout=None)
+    resp = _routes.stream_master_logs(sess, follow=follow, tail=tail)
     with resp:
         for raw in resp.iter_lines():
             if not raw:

@@ -22,13 +22,14 @@ import yaml
 from determined import errors
 from determined.cli import _context, _logs, _render, _session, _task_ids, _workspace
 from determined.common import _paths
+from determined.common.api import _routes
 
-# command name -> (route noun, JSON key of one, of the list, what it is called)
-KINDS = {
-    "command": ("commands", "command", "commands", "command"),
-    "notebook": ("notebooks", "notebook", "notebooks", "notebook"),
-    "shell": ("shells", "shell", "shells", "shell"),
-    "tensorboard": ("tensorboards", "tensorboard", "tensorboards", "TensorBoard"),
+# command name -> (route noun, what it is called)
+KINDS: dict[str, tuple[_routes.TaskNoun, str]] = {
+    "command": ("commands", "command"),
+    "notebook": ("notebooks", "notebook"),
+    "shell": ("shells", "shell"),
+    "tensorboard": ("tensorboards", "TensorBoard"),
 }
 # 0.37's columns: the v1 fields, in its order (TensorBoards add their experiments and trials).
 COLUMNS = ["id", "username", "description", "state", "exitStatus", "resourcePool"]
@@ -84,7 +85,7 @@ def _launch(
     args: argparse.Namespace, kind: str, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     sess = _session.session(args)
-    noun, one, _, _ = KINDS[kind]
+    noun = KINDS[kind][0]
     body: dict[str, Any] = {"config": build_config(args), **(extra or {})}
     context = getattr(args, "context", None)
     includes = getattr(args, "include", None) or []
@@ -101,14 +102,12 @@ def _launch(
     workspace_id = _workspace_id(args)
     if workspace_id is not None:
         body["workspaceId"] = workspace_id
-    return dict(sess.post(f"/api/v1/{noun}", json=body).json()[one])
+    return _routes.launch_ntsc(sess, noun, body)
 
 
 def follow_logs(args: argparse.Namespace, task_id: str) -> None:
     sess = _session.session(args)
-    resp = sess.get(
-        f"/api/v1/tasks/{task_id}/logs", params={"follow": "true"}, stream=True, timeout=None
-    )
+    resp = _routes.follow_task_logs(sess, task_id)
     for raw in resp.iter_lines():
         if raw:
             line = json.loads(raw)["result"]
@@ -138,7 +137,7 @@ def cmd_start_notebook(args: argparse.Namespace) -> None:
         body = {"config": build_config(args), "preview": True}
         if args.template:
             body["templateName"] = args.template
-        config = _session.session(args).post("/api/v1/notebooks", json=body).json()["config"]
+        config = _routes.preview_notebook(_session.session(args), body)
         print(yaml.safe_dump(config, sort_keys=True), end="")
         return
     task = _launch(args, "notebook")
@@ -173,7 +172,7 @@ def _wait_answering(
     """Poll the service through the master's proxy until it answers (JupyterLab takes a few
     seconds to start); a task that ends first is an error that names its logs."""
     sess = _session.session(args)
-    name = KINDS[kind][3]
+    name = KINDS[kind][1]
     deadline = time.monotonic() + timeout
     said = False
     while time.monotonic() < deadline:
@@ -227,12 +226,12 @@ def queue_line(sess: Any, job_id: str) -> str:
     """``Waiting for N slots (M of T in use by experiment 3, command 42b67709); position P in
     the queue`` for a queued job (``det job list``'s), or "" when it is not queued or its
     slots are free (it is about to start)."""
-    jobs = sess.get("/api/v1/job-queues").json().get("jobs") or []
+    jobs = _routes.list_job_queue(sess)
     queued = [j for j in jobs if (j.get("summary") or {}).get("state") == "STATE_QUEUED"]
     mine = next((j for j in queued if str(j.get("jobId")) == job_id), None)
     if mine is None:
         return ""
-    pools = sess.get("/api/v1/resource-pools").json().get("resourcePools") or []
+    pools = _routes.list_resource_pools(sess)
     total = sum(int(p.get("slotsAvailable") or 0) for p in pools)
     users = [j for j in jobs if int(j.get("allocatedSlots") or 0) > 0]
     in_use = sum(int(j["allocatedSlots"]) for j in users)
@@ -262,8 +261,7 @@ def _open_url(url: str, *, browser: bool = True) -> None:
 
 
 def _get(args: argparse.Namespace, kind: str, task_id: str) -> dict[str, Any]:
-    noun, one, _, _ = KINDS[kind]
-    return dict(_session.session(args).get(f"/api/v1/{noun}/{task_id}").json()[one])
+    return _routes.get_ntsc(_session.session(args), KINDS[kind][0], task_id)
 
 
 def cmd_open(args: argparse.Namespace) -> None:
@@ -273,12 +271,10 @@ def cmd_open(args: argparse.Namespace) -> None:
 
 def cmd_list(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    noun, _, many, _ = KINDS[args.kind]
-    params: dict[str, Any] = {} if args.all else {"users": _session.current_user(sess)["username"]}
-    workspace_id = _workspace_id(args)
-    if workspace_id is not None:
-        params["workspaceId"] = workspace_id
-    items = sess.get(f"/api/v1/{noun}", params=params).json()[many]
+    users = None if args.all else str(_session.current_user(sess)["username"])
+    items = _routes.list_ntsc(
+        sess, KINDS[args.kind][0], users=users, workspace_id=_workspace_id(args)
+    )
     if args.quiet:
         for item in items:
             print(item["id"])
@@ -326,26 +322,23 @@ def cmd_describe(args: argparse.Namespace) -> None:
 
 def cmd_config(args: argparse.Namespace) -> None:
     """``det cmd|notebook|shell|tensorboard config ID``: the task's config, as YAML."""
-    noun = KINDS[args.kind][0]
-    body = _session.session(args).get(f"/api/v1/{noun}/{args.task_id}").json()
+    body = _routes.get_ntsc_response(_session.session(args), KINDS[args.kind][0], args.task_id)
     print(yaml.safe_dump(body.get("config") or {}, sort_keys=True), end="")
 
 
 def cmd_set_priority(args: argparse.Namespace) -> None:
-    noun, _, _, name = KINDS[args.kind]
-    _session.session(args).post(
-        f"/api/v1/{noun}/{args.task_id}/set_priority", json={"priority": args.priority}
-    )
+    noun, name = KINDS[args.kind]
+    _routes.set_ntsc_priority(_session.session(args), noun, args.task_id, args.priority)
     print(f"Set priority of {name} {args.task_id} to {args.priority}")
 
 
 def cmd_kill(args: argparse.Namespace) -> None:
     """Kill each task in turn; the first failure stops the rest unless ``--force``."""
     sess = _session.session(args)
-    noun, _, _, name = KINDS[args.kind]
+    noun, name = KINDS[args.kind]
     for i, task_id in enumerate(args.task_ids):
         try:
-            sess.post(f"/api/v1/{noun}/{task_id}/kill")
+            _routes.kill_ntsc(sess, noun, task_id)
         except Exception as e:
             if not args.force:
                 for skipped in args.task_ids[i + 1 :]:
@@ -368,10 +361,10 @@ def cmd_logs(args: argparse.Namespace) -> None:
         _logs.print_logs(iter([entry]), as_json=args.json)
 
     while True:
-        summaries = sess.get("/api/v1/tasks").json().get("allocationIdToSummary") or {}
+        summaries = _routes.list_allocations(sess)
         live = any(t.get("taskId") == args.task_id for t in summaries.values())
         params = {"searchAfter": after, **_logs.filters_of(args)}
-        page = sess.get(f"/api/v1/tasks/{args.task_id}/logs", params=params).json()
+        page = _routes.get_task_logs(sess, args.task_id, params)
         entries = page.get("logs") or []
         for entry in entries:
             after = max(after, int(entry.get("id") or 0))

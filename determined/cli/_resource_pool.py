@@ -7,15 +7,16 @@ from __future__ import annotations
 import argparse
 
 from determined.cli import _render, _session, _workspace
+from determined.common.api import _routes
 
 
-def _body(args: argparse.Namespace) -> dict[str, object]:
-    return {"resourcePoolName": args.pool_name, "workspaceNames": args.workspace_names}
+def _bind(args: argparse.Namespace, method: _routes.PoolBindingAction) -> None:
+    sess = _session.session(args)
+    _routes.bind_pool_workspaces(sess, args.pool_name, method, args.workspace_names)
 
 
 def cmd_add(args: argparse.Namespace) -> None:
-    path = f"/api/v1/resource-pools/{args.pool_name}/workspace-bindings"
-    _session.session(args).post(path, json=_body(args))
+    _bind(args, "post")
     print(
         f'added bindings between the resource pool "{args.pool_name}" and the following '
         f"workspaces: {args.workspace_names}"
@@ -23,8 +24,7 @@ def cmd_add(args: argparse.Namespace) -> None:
 
 
 def cmd_remove(args: argparse.Namespace) -> None:
-    path = f"/api/v1/resource-pools/{args.pool_name}/workspace-bindings"
-    _session.session(args).delete(path, json=_body(args))
+    _bind(args, "delete")
     print(
         f'removed bindings between the resource pool "{args.pool_name}" and the following '
         f"workspaces: {args.workspace_names}"
@@ -32,8 +32,7 @@ def cmd_remove(args: argparse.Namespace) -> None:
 
 
 def cmd_replace(args: argparse.Namespace) -> None:
-    path = f"/api/v1/resource-pools/{args.pool_name}/workspace-bindings"
-    _session.session(args).put(path, json=_body(args))
+    _bind(args, "put")
     print(
         f'replaced bindings of the resource pool "{args.pool_name}" with those to the '
         f"following workspaces: {args.workspace_names}"
@@ -42,8 +41,7 @@ def cmd_replace(args: argparse.Namespace) -> None:
 
 def cmd_list_workspaces(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    path = f"/api/v1/resource-pools/{args.pool_name}/workspace-bindings"
-    ids = set(sess.get(path).json().get("workspaceIds") or [])
+    ids = set(_routes.list_pool_workspace_ids(sess, args.pool_name))
     names = _workspace.workspace_names(sess)
     bound = ", ".join(names[i] for i in sorted(ids) if i in names)
     _render.table(["resource pool", "workspaces"], [[args.pool_name, bound]])

@@ -7,13 +7,18 @@ import argparse
 import sys
 
 from determined.cli import _session
+from determined.common.api import _routes
 
 DAILY = "RESOURCE_ALLOCATION_AGGREGATION_PERIOD_DAILY"
 MONTHLY = "RESOURCE_ALLOCATION_AGGREGATION_PERIOD_MONTHLY"
 
 
 def _print(args: argparse.Namespace, path: str, params: dict[str, str]) -> None:
-    body = _session.session(args).get(path, params=params).content
+    """The CSV report at ``path`` (the master's non-API routes; JSON: ``_routes``)."""
+    _write(_session.session(args).get(path, params=params).content)
+
+
+def _write(body: bytes) -> None:
     sys.stdout.buffer.write(body)
     sys.stdout.buffer.flush()
 
@@ -27,8 +32,10 @@ def cmd_allocations(args: argparse.Namespace) -> None:
 
 
 def cmd_raw(args: argparse.Namespace) -> None:
-    path = "/api/v1/resources/allocation/raw" if args.json else "/resources/allocation/raw"
-    _print(args, path, _window(args))
+    if args.json:
+        _write(_routes.get_allocation_report(_session.session(args), "raw", _window(args)))
+    else:
+        _print(args, "/resources/allocation/raw", _window(args))
 
 
 def cmd_aggregated(args: argparse.Namespace) -> None:
@@ -37,12 +44,10 @@ def cmd_aggregated(args: argparse.Namespace) -> None:
         "end_date": args.end_date,
         "period": MONTHLY if args.monthly else DAILY,
     }
-    path = (
-        "/api/v1/resources/allocation/aggregated"
-        if args.json
-        else "/resources/allocation/aggregated"
-    )
-    _print(args, path, params)
+    if args.json:
+        _write(_routes.get_allocation_report(_session.session(args), "aggregated", params))
+    else:
+        _print(args, "/resources/allocation/aggregated", params)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

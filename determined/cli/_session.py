@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from determined.cli import _daemon, _render
-from determined.common.api import Session, _auth, canonicalize_master_url
+from determined.common.api import Session, _auth, _routes, canonicalize_master_url
 
 DEFAULT_MASTER = _auth.DEFAULT_MASTER
 DEFAULT_USER = _auth.DEFAULT_USER
@@ -82,4 +82,4 @@ def session(args: argparse.Namespace) -> Session:
 
 
 def current_user(sess: Session) -> dict[str, Any]:
-    return dict(sess.get("/api/v1/me").json()["user"])
+    return dict(_routes.get_me(sess))

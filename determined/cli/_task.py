@@ -8,6 +8,7 @@ import pathlib
 from typing import Any
 
 from determined.cli import _logs, _ntsc, _render, _session, _task_ids
+from determined.common.api import _routes
 
 _HEADERS = [
     "Task ID",
@@ -23,8 +24,7 @@ _HEADERS = [
 
 
 def _tasks(args: argparse.Namespace) -> dict[str, Any]:
-    body = _session.session(args).get("/api/v1/tasks").json()
-    return dict(body.get("allocationIdToSummary") or {})
+    return _routes.list_allocations(_session.session(args))
 
 
 def _agent(task: dict[str, Any]) -> Any:
@@ -85,7 +85,7 @@ def cmd_create(args: argparse.Namespace) -> None:
 
 
 def _create(args: argparse.Namespace, body: dict[str, Any]) -> None:
-    task_id = _session.session(args).post("/api/v1/generic-tasks", json=body).json()["taskId"]
+    task_id = _routes.create_generic_task(_session.session(args), body)
     print(f"Created task {task_id}")
     if args.follow:
         _ntsc.follow_logs(args, task_id)
@@ -102,7 +102,7 @@ def cmd_fork(args: argparse.Namespace) -> None:
 def cmd_config(args: argparse.Namespace) -> None:
     import yaml
 
-    text = _session.session(args).get(f"/api/v1/tasks/{args.task_id}/config").json()["config"]
+    text = _routes.get_task_config(_session.session(args), args.task_id)
     config = json.loads(text) if text else {}
     if args.json:
         _render.print_json(config)
@@ -112,23 +112,22 @@ def cmd_config(args: argparse.Namespace) -> None:
 
 def cmd_kill(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    body = {"taskId": args.task_id, "killFromRoot": bool(args.root)}
-    sess.post(f"/api/v1/tasks/{args.task_id}/kill", json=body)
+    _routes.kill_task(sess, args.task_id, kill_from_root=bool(args.root))
     print(f"Killed task {args.task_id}")
 
 
 def cmd_pause(args: argparse.Namespace) -> None:
-    _session.session(args).post(f"/api/v1/tasks/{args.task_id}/pause")
+    _routes.pause_task(_session.session(args), args.task_id)
     print(f"Paused task: {args.task_id}")
 
 
 def cmd_unpause(args: argparse.Namespace) -> None:
-    _session.session(args).post(f"/api/v1/tasks/{args.task_id}/unpause")
+    _routes.unpause_task(_session.session(args), args.task_id)
     print(f"Unpaused task: {args.task_id}")
 
 
 def cmd_cleanup_logs(args: argparse.Namespace) -> None:
-    removed = _session.session(args).post("/api/v1/cleanup_logs").json()["removedCount"]
+    removed = _routes.cleanup_logs(_session.session(args))
     print(f"Deleted {removed} rows of log entries.")
 
 

@@ -16,9 +16,10 @@ import re
 from typing import Any
 
 from determined.cli import _render
+from determined.common.api import _routes
 
 # det's kind names -> the list route of that kind
-_LISTS = {
+_LISTS: dict[str, _routes.TaskNoun] = {
     "command": "commands",
     "notebook": "notebooks",
     "shell": "shells",
@@ -41,10 +42,10 @@ def candidates(sess: Any, kind: str | None = None) -> dict[str, str]:
     for name, noun in _LISTS.items():
         if kind is not None and kind != name:
             continue
-        for item in sess.get(f"/api/v1/{noun}").json().get(noun) or []:
+        for item in _routes.list_ntsc(sess, noun):
             found[str(item["id"])] = f"{name}, {str(item.get('state', '')).removeprefix('STATE_')}"
     if kind is None:
-        summaries = sess.get("/api/v1/tasks").json().get("allocationIdToSummary") or {}
+        summaries = _routes.list_allocations(sess)
         for summary in summaries.values():
             found.setdefault(str(summary.get("taskId")), str(summary.get("name") or "task"))
     return found

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from determined.cli import _render, _session, _workspace
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 
 def _read_config(path: str) -> Any:
@@ -28,7 +28,7 @@ def _read_config(path: str) -> Any:
 def _workspace_id(sess: Session, name: str | None) -> int:
     if not name:
         return 0
-    found = sess.get("/api/v1/workspaces", params={"name": name}).json().get("workspaces") or []
+    found = _routes.list_workspaces(sess, {"name": name}).get("workspaces") or []
     match = [w for w in found if w.get("name") == name]
     if not match:
         raise _render.CliError(f'Workspace "{name}" not found')
@@ -44,7 +44,7 @@ def _dump(config: Any) -> str:
 def cmd_list(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     names = _workspace.workspace_names(sess)
-    found = sess.get("/api/v1/templates").json()["templates"]
+    found = _routes.list_templates(sess)
     rows: list[list[Any]] = []
     for t in found:
         row = [t["name"], names.get(int(t["workspaceId"]), "missing workspace")]
@@ -55,7 +55,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 def cmd_describe(args: argparse.Namespace) -> None:
     sess = _session.session(args)
-    template = sess.get(f"/api/v1/templates/{args.template_name}").json()["template"]
+    template = _routes.get_template(sess, args.template_name)
     print(_dump(template["config"]))
 
 
@@ -67,25 +67,25 @@ def cmd_create(args: argparse.Namespace) -> None:
         "config": config,
         "workspaceId": _workspace_id(sess, args.workspace_name),
     }
-    sess.post(f"/api/v1/templates/{args.template_name}", json=body)
+    _routes.create_template(sess, args.template_name, body)
     print(f"Created template {args.template_name}")
 
 
 def cmd_set_config(args: argparse.Namespace) -> None:
     config = _read_config(args.template_file)
-    _session.session(args).patch(f"/api/v1/templates/{args.template_name}", json=config)
+    _routes.patch_template_config(_session.session(args), args.template_name, config)
     print(f"Updated template {args.template_name}")
 
 
 def cmd_set(args: argparse.Namespace) -> None:
     config = _read_config(args.template_file)
     body = {"name": args.template_name, "config": config, "workspaceId": 0}
-    _session.session(args).put(f"/api/v1/templates/{args.template_name}", json=body)
+    _routes.put_template(_session.session(args), args.template_name, body)
     print(f"Set template {args.template_name}")
 
 
 def cmd_remove(args: argparse.Namespace) -> None:
-    _session.session(args).delete(f"/api/v1/templates/{args.template_name}")
+    _routes.delete_template(_session.session(args), args.template_name)
     print(f"Removed template {args.template_name}")
 
 

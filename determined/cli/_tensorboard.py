@@ -66,7 +66,7 @@ def trial_dirs(
     """Run name -> the directory holding that trial's synced event files (it may not exist
     yet: TensorBoard picks files up as they appear). Trials in s3/gcs storage are added to
     ``mirror`` and get its local directory; without a mirror they are refused."""
-    cluster_id = str(sess.get("/info").json()["cluster_id"])
+    cluster_id = str(_routes.get_info(sess)["cluster_id"])
     found: dict[str, pathlib.Path] = {}
     for exp_id in experiment_ids:
         exp = _routes.get_experiment(sess, exp_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 from determined import errors
 from determined.cli import _render, _session
+from determined.common.api import _routes
 from determined.experimental._sdk import _user as _sdk_user
 
 
@@ -42,7 +43,7 @@ def _new_password(user: str) -> str:
 
 def _by_name(sess: Any, username: str) -> dict[str, Any]:
     try:
-        return dict(sess.get(f"/api/v1/users/{username}/by-username").json()["user"])
+        return dict(_routes.get_user_by_name(sess, username))
     except errors.MasterNotFound as e:
         raise _render.CliError(f"user {username!r} not found") from e
 
@@ -50,7 +51,7 @@ def _by_name(sess: Any, username: str) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     params = {} if args.all else {"active": "true"}
-    users = sess.get("/api/v1/users", params=params).json()["users"]
+    users = _routes.list_users(sess, params)["users"]
     headers = ["User Id", "Username", "Display Name", "Admin", "Active", "Remote"]
     headers += ["Agent Uid", "Agent Gid", "Agent User", "Agent Group"]
     rows = [
@@ -71,16 +72,16 @@ def cmd_create(args: argparse.Namespace) -> None:
         if _read_password(args.username, "Confirm password: ") != password:
             raise _render.CliError("Passwords do not match")
     check_complexity(password)
-    created = sess.post(
-        "/api/v1/users",
-        json={
+    created = _routes.create_user(
+        sess,
+        {
             "user": {"username": args.username, "admin": bool(args.admin), "active": True},
             "password": _session.hash_password(password),
             "isHashed": True,
         },
-    ).json()
+    )
     # 0.37 printed nothing on success; a new user is told it worked and how to log in.
-    user_id = (created.get("user") or {}).get("id")
+    user_id = created.get("id")
     role = "admin " if args.admin else ""
     print(
         f"Created {role}user '{args.username}' (id {user_id}); "
@@ -94,10 +95,8 @@ def cmd_change_password(args: argparse.Namespace) -> None:
     username = args.target_user or me["username"]
     password = _new_password(username)
     user = me if username == me["username"] else _by_name(sess, username)
-    sess.patch(
-        f"/api/v1/users/{user['id']}",
-        json={"password": _session.hash_password(password), "isHashed": True},
-    )
+    fields = {"password": _session.hash_password(password), "isHashed": True}
+    _routes.patch_user(sess, user["id"], fields)
     if args.target_user is None or username == me["username"]:
         url = _session.master_url(args)
         _, token = _session.login(url, username, password)
@@ -108,7 +107,7 @@ def cmd_change_password(args: argparse.Namespace) -> None:
 def _set_active(args: argparse.Namespace, active: bool) -> None:
     sess = _session.session(args)
     user = _by_name(sess, args.username)
-    sess.patch(f"/api/v1/users/{user['id']}", json={"active": active})
+    _routes.patch_user(sess, user["id"], {"active": active})
     print(f"{'Activated' if active else 'Deactivated'} user '{args.username}'")
 
 
@@ -136,7 +135,7 @@ def _log_out(url: str, store: _session.TokenStore, user: str) -> bool:
     if token is None:
         return False
     try:
-        _session.client(url, token).post("/api/v1/auth/logout")
+        _routes.logout(_session.client(url, token))
     except errors.Unauthenticated:
         pass  # the token had already expired: logged out either way
     return True
@@ -180,14 +179,14 @@ def cmd_edit(args: argparse.Namespace) -> None:
         raise _render.CliError("remote users need single sign-on, which this master has not")
     sess = _session.session(args)
     user = _by_name(sess, args.target_user)
-    sess.patch(f"/api/v1/users/{user['id']}", json=body)
+    _routes.patch_user(sess, user["id"], body)
     print("Changes made to the following fields: " + ", ".join(changes))
 
 
 def cmd_rename(args: argparse.Namespace) -> None:
     sess = _session.session(args)
     user = _by_name(sess, args.target_user)
-    sess.patch(f"/api/v1/users/{user['id']}", json={"username": args.new_username})
+    _routes.patch_user(sess, user["id"], {"username": args.new_username})
     print(f"Renamed user '{args.target_user}' to '{args.new_username}'")
 
 
@@ -205,7 +204,7 @@ def cmd_link_with_agent_user(args: argparse.Namespace) -> None:
         "agentUser": args.agent_user,
         "agentGroup": args.agent_group,
     }
-    sess.patch(f"/api/v1/users/{user['id']}", json={"agentUserGroup": group})
+    _routes.patch_user(sess, user["id"], {"agentUserGroup": group})
 
 
 def cmd_whoami(args: argparse.Namespace) -> None:

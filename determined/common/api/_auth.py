@@ -19,6 +19,7 @@ from typing import Any
 
 from determined import errors
 from determined.common import _paths
+from determined.common.api import _routes
 from determined.common.api._session import Session
 from determined.common.api._urls import canonicalize_master_url
 
@@ -122,10 +123,7 @@ def login(
     """
     sess = UserSession(url, cert=cert)
     try:
-        body = sess.post(
-            "/api/v1/auth/login",
-            json={"username": user, "password": hash_password(password), "isHashed": True},
-        ).json()
+        body = _routes.login(sess, user, hash_password(password))
     except errors.Unauthenticated as e:
         raise LoginError(f"login as {user!r} failed: wrong username or password", status=401) from e
     token = str(body["token"])
@@ -135,7 +133,7 @@ def login(
 def token_valid(url: str, token: str, *, cert: str | bool | None = None) -> bool:
     """Whether the master still accepts ``token`` (it forgets them on logout and expiry)."""
     try:
-        UserSession(url, token, cert=cert).get("/api/v1/me")
+        _routes.get_me(UserSession(url, token, cert=cert))
     except errors.Unauthenticated:
         return False
     return True
@@ -192,4 +190,4 @@ def logout(url: str, user: str | None = None, *, cert: str | bool | None = None)
     if token is None:
         return
     with contextlib.suppress(errors.Unauthenticated):
-        UserSession(store.url, token, cert=cert).post("/api/v1/auth/logout")
+        _routes.logout(UserSession(store.url, token, cert=cert))

@@ -188,6 +188,11 @@ def _quote(segment: str) -> str:
 # The master.
 
 
+def get_info(sess: Session) -> Json:
+    """``GET /info`` (0.37's unversioned route): ``cluster_id``, ``version``, ..."""
+    return dict(sess.get("/info").json())
+
+
 def get_master(sess: Session) -> Json:
     """``GET /api/v1/master``: version, cluster id and name, the cluster message."""
     return dict(sess.get("/api/v1/master").json())
@@ -706,3 +711,216 @@ def get_model_version_metrics(
     """``GET /api/v1/models/{model}/versions/{v}/metrics`` (``metrics``)."""
     path = f"{_model(model)}/versions/{version}/metrics"
     return dict(sess.get(path, params=dict(query)).json())
+
+
+# Users and logins.
+
+
+def login(sess: Session, username: str, hashed_password: str) -> Json:
+    """``POST /api/v1/auth/login`` with an already hashed password (``token``, ``user``)."""
+    body = {"username": username, "password": hashed_password, "isHashed": True}
+    return dict(sess.post("/api/v1/auth/login", json=body).json())
+
+
+def logout(sess: Session) -> None:
+    """End the session's token on the master."""
+    sess.post("/api/v1/auth/logout")
+
+
+def get_me(sess: Session) -> User:
+    """The user the session's token belongs to."""
+    return _field(sess.get("/api/v1/me"), "user")
+
+
+def get_user(sess: Session, user_id: int) -> User:
+    return _field(sess.get(f"/api/v1/users/{user_id}"), "user")
+
+
+def get_user_by_name(sess: Session, username: str) -> User:
+    return _field(sess.get(f"/api/v1/users/{username}/by-username"), "user")
+
+
+def list_users(sess: Session, query: Mapping[str, Any] | None = None) -> Json:
+    """One page of ``GET /api/v1/users`` (``users``, ``pagination``); ``query``: ``active``,
+    ``offset``, ``limit``."""
+    return dict(sess.get("/api/v1/users", params=_params(query)).json())
+
+
+def create_user(sess: Session, body: Mapping[str, Any]) -> User:
+    """``POST /api/v1/users`` (``user``, ``password``, ``isHashed``)."""
+    return _field(sess.post("/api/v1/users", json=dict(body)), "user")
+
+
+def patch_user(sess: Session, user_id: int, fields: Mapping[str, Any]) -> None:
+    """``PATCH /api/v1/users/{id}`` (``active``, ``admin``, ``username``, ``displayName``,
+    ``password``/``isHashed``, ``agentUserGroup``, ...)."""
+    sess.patch(f"/api/v1/users/{user_id}", json=dict(fields))
+
+
+# Config templates.
+
+
+def list_templates(sess: Session) -> list[Json]:
+    return list(_field(sess.get("/api/v1/templates"), "templates") or [])
+
+
+def get_template(sess: Session, name: str) -> Json:
+    return dict(_field(sess.get(f"/api/v1/templates/{name}"), "template"))
+
+
+def create_template(sess: Session, name: str, body: Mapping[str, Any]) -> None:
+    """``POST /api/v1/templates/{name}`` (``name``, ``config``, ``workspaceId``)."""
+    sess.post(f"/api/v1/templates/{name}", json=dict(body))
+
+
+def put_template(sess: Session, name: str, body: Mapping[str, Any]) -> None:
+    sess.put(f"/api/v1/templates/{name}", json=dict(body))
+
+
+def patch_template_config(sess: Session, name: str, config: Mapping[str, Any]) -> None:
+    sess.patch(f"/api/v1/templates/{name}", json=dict(config))
+
+
+def delete_template(sess: Session, name: str) -> None:
+    sess.delete(f"/api/v1/templates/{name}")
+
+
+# The master and its cluster.
+
+
+def get_master_config(sess: Session) -> Json:
+    return dict(_field(sess.get("/api/v1/master/config"), "config"))
+
+
+def patch_master_log_config(sess: Session, log: Mapping[str, Any], paths: Sequence[str]) -> None:
+    """Change the master's ``log`` settings named by ``paths`` (0.37's field mask)."""
+    body = {"config": {"log": dict(log)}, "fieldMask": {"paths": list(paths)}}
+    sess.patch("/api/v1/master/config", json=body)
+
+
+def stream_master_logs(sess: Session, *, follow: bool, tail: int | None) -> requests.Response:
+    """``GET /api/v1/master/logs``, streamed NDJSON (admins only)."""
+    params: dict[str, object] = {"follow": "true" if follow else "false"}
+    if tail:
+        params["offset"] = -tail
+    return sess.get("/api/v1/master/logs", params=params, stream=True, timeout=None)
+
+
+def put_cluster_message(sess: Session, body: Mapping[str, Any]) -> None:
+    """``PUT /api/v1/master/cluster_message`` (``message``, ``startTime``, ``endTime``,
+    ``duration``)."""
+    sess.put("/api/v1/master/cluster_message", json=dict(body))
+
+
+def delete_cluster_message(sess: Session) -> None:
+    sess.delete("/api/v1/master/cluster_message")
+
+
+def get_cluster_message(sess: Session) -> Json:
+    return dict(sess.get("/api/v1/master/cluster_message").json())
+
+
+def list_agents(sess: Session) -> list[Json]:
+    return list(sess.get("/api/v1/agents").json().get("agents") or [])
+
+
+def toggle_agent(
+    sess: Session, agent_id: str, action: Literal["enable", "disable"], *, drain: bool = False
+) -> None:
+    """Enable or disable an agent; a disabled one with ``drain`` lets running work finish."""
+    sess.post(f"/api/v1/agents/{agent_id}/{action}", json={"drain": True} if drain else None)
+
+
+def toggle_slot(
+    sess: Session, agent_id: str, slot_id: str, action: Literal["enable", "disable"], body: Json
+) -> None:
+    sess.post(f"/api/v1/agents/{agent_id}/slots/{slot_id}/{action}", json=body)
+
+
+def list_job_queue(sess: Session) -> list[Json]:
+    """``GET /api/v1/job-queues``: every job (``jobs``)."""
+    return list(sess.get("/api/v1/job-queues").json().get("jobs") or [])
+
+
+def list_job_queue_v2(sess: Session, query: Mapping[str, Any]) -> Json:
+    """``GET /api/v1/job-queues-v2`` (``jobs``: ``{"full": v1Job}`` or ``{"limited": ...}``)."""
+    return dict(sess.get("/api/v1/job-queues-v2", params=dict(query)).json())
+
+
+def update_job_queue(sess: Session, updates: Sequence[Mapping[str, Any]]) -> None:
+    """``POST /api/v1/job-queues``: priority, weight, pool and queue position changes."""
+    sess.post("/api/v1/job-queues", json={"updates": [dict(u) for u in updates]})
+
+
+def list_resource_pools(sess: Session) -> list[Json]:
+    return list(sess.get("/api/v1/resource-pools").json().get("resourcePools") or [])
+
+
+PoolBindingAction = Literal["post", "delete", "put"]
+
+
+def bind_pool_workspaces(
+    sess: Session, pool: str, method: PoolBindingAction, workspace_names: Sequence[str]
+) -> None:
+    """Add (``post``), remove (``delete``) or replace (``put``) a pool's workspace bindings."""
+    body = {"resourcePoolName": pool, "workspaceNames": workspace_names}
+    path = f"/api/v1/resource-pools/{pool}/workspace-bindings"
+    sess.request(method.upper(), path, json=body)
+
+
+def list_pool_workspace_ids(sess: Session, pool: str) -> list[int]:
+    resp = sess.get(f"/api/v1/resource-pools/{pool}/workspace-bindings")
+    return list(resp.json().get("workspaceIds") or [])
+
+
+def get_allocation_report(
+    sess: Session, which: Literal["raw", "aggregated"], params: Mapping[str, Any]
+) -> bytes:
+    """``GET /api/v1/resources/allocation/{raw|aggregated}``: the usage report as JSON."""
+    return sess.get(f"/api/v1/resources/allocation/{which}", params=dict(params)).content
+
+
+# Unmanaged experiments and trials (core_v2).
+
+
+def put_experiment_by_external_id(
+    sess: Session, external_id: str, body: Mapping[str, Any]
+) -> CreatedExperiment:
+    """Create the unmanaged experiment ``external_id`` names, or get the one it named."""
+    path = f"/api/v1/experiments/by-external-id/{external_id}"
+    return sess.put(path, json=dict(body), idempotent=True).json()
+
+
+def create_trial(sess: Session, body: Mapping[str, Any]) -> Trial:
+    """``POST /api/v1/trials`` (an unmanaged trial: ``experimentId``, ``hparams``)."""
+    return _field(sess.post("/api/v1/trials", json=dict(body)), "trial")
+
+
+def put_trial_by_external_id(
+    sess: Session, body: Mapping[str, Any], external_trial_id: str
+) -> Trial:
+    """Create the unmanaged trial ``external_trial_id`` names, or get the one it named."""
+    request = {"createTrialRequest": dict(body), "externalTrialId": external_trial_id}
+    return _field(sess.put("/api/v1/trials", json=request, idempotent=True), "trial")
+
+
+def start_trial(sess: Session, trial_id: int) -> Json:
+    """``POST /api/v1/trials/{id}/start`` with ``resume``, as received."""
+    body = {"trialId": trial_id, "resume": True}
+    return dict(sess.post(f"/api/v1/trials/{trial_id}/start", json=body).json())
+
+
+def patch_trial(sess: Session, trial_id: int, body: Mapping[str, Any]) -> None:
+    """``PATCH /api/v1/trials/{id}``: an unmanaged trial's heartbeat or end state."""
+    sess.patch(f"/api/v1/trials/{trial_id}", json=dict(body), idempotent=True)
+
+
+def start_run(sess: Session, run_id: int, checkpoint_storage: Mapping[str, Any]) -> Any:
+    """``POST /api/v1/runs/start``; the storage id the master gave the run's checkpoints."""
+    body = {"runId": run_id, "checkpointStorage": checkpoint_storage}
+    return sess.post("/api/v1/runs/start", json=body, idempotent=True).json().get("storageId")
+
+
+def post_task_logs(sess: Session, logs: Sequence[Mapping[str, Any]]) -> None:
+    """``POST /api/v1/task/logs``: ship log entries (retried: the master drops duplicates)."""
+    sess.post("/api/v1/task/logs", json={"logs": list(logs)}, idempotent=True)

@@ -110,19 +110,17 @@ class Determined:
             "password": _auth.hash_password(password or ""),
             "isHashed": True,
         }
-        resp = self._session.post("/api/v1/users", json=body).json()
-        return _user.User._from_json(resp["user"], self._session)
+        return _user.User._from_json(_routes.create_user(self._session, body), self._session)
 
     def get_user_by_id(self, user_id: int) -> _user.User:
-        body = self._session.get(f"/api/v1/users/{user_id}").json()["user"]
-        return _user.User._from_json(body, self._session)
+        return _user.User._from_json(_routes.get_user(self._session, user_id), self._session)
 
     def get_user_by_name(self, user_name: str) -> _user.User:
-        body = self._session.get(f"/api/v1/users/{user_name}/by-username").json()["user"]
+        body = _routes.get_user_by_name(self._session, user_name)
         return _user.User._from_json(body, self._session)
 
     def whoami(self) -> _user.User:
-        return _user.User._from_json(self._session.get("/api/v1/me").json()["user"], self._session)
+        return _user.User._from_json(_routes.get_me(self._session), self._session)
 
     def get_session_username(self) -> str:
         if not self._username:
@@ -138,8 +136,7 @@ class Determined:
         params: dict[str, Any] = {} if active is None else {"active": str(active).lower()}
 
         def page(offset: int) -> dict[str, Any]:
-            resp = self._session.get("/api/v1/users", params={**params, "offset": offset})
-            return dict(resp.json())
+            return _routes.list_users(self._session, {**params, "offset": offset})
 
         found = _paging.read_paginated(page, "users")
         return [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from determined.common.api import Session, _auth
+from determined.common.api import Session, _auth, _routes
 
 
 def check_password_complexity(password: str | None) -> None:
@@ -69,10 +69,10 @@ class User:
         return user
 
     def reload(self) -> None:
-        self._hydrate(self._session.get(f"/api/v1/users/{self.user_id}").json()["user"])
+        self._hydrate(_routes.get_user(self._session, self.user_id))
 
     def _patch(self, **fields: Any) -> None:
-        self._session.patch(f"/api/v1/users/{self.user_id}", json=fields)
+        _routes.patch_user(self._session, self.user_id, fields)
         self.reload()
 
     def rename(self, new_username: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import determined as det
 from determined.common import _paths, storage
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.core._checkpoint import CheckpointContext
 from determined.core._context import Context, _single_process, master_reporting
 from determined.core._distributed import DistributedContext
@@ -112,15 +112,7 @@ def unmanaged_context(
     section = config.get("checkpoint_storage") or storage_config(None)
     manager = storage.build(section)
     pathlib.Path(getattr(manager, "base_path", ".")).mkdir(parents=True, exist_ok=True)
-    storage_id = (
-        session.post(
-            "/api/v1/runs/start",
-            json={"runId": trial.trial_id, "checkpointStorage": section},
-            idempotent=True,
-        )
-        .json()
-        .get("storageId")
-    )
+    storage_id = _routes.start_run(session, trial.trial_id, section)
     reporting = master_reporting(
         session, info, dist, manager, section, storage_id, tensorboard_mode
     )

@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 logger = logging.getLogger("determined.core")
 
@@ -95,7 +95,7 @@ class LogShipper:
             if not batch:
                 return
             try:
-                self._session.post("/api/v1/task/logs", json={"logs": batch}, idempotent=True)
+                _routes.post_task_logs(self._session, batch)
             except Exception as e:
                 if not self._warned:
                     self._warned = True

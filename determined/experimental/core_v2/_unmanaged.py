@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 import determined as det
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.core._distributed import DistributedContext
 
 logger = logging.getLogger("determined.core")
@@ -51,28 +51,18 @@ def register(
     def create() -> dict[str, Any]:
         body = {"config": text, "unmanaged": True}
         if external_experiment_id is None:
-            resp = session.post("/api/v1/experiments", json=body).json()
+            resp = _routes.create_experiment(session, body)
         else:
-            resp = session.put(
-                f"/api/v1/experiments/by-external-id/{external_experiment_id}",
-                json=body,
-                idempotent=True,
-            ).json()
+            resp = _routes.put_experiment_by_external_id(session, external_experiment_id, body)
         exp_id = int(resp["experiment"]["id"])
         trial_body = {"experimentId": exp_id, "hparams": hparams or {}, "unmanaged": True}
         if external_trial_id is None:
-            trial = session.post("/api/v1/trials", json=trial_body).json()["trial"]
+            trial = _routes.create_trial(session, trial_body)
         else:
-            trial = session.put(
-                "/api/v1/trials",
-                json={"createTrialRequest": trial_body, "externalTrialId": external_trial_id},
-                idempotent=True,
-            ).json()["trial"]
+            trial = _routes.put_trial_by_external_id(session, trial_body, external_trial_id)
         trial_id = int(trial["id"])
-        start = session.post(
-            f"/api/v1/trials/{trial_id}/start", json={"trialId": trial_id, "resume": True}
-        ).json()
-        master = session.get("/api/v1/master").json()
+        start = _routes.start_trial(session, trial_id)
+        master = _routes.get_master(session)
         return {
             "experiment": resp["experiment"],
             "config": resp.get("config") or config,
@@ -124,7 +114,7 @@ class TrialState:
         body: dict[str, Any] = {"trialId": self._trial_id}
         if state is not None:
             body["state"] = state
-        self._session.patch(f"/api/v1/trials/{self._trial_id}", json=body, idempotent=True)
+        _routes.patch_trial(self._session, self._trial_id, body)
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
