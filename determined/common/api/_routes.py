@@ -2,12 +2,14 @@
 
 Each function names its route once, takes typed arguments (ids, filters, bodies) and returns
 the part of the answer its callers use: a wire object (the ``TypedDict`` classes below, keys
-as 0.37's master sends them, in camelCase), a page of them, or a plain value. Nothing else in
-``determined`` spells an ``/api/v1`` path (``tests/common/test_routes.py`` counts them).
+as 0.37's master sends them, in camelCase), a page of them, or a plain value. The CLI, the
+SDK and ``determined.common`` spell no ``/api/v1`` path of their own; the trial side (``core``,
+the launchers) is still to move (``tests/common/api/test_routes.py`` counts, and holds the
+rest to an allowlist).
 
-The requests are byte for byte those the callers sent before this module existed, so 0.37's
-master and ours see the same traffic: a query parameter that is None is left out, the others
-go in the order the function lists them.
+The requests are those the callers sent before this module existed: the same methods, paths,
+bodies and query parameters (a query parameter that is None is left out; a paged listing may
+send ``offset`` and ``limit`` in another order than before).
 """
 
 from __future__ import annotations

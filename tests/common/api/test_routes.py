@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+from collections.abc import Iterator
 
 import pytest
 from _kit.recording_master import RecordingMaster
@@ -102,7 +103,7 @@ def test_the_guard_counts_paths_not_prose() -> None:
 
 
 @pytest.fixture
-def master() -> RecordingMaster:
+def master() -> Iterator[RecordingMaster]:
     with RecordingMaster() as m:
         yield m
 
