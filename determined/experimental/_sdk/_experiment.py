@@ -5,6 +5,7 @@ other (``Experiment.list_trials``, ``Trial.get_experiment``)."""
 from __future__ import annotations
 
 import base64
+import functools
 import inspect
 import pathlib
 import sys
@@ -253,10 +254,7 @@ class Experiment:
         Raises:
             ValueError: only one of ``sort_by`` and ``order_by`` given, or a bad ``sort_by``.
         """
-
-        def page(query: dict[str, Any]) -> dict[str, Any]:
-            return _routes.list_experiment_checkpoints(self._session, self._id, query)
-
+        page = functools.partial(_routes.list_experiment_checkpoints, self._session, self._id)
         return _checkpoint.list_checkpoints(self._session, page, sort_by, order_by, max_results)
 
     def top_checkpoint(
@@ -434,10 +432,7 @@ class Trial:
         Raises:
             ValueError: only one of ``sort_by`` and ``order_by`` given, or a bad ``sort_by``.
         """
-
-        def page(query: dict[str, Any]) -> dict[str, Any]:
-            return _routes.list_trial_checkpoints(self._session, self.id, query)
-
+        page = functools.partial(_routes.list_trial_checkpoints, self._session, self.id)
         return _checkpoint.list_checkpoints(self._session, page, sort_by, order_by, max_results)
 
     def top_checkpoint(
