@@ -27,7 +27,7 @@ from determined.master._errors import ApiError, Unauthenticated
 from determined.master._periodic import Periodic
 from determined.master._signals import STREAM_KEY, Signals
 from determined.master.api._auth import bearer_token, principal_of
-from determined.master.api._hot import HotRoutes
+from determined.master.api._hot import HotLane, HotRoutes
 from determined.master.api._services import Services
 from determined.master.api._stream import Stamps
 from determined.master.experiment import (
@@ -167,6 +167,20 @@ class _Guards:
             await self._bounded(limit, scope, receive, send)
         else:  # the parser hands the app Content-Length bytes, or none without one
             await self.app(scope, receive, send)
+
+    def clears(self, headers: Mapping[bytes, bytes]) -> bool:
+        """Whether a state-changing request outside the login and large-body paths with these
+        headers passes every check at once, given that its bearer token is in the token cache
+        (``api._hot.HotLane``, which checks that): its Host was allowed before, a bearer
+        header spares it the CSRF check, and its body has a Content-Length within the limit."""
+        declared = headers.get(b"content-length", b"")
+        return (
+            headers.get(b"host", b"") in self._known
+            and any(headers.get(h) for h in _BEARER_HEADERS)
+            and declared.isdigit()
+            and int(declared) <= MAX_BODY_BYTES
+            and b"transfer-encoding" not in headers
+        )
 
     async def _login_refusal(
         self, path: str, headers: Mapping[bytes, bytes]
@@ -308,6 +322,9 @@ class MasterApp(FastAPI):
 
     front: Any = None  # set by create_app
     services: Services  # set by create_app; routers read it through api._services.services
+    # The hot routes' common case straight from the HTTP protocol (_http_protocol finds it
+    # here); set by create_app.
+    hot_lane: HotLane | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.front(scope, receive, send)
@@ -472,11 +489,10 @@ def create_app(
     _install_error_handlers(app)
     # The hot routes come before the untyped-JSON fix: they parse their bodies as JSON
     # whatever the Content-Type, and our own trial client sends none.
-    app.front = _Guards(
-        HotRoutes(_UntypedJson(app.serve), services, app.exception_handlers),
-        allowed=allowed_host_names(host, allowed_hosts),
-        store=store,
-    )
+    hot = HotRoutes(_UntypedJson(app.serve), services, app.exception_handlers)
+    guards = _Guards(hot, allowed=allowed_host_names(host, allowed_hosts), store=store)
+    app.front = guards
+    app.hot_lane = HotLane(hot, guards.clears)
     for router in api.ROUTERS:
         app.include_router(router)
     if dev_endpoints:

@@ -7,14 +7,27 @@ TCP segments, and the client wakes up twice to read it. Over loopback the sender
 also delivers the segment, so under 2,000 reports a second these writes were a tenth of the
 master's busy samples (py-spy of ``benchmarks/master_metrics.py``). Here what one connection
 writes within one turn of the event loop goes out together at the end of that turn.
+
+The protocol also serves the hot lane (``api._hot.HotLane``, found on the application): a
+metric report whose head the lane takes is read, stored and answered here, with no ASGI scope
+completed, no task, no receive/send messages and no middleware; uvicorn's connection rules
+hold for it as for any request (keep-alive and its timer, pipelined requests answered in order,
+a connection lost meanwhile, a graceful shutdown). What the lane does not take goes to the
+application as uvicorn hands it over; what it gives back (a body that does not parse, an
+error) goes to the application then, with the body already read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 # Past this many bytes pending, a write goes out at once: large bodies keep the transport's
 # own flow control (pause_writing) as they had it.
@@ -73,12 +86,148 @@ class CoalescedWrites:
         return getattr(self.transport, name)
 
 
+class _Unset:
+    """The ``message_event`` of a hot request: nothing waits on it."""
+
+    def set(self) -> None:
+        pass
+
+
+class _HotRequest:
+    """A request the hot lane took, as the connection's current cycle: what uvicorn's
+    connection code reads of a cycle (``response_complete``, ``disconnected``,
+    ``keep_alive``, ``message_event``) and what the lane needs."""
+
+    message_event = _Unset()
+
+    def __init__(self, ticket: Any, url: bytes, scope: Any, keep_alive: bool) -> None:
+        self.ticket, self.url, self.scope, self.keep_alive = ticket, url, scope, keep_alive
+        self.body = bytearray()
+        self.response_complete = False
+        self.disconnected = False
+
+
+# The 200 answer of a hot report, for one list of uvicorn's default headers (server, date:
+# the server replaces the list every second): (that list, head and body without "connection").
+_ok: tuple[Any, bytes] = (None, b"")
+
+
+def _ok_answer(default_headers: list[tuple[bytes, bytes]], keep_alive: bool) -> bytes:
+    global _ok
+    if _ok[0] is not default_headers:
+        head = [STATUS_LINE[200], *(b"%s: %s\r\n" % (n, v) for n, v in default_headers)]
+        head.append(b"content-length: 2\r\ncontent-type: application/json\r\n")
+        _ok = (default_headers, b"".join(head))
+    if keep_alive:
+        return _ok[1] + b"\r\n{}"
+    return _ok[1] + b"connection: close\r\n\r\n{}"
+
+
+def _find_lane(app: Any) -> Any:
+    """The ``hot_lane`` of the master's application under uvicorn's middlewares (None: the
+    application has none)."""
+    for _ in range(8):
+        if app is None:
+            return None
+        lane = getattr(app, "hot_lane", None)
+        if lane is not None:
+            return lane
+        app = getattr(app, "app", None)
+    return None
+
+
 class CoalescingHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol over :class:`CoalescedWrites` (see module doc). A
-    connection upgraded to a WebSocket is handed the transport itself."""
+    """uvicorn's httptools protocol over :class:`CoalescedWrites`, with the hot lane (see
+    module doc). A connection upgraded to a WebSocket is handed the transport itself."""
+
+    lane: Any = None  # the application's HotLane, if it has one
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
+        self.lane = _find_lane(self.app)
+
+    def on_headers_complete(self) -> None:
+        lane = self.lane
+        cycle = self.cycle
+        if (
+            lane is not None
+            and (cycle is None or cycle.response_complete)
+            and self.parser.get_method() == b"POST"
+            and not self.expect_100_continue
+            and self.parser.get_http_version() == "1.1"
+            and not self.parser.should_upgrade()
+            and self.limit_concurrency is None
+            and not self.root_path
+            and not self.access_log
+        ):
+            ticket = lane.take(self.url, self.headers)
+            if ticket is not None:
+                keep_alive = self.parser.should_keep_alive()
+                hot = _HotRequest(ticket, self.url, self.scope, keep_alive)
+                self.cycle = hot  # type: ignore[assignment]
+                return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        cycle: Any = self.cycle
+        if type(cycle) is _HotRequest:
+            cycle.body += body  # at most the lane's Content-Length limit
+            return
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        cycle: Any = self.cycle
+        if type(cycle) is not _HotRequest:
+            super().on_message_complete()
+            return
+        if not self.lane.run(
+            cycle.ticket, bytes(cycle.body), functools.partial(self._hot_done, cycle)
+        ):
+            self._to_app(cycle, self.app)
+
+    def _hot_done(self, hot: _HotRequest, error: BaseException | None) -> None:
+        """The lane stored the report (``error`` None) or refused it: answer."""
+        if error is not None:
+            routes = self.lane.routes
+            self._to_app(hot, functools.partial(_answer_error, routes, error))
+            return
+        hot.response_complete = True
+        if hot.disconnected:
+            return
+        self.transport.write(_ok_answer(self.server_state.default_headers, hot.keep_alive))
+        if not hot.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
+
+    def _to_app(self, hot: _HotRequest, app: Any) -> None:
+        """Serve the hot request through ``app`` with its body already read, as uvicorn would
+        have (the scope it would have completed, a cycle of its own, in order)."""
+        scope = hot.scope
+        scope["method"] = "POST"
+        scope["path"] = hot.url.decode("ascii")  # the lane took digits and letters only
+        scope["raw_path"] = hot.url
+        scope["query_string"] = b""
+        cycle = RequestResponseCycle(
+            scope=scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=hot.keep_alive,
+            on_response=self.on_response_complete,
+        )
+        cycle.body = hot.body
+        cycle.more_body = False
+        cycle.message_event.set()  # the whole body is there to receive
+        cycle.disconnected = hot.disconnected
+        hot.response_complete = True  # it is the cycle's now
+        if self.cycle is hot:  # else a pipelined request is current, and waits its turn
+            self.cycle = cycle
+        self._start_asgi_task(cycle, app)
 
     def handle_websocket_upgrade(self) -> None:
         wrapper = self.transport
@@ -86,3 +235,9 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             wrapper.flush()
             self.transport = wrapper.transport
         super().handle_websocket_upgrade()
+
+
+async def _answer_error(
+    routes: Any, error: BaseException, scope: Any, receive: Any, send: Any
+) -> None:
+    await routes.answer_error(error, scope, receive, send)

@@ -224,3 +224,179 @@ def test_a_websocket_upgrade_gets_the_connection(server: int) -> None:
         ws.send(text)
         assert ws.recv() == f"echo {text}"
     ws.close()
+
+
+# ----------------------------------------------------------------------------- the hot lane
+
+
+class _Routes:
+    async def answer_error(self, error: BaseException, scope: Any, receive: Any, send: Any) -> None:
+        body = f"refused {error}".encode()
+        headers = [(b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 409, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _Lane:
+    """Takes POSTs to /hot...: a body ``ok <seconds>`` is stored after that delay, ``err``
+    is refused, anything else is not taken (the app serves it)."""
+
+    def __init__(self) -> None:
+        self.routes = _Routes()
+        self.taken: list[bytes] = []
+
+    def take(self, url: bytes, headers: list[tuple[bytes, bytes]]) -> Any:
+        assert all(name == name.lower() for name, _ in headers)
+        return url if url.startswith(b"/hot") else None
+
+    def run(self, ticket: Any, raw: bytes, done: Any) -> bool:
+        loop = asyncio.get_running_loop()
+        if raw.startswith(b"ok"):
+            self.taken.append(ticket + b" " + raw)
+            loop.call_later(float(raw.split()[1]), done, None)
+            return True
+        if raw.startswith(b"err"):
+            self.taken.append(ticket + b" " + raw)
+            loop.call_later(0.01, done, ValueError(raw.decode()))
+            return True
+        return False
+
+
+class _LaneApp:
+    hot_lane = _Lane()
+
+    def __init__(self) -> None:
+        self.app = _app  # under uvicorn's middlewares, as the master's app is
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+class _NoAccessLog(CoalescingHttpToolsProtocol):
+    """The protocol as the master runs it, with no access log (pytest's log capture gives
+    uvicorn's access logger a handler, and an access log takes requests off the lane)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.access_log = False
+
+
+@pytest.fixture(scope="module")
+def lane_server() -> Iterator[tuple[int, _Lane]]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    app = _LaneApp()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        http=_NoAccessLog,
+        log_level="warning",
+        access_log=False,
+    )
+    serving = uvicorn.Server(config)
+    thread = threading.Thread(target=serving.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not serving.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.02)
+    yield port, app.hot_lane
+    serving.should_exit = True
+    thread.join(10)
+
+
+def _post(path: str, body: bytes, extra: str = "") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: x\r\n{extra}content-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+
+
+def _answers(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(status line, body) of each answer in ``data`` (each with a content-length)."""
+    out = []
+    while data:
+        head, data = data.split(b"\r\n\r\n", 1)
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        out.append((head.split(b"\r\n")[0], data[:length]))
+        data = data[length:]
+    return out
+
+
+def _read_answers(sock: socket.socket, count: int) -> list[tuple[bytes, bytes]]:
+    data = b""
+    while True:
+        try:
+            answers = _answers(data)
+        except (IndexError, ValueError):
+            answers = []
+        if len(answers) == count and (not answers or len(data) and data.endswith(answers[-1][1])):
+            return answers
+        chunk = sock.recv(65536)
+        assert chunk, f"closed early after {data!r}"
+        data += chunk
+
+
+def test_the_hot_lane_keeps_answers_in_order_and_hands_back_what_it_does_not_take(
+    lane_server: tuple[int, _Lane],
+) -> None:
+    port, lane = lane_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        # Pipelined behind a slow hot request: the app's request and a hot one (which, not
+        # first in line, the app serves) wait their turn.
+        sock.sendall(_post("/hot/1", b"ok 0.3") + _post("/r2", b"b2") + _post("/hot/3", b"ok 0"))
+        answers = _read_answers(sock, 3)
+        for request in (
+            _post("/hot/4", b"ok 0"),
+            _post("/hot/5", b"declined: the app serves it"),
+            _post("/hot/6", b"err 6"),
+            _post("/hot/7", b"ok 0"),  # the connection is still good after an error
+        ):
+            sock.sendall(request)
+            answers += _read_answers(sock, 1)
+    assert answers == [
+        (b"HTTP/1.1 200 OK", b"{}"),
+        (b"HTTP/1.1 200 OK", b"/r2 b2"),
+        (b"HTTP/1.1 200 OK", b"/hot/3 ok 0"),
+        (b"HTTP/1.1 200 OK", b"{}"),
+        (b"HTTP/1.1 200 OK", b"/hot/5 declined: the app serves it"),
+        (b"HTTP/1.1 409 Conflict", b"refused err 6"),
+        (b"HTTP/1.1 200 OK", b"{}"),
+    ]
+    assert lane.taken[-4:] == [b"/hot/1 ok 0.3", b"/hot/4 ok 0", b"/hot/6 err 6", b"/hot/7 ok 0"]
+
+
+def test_the_hot_lane_answers_as_uvicorn_does(lane_server: tuple[int, _Lane]) -> None:
+    port, _ = lane_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_post("/hot/1", b"ok 0"))
+        head = _read_all(sock, b"{}").split(b"\r\n\r\n")[0].split(b"\r\n")
+    assert head[0] == b"HTTP/1.1 200 OK"
+    names = sorted(line.split(b":")[0] for line in head[1:])
+    assert names == [b"content-length", b"content-type", b"date", b"server"]
+
+
+def test_the_hot_lane_closes_when_asked(lane_server: tuple[int, _Lane]) -> None:
+    port, _ = lane_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_post("/hot/1", b"ok 0.05", extra="connection: close\r\n"))
+        data = b""
+        while chunk := sock.recv(65536):  # until the server closes
+            data += chunk
+    assert b"\r\nconnection: close\r\n" in data and data.endswith(b"\r\n\r\n{}")
+
+
+def test_a_client_gone_before_its_hot_answer_costs_the_server_nothing(
+    lane_server: tuple[int, _Lane],
+) -> None:
+    port, lane = lane_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_post("/hot/gone", b"ok 0.2"))
+        time.sleep(0.05)
+    time.sleep(0.3)  # its answer came due after the connection was lost
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_post("/hot/after", b"ok 0"))
+        assert _read_answers(sock, 1) == [(b"HTTP/1.1 200 OK", b"{}")]
+    assert b"/hot/gone ok 0.2" in lane.taken

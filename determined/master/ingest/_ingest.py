@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import anyio.to_thread
 
@@ -52,3 +53,19 @@ class Ingest:
                 self.experiments.validation_reported, report.trial_id, report.steps, report.avg
             )
             await anyio.to_thread.run_sync(validated)
+
+    def record_soon(self, report: Report, done: Callable[[BaseException | None], None]) -> None:
+        """:meth:`record` without a coroutine, for a report outside validation (which the
+        searcher waits for): call it from the event loop; ``done(None)`` or ``done(error)``
+        runs on the loop once the report is stored or refused (the HTTP protocol's hot lane
+        answers from it, see ``api._hot.HotLane``)."""
+        if report.group == "validation":
+            raise ValueError("record_soon takes no validation: use record")
+
+        def stored(_: object, error: BaseException | None) -> None:
+            if error is None:
+                self.signals.notify(STREAM_KEY)
+            done(error)
+
+        write = ReportWrite(report, self.webhooks)
+        self.store.write_soon(write, stored, write_reports, offload=self.offload)

@@ -30,6 +30,8 @@ storing a report twice.
 Callers wait in their own thread (:meth:`GroupCommit.run`) or on the event loop
 (:meth:`GroupCommit.run_async`): the HTTP handlers of metric reports await their write without
 holding a worker thread each (a thread-pool hop per report, and a herd of waiting threads).
+:meth:`GroupCommit.run_soon` is the same without a coroutine: a callback on the event loop
+(the HTTP protocol's hot lane answers a report from it, with no task or future per report).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -45,11 +48,14 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 
 T = TypeVar("T")
+logger = logging.getLogger("determined.master")
 # Runs several writes' ``fn`` at once (see module doc): their values, in order.
 Combine = Callable[[sa.Connection, list[Callable[[sa.Connection], Any]]], list[Any]]
 # Commits several writes in a transaction of its own, elsewhere: their values, in order (see
 # module doc).
 Offload = Callable[[list[Callable[[sa.Connection], Any]]], list[Any]]
+# Told a write's outcome on its event loop (run_soon): (value, None) or (None, error).
+Done = Callable[[Any, BaseException | None], None]
 
 
 class RolledBack(Exception):
@@ -149,10 +155,12 @@ class _Write(Generic[T]):
         self.settled = False  # value or error is final
         self.value: Any = None
         self.error: BaseException | None = None
-        # How its caller waits: a thread on ``event``, or a task on ``future`` of ``loop``.
+        # How its caller waits: a thread on ``event``, or on ``loop`` a task on ``future`` or
+        # the callback ``done``.
         self.event: threading.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.future: asyncio.Future[Any] | None = None
+        self.done: Done | None = None
 
     def result(self) -> T:
         if self.error is not None:
@@ -161,8 +169,14 @@ class _Write(Generic[T]):
 
 
 def _resolve(writes: list[_Write[Any]]) -> None:
-    """On the writes' event loop: hand each awaiting task its outcome."""
+    """On the writes' event loop: hand each awaiting task (or callback) its outcome."""
     for w in writes:
+        if w.done is not None:
+            try:
+                w.done(w.value, w.error)
+            except Exception:  # one caller's failure must not keep the others waiting
+                logger.exception("a write's callback failed")
+            continue
         assert w.future is not None
         if w.future.done():  # the task was cancelled; the write happened all the same
             continue
@@ -222,6 +236,20 @@ class GroupCommit:
         write.future = write.loop.create_future()
         self._submit(write)
         return await write.future
+
+    def run_soon(
+        self,
+        fn: Callable[[sa.Connection], Any],
+        done: Done,
+        combine: Combine | None = None,
+        offload: Offload | None = None,
+    ) -> None:
+        """``run_async`` without a coroutine: call from the event loop; ``done(value, None)``
+        or ``done(None, error)`` is called on it once the write has committed or failed."""
+        write: _Write[Any] = _Write(fn, combine, offload)
+        write.loop = asyncio.get_running_loop()
+        write.done = done
+        self._submit(write)
 
     def close(self) -> None:
         """Commit what is pending, then stop the writer thread; later writes raise."""

@@ -11,7 +11,13 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from determined.master.store import _engine, _projects, _token_cache, _users
-from determined.master.store._group_commit import Combine, CommitStats, GroupCommit, Offload
+from determined.master.store._group_commit import (
+    Combine,
+    CommitStats,
+    Done,
+    GroupCommit,
+    Offload,
+)
 from determined.master.store._schema import cluster_info
 
 T = TypeVar("T")
@@ -92,6 +98,17 @@ class Store:
         """:meth:`write` for a coroutine: awaits the commit without blocking the event loop or
         holding a worker thread."""
         return await self._group.run_async(fn, combine, offload)
+
+    def write_soon(
+        self,
+        fn: Callable[[sa.Connection], Any],
+        done: Done,
+        combine: Combine | None = None,
+        offload: Offload | None = None,
+    ) -> None:
+        """:meth:`write_async` with a callback (from the event loop): ``done(value, error)``
+        runs on the loop once ``fn`` has committed or failed (see ``GroupCommit.run_soon``)."""
+        self._group.run_soon(fn, done, combine, offload)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:
