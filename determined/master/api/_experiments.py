@@ -44,8 +44,9 @@ def create_experiment(
     caller.require_user()
     if body.unmanaged and not body.validate_only:
         return _unmanaged.create_unmanaged_experiment(body, caller, exps, store)
-    refusal = services(request).sandbox.refusal(caller.info.username, caller.info.admin)
-    if refusal is not None and services(request).rm is not None:
+    found = services(request)
+    refusal = found.sandbox.refusal(caller.info.username, caller.info.admin)
+    if refusal is not None and found.rm is not None:
         # Its trials would run unsandboxed beside other users' (docs/security.md).
         raise FailedPrecondition(refusal)
     parent = template = None
@@ -67,7 +68,7 @@ def create_experiment(
         caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
     config = resolved.config
     resources.check_bind_mounts(config)
-    warnings = _launch_warnings(config, services(request).rm)
+    warnings = _launch_warnings(config, found.rm)
     if body.validate_only:
         return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": warnings}
     tgz = tar_model_definition(body.model_definition or [])
