@@ -17,10 +17,20 @@ a second (the worst case, and the schedule of this benchmark's first version).
 
 While the metric run goes, ``--readers`` (20) concurrent readers, in a process of their own,
 each ask in turn for a page of the experiment list (``limit=100``), one experiment, one trial's
-training metrics (the web UI's chart, ``/trials/time-series``, up to 200 points) and the last 20 of
-one trial's log lines (``logs?tail=20``; every trial gets ``--log-lines`` lines first), waiting
-``--reader-pause`` seconds between answers: a room of people with dashboards and ``det``
-open on a busy cluster. Printed:
+training metrics (the web UI's chart: ``/trials/time-series`` of ``loss``, up to 200 points)
+and the last 20 of one trial's log lines (``logs?tail=20``; every trial gets ``--log-lines``
+lines first), waiting ``--reader-pause`` seconds between answers: a room of people with
+dashboards and ``det`` open on a busy cluster. Each also asks, in turn, for ``det e list``'s
+first page (200 experiments), the web UI's experiment list (every unarchived experiment) and
+``/stream``'s initial sync (every experiment of the default project and one experiment's
+trials, from the websocket's connect to the sync's end).
+
+``--seed-trials N`` first gives the master a large cluster's history: N trials in experiments of
+``--seed-per-experiment`` (10) trials each (a grid search, created through the API), each with
+``--seed-points`` (100) training reports and a validation every tenth step, written straight
+into the database as the store's batched report path writes them. The readers then read those
+(the logs tail reads the reporting trials). ``--postgres`` runs the master on a private
+PostgreSQL server started for the run (fsync on). Printed:
 
 * the **baseline**: the same trials, schedule and client, but ``GET /info`` (a no-op endpoint)
   instead of the metric post, for ``--baseline-seconds``: what the HTTP layer alone sustains;
@@ -33,7 +43,11 @@ open on a busy cluster. Printed:
   latency, without the HTTP layer and the client processes;
 * the master's **CPU per request** of each phase (user + system time of the master process
   and its worker processes, from ``/proc``, over the requests answered): what a request
-  costs, less sensitive to the other jobs on the machine than the rate;
+  costs, less sensitive to the other jobs on the machine than the rate; for the metric run
+  by process (the master's own, its write worker, its read workers) and the benchmark's own
+  client processes' (they share the machine's cores: they are part of the measurement);
+* **reads alone** (``--read-seconds``, before the metric run): the readers without the
+  writers, their latency by kind and the CPU per read of each process;
 * the **readers**: latency p50 / p99 / max of all reads and of each kind;
 * **nothing lost**: every post answered 200, and for each trial the rows the master committed
   (read from its database after the run) and ``summaryMetrics.avg_metrics.loss.count`` (read
@@ -43,6 +57,8 @@ open on a busy cluster. Printed:
     .venv/bin/python benchmarks/master_metrics.py --trials 20 --seconds 5
     .venv/bin/python benchmarks/master_metrics.py --trials 50 --seconds 10 --profile /tmp/m.prof
     .venv/bin/python benchmarks/master_metrics.py --db-url postgresql://postgres@/bench?host=/tmp
+    .venv/bin/python benchmarks/master_metrics.py --postgres --trials 600   # 6,000/s
+    .venv/bin/python benchmarks/master_metrics.py --trials 200 --seed-trials 10000
 
 ``--no-write-worker`` starts the master with ``--no-write-worker``: its group commit then
 writes the reports in the master's process (compare the two for what the write worker buys;
@@ -62,6 +78,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import multiprocessing
 import os
@@ -182,6 +199,79 @@ def make_trials(url: str, n: int) -> tuple[str, list[dict[str, Any]]]:
     return admin, out
 
 
+SEED_CONFIG = """
+name: seeded
+entrypoint: python3 train.py
+searcher: {{name: grid, metric: loss, max_length: 100000, max_concurrent_trials: {per}}}
+hyperparameters: {{lr: {{type: categorical, vals: {vals}}}}}
+"""
+
+
+def seed(url: str, admin: str, db_url: str, n: int, per: int, points: int) -> list[dict[str, Any]]:
+    """``n`` trials in ``n / per`` experiments (a grid of ``per`` points each), created through
+    the API as ``det e create`` would, then ``points`` training reports (and a validation every
+    tenth) of each, written straight into the database as the master stores reports (rows and
+    the trials' summaries): a large cluster's history in seconds. [{id, experiment}] of each."""
+    import concurrent.futures
+
+    config = SEED_CONFIG.format(per=per, vals=list(range(per)))
+    headers = {"Authorization": f"Bearer {admin}"}
+
+    def create(_: int) -> list[dict[str, Any]]:
+        s = requests.Session()
+        s.headers.update(headers)
+        r = s.post(url + "/api/v1/experiments", json={"config": config})
+        r.raise_for_status()
+        exp_id = r.json()["experiment"]["id"]
+        trials = s.get(url + f"/api/v1/experiments/{exp_id}/trials").json()["trials"]
+        return [{"id": int(t["id"]), "experiment": exp_id} for t in trials]
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        seeded = [t for ts in pool.map(create, range(max(1, n // per))) for t in ts]
+    created = time.monotonic() - started
+    _write_history(db_url, [t["id"] for t in seeded], points)
+    print(
+        f"seeded {len(seeded)} trials in {max(1, n // per)} experiments ({created:.0f} s), "
+        f"{points} training points each ({time.monotonic() - started - created:.0f} s)",
+        flush=True,
+    )
+    return seeded
+
+
+def _write_history(db_url: str, trial_ids: list[int], points: int) -> None:
+    """``points`` training rows and a validation every tenth step for each trial, and its
+    summaries, as the store's batched report path writes them (``_metrics.ReportBatch``)."""
+    from determined.master.store import _metrics, make_engine
+    from determined.master.store._enums import Partition
+
+    engine = make_engine(db_url)
+    TRAINING, VALIDATION = Partition.of("training"), Partition.of("validation")  # noqa: N806
+    columns = ("summary_metrics", "total_batches")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for start in range(0, len(trial_ids), 100):  # short transactions beside the master's
+        rows, updates = [], []
+        for trial_id in trial_ids[start : start + 100]:
+            trial: Any = {"id": trial_id, "run_id": 1}
+            training: dict[str, Any] = {}
+            validation: dict[str, Any] = {}
+            for step in range(1, points + 1):
+                avg = {"loss": 1.0 / step, "lr": 0.1, "batches": step}
+                rows.append(_metrics._new_row(trial, "training", TRAINING, step, avg, None, now))
+                _metrics.add_to_summary(training, avg)
+                if step % 10 == 0:
+                    val = {"loss": 1.1 / step, "accuracy": 1.0 - 1.0 / step}
+                    row = _metrics._new_row(trial, "validation", VALIDATION, step, val, None, now)
+                    rows.append(row)
+                    _metrics.add_to_summary(validation, val)
+            summary = {"avg_metrics": training, "validation_metrics": validation}
+            updates.append({"trial_row_id": trial_id, columns[0]: summary, columns[1]: points})
+        with engine.begin() as conn:
+            _metrics._INSERT_MANY.run(conn, rows)  # the batch's own multi-row insert
+            _metrics._update_trials_many(columns).run(conn, updates)
+    engine.dispose()
+
+
 def add_logs(url: str, trials: list[dict[str, Any]], lines: int) -> None:
     """``lines`` log lines for each trial, posted by the trial as its log shipper does."""
     for t in trials:
@@ -281,8 +371,11 @@ async def _drive_trial(
 
 
 # What a reader asks, in turn: a page of the experiment list, one experiment, one trial's
-# training metrics (the web UI's chart: up to 200 points), the last 20 lines of one trial's logs.
-READS = ("list", "describe", "metrics", "logs-tail")
+# training metrics (the web UI's chart: up to 200 points), the last 20 lines of one trial's logs,
+# ``det e list`` (its first page: 200 of the caller's unarchived experiments), the web UI's first
+# page (its experiment list: every unarchived experiment) and ``/stream``'s initial sync (every
+# experiment of the default project and one experiment's trials, from connect to its sync).
+READS = ("list", "describe", "metrics", "logs-tail", "det-e-list", "webui-list", "stream")
 
 
 def _read_path(kind: str, trial: dict[str, Any]) -> str:
@@ -293,38 +386,69 @@ def _read_path(kind: str, trial: dict[str, Any]) -> str:
     if kind == "metrics":
         return (
             f"/api/v1/trials/time-series?trialIds={trial['id']}"
-            "&metricType=METRIC_TYPE_TRAINING&maxDatapoints=200"
+            "&metricType=METRIC_TYPE_TRAINING&metricNames=loss&maxDatapoints=200"
         )
+    if kind == "det-e-list":
+        return "/api/v1/experiments?offset=0&archived=false&limit=200&users=admin"
+    if kind == "webui-list":
+        return "/api/v1/experiments?archived=false"
     return f"/api/v1/trials/{trial['id']}/logs?tail=20"
+
+
+def _stream_sync(port: int, admin: str, experiment_id: int) -> None:
+    """One ``/stream`` connection's initial sync, as the web UI's would (then closed)."""
+    import websocket
+
+    ws = websocket.create_connection(
+        f"ws://127.0.0.1:{port}/stream", header=[f"Authorization: Bearer {admin}"], timeout=120
+    )
+    try:
+        subscribe = {
+            "experiments": {"project_ids": [1]},
+            "trials": {"experiment_ids": [experiment_id]},
+        }
+        ws.send(json.dumps({"sync_id": "bench", "known": {}, "subscribe": subscribe}))
+        while True:
+            msg = json.loads(ws.recv())
+            if msg.get("sync_id") == "bench" and msg.get("complete") is True:
+                return
+    finally:
+        ws.close()
 
 
 async def _drive_reader(
     port: int,
     admin: str,
-    trials: list[dict[str, Any]],
+    targets: dict[str, list[dict[str, Any]]],
     seed: int,
     pause: float,
     delay: float,
     until: float,
 ) -> dict[str, list[float]]:
     """One reader: after ``delay`` s, the READS in turn, each as soon as the last answered
-    plus ``pause``, until ``until`` (monotonic)."""
+    plus ``pause``, until ``until`` (monotonic). ``targets``: the trials whose experiment,
+    metrics and stream to read (``read``) and whose logs to read (``logs``)."""
     conn = Conn(port)
     latencies: dict[str, list[float]] = {k: [] for k in READS}
     await asyncio.sleep(delay)
     k = seed
     while time.monotonic() < until:
         kind = READS[k % len(READS)]
-        trial = trials[(k * 7919) % len(trials)]
-        head = (
-            f"GET {_read_path(kind, trial)} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-            f"Authorization: Bearer {admin}\r\n\r\n"
-        ).encode()
+        among = targets["logs" if kind == "logs-tail" else "read"]
+        trial = among[(k * 7919) % len(among)]
         start = time.monotonic()
-        status, answer = await conn.request(head, b"")
-        latencies[kind].append(time.monotonic() - start)
-        if status != 200:
-            raise RuntimeError(f"reader: {kind}: HTTP {status}: {answer[:300]!r}")
+        if kind == "stream":
+            await asyncio.to_thread(_stream_sync, port, admin, trial["experiment"])
+            latencies[kind].append(time.monotonic() - start)
+        else:
+            head = (
+                f"GET {_read_path(kind, trial)} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"Authorization: Bearer {admin}\r\n\r\n"
+            ).encode()
+            status, answer = await conn.request(head, b"")
+            latencies[kind].append(time.monotonic() - start)
+            if status != 200:
+                raise RuntimeError(f"reader: {kind}: HTTP {status}: {answer[:300]!r}")
         k += 1
         await asyncio.sleep(pause)
     if conn.writer is not None:
@@ -332,8 +456,11 @@ async def _drive_reader(
     return latencies
 
 
-def _readers(args: tuple[int, str, list[dict[str, Any]], int, float, float, float]) -> Any:
-    port, admin, trials, n, pause, t0_wall, seconds = args
+def _readers(
+    args: tuple[int, str, dict[str, list[dict[str, Any]]], int, float, float, float],
+) -> Any:
+    """The readers' process: ``(latencies of each reader, this process's CPU seconds)``."""
+    port, admin, targets, n, pause, t0_wall, seconds = args
 
     async def main() -> Any:
         start = time.monotonic() + (t0_wall - time.time())
@@ -341,15 +468,18 @@ def _readers(args: tuple[int, str, list[dict[str, Any]], int, float, float, floa
         # Readers start spread over one pause, as people do, not all in the same instant.
         return await asyncio.gather(
             *(
-                _drive_reader(port, admin, trials, i, pause, i * pause / n, start + seconds)
+                _drive_reader(port, admin, targets, i, pause, i * pause / n, start + seconds)
                 for i in range(n)
             )
         )
 
-    return asyncio.run(main())
+    cpu = time.process_time()
+    latencies = asyncio.run(main())
+    return latencies, time.process_time() - cpu
 
 
-def _client(args: tuple[int, list[dict[str, Any]], str, float, int, float]) -> list[Any]:
+def _client(args: tuple[int, list[dict[str, Any]], str, float, int, float]) -> Any:
+    """A client process: ``(each trial's results, this process's CPU seconds)``."""
     port, trials, mode, hz, count, t0_wall = args
 
     async def main() -> list[Any]:
@@ -359,7 +489,9 @@ def _client(args: tuple[int, list[dict[str, Any]], str, float, int, float]) -> l
             await asyncio.gather(*(_drive_trial(port, t, mode, hz, count, t0) for t in trials))
         )
 
-    return asyncio.run(main())
+    cpu = time.process_time()
+    results = asyncio.run(main())
+    return results, time.process_time() - cpu
 
 
 def drive(
@@ -373,6 +505,7 @@ def drive(
     readers: int = 0,
     reader_pause: float = 1.0,
     admin: str = "",
+    read_targets: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     count = max(1, round(hz * seconds))
     # spread: trial i starts i / (N * H) s late, so reports arrive evenly (independent trials);
@@ -385,13 +518,14 @@ def drive(
     with ctx.Pool(len(chunks)) as pool, ctx.Pool(1) as reader_pool:
         reading = None
         if readers:
-            reader_args = (port, admin, trials, readers, reader_pause, t0, seconds)
+            targets = {"read": read_targets or trials, "logs": trials}
+            reader_args = (port, admin, targets, readers, reader_pause, t0, seconds)
             reading = reader_pool.apply_async(_readers, (reader_args,))
         begin = time.time()
         parts = pool.map(_client, [(port, c, mode, hz, count, t0) for c in chunks])
         end = time.time()
-        reads = reading.get() if reading is not None else []
-    results = [r for part in parts for r in part]
+        reads, reader_cpu = reading.get() if reading is not None else ([], 0.0)
+    results = [r for part, _ in parts for r in part]
     lat = sorted(x for r in results for x in r["latencies"])
     statuses: dict[int, int] = {}
     for r in results:
@@ -409,6 +543,8 @@ def drive(
         "behind": max(r["behind"] for r in results),
         "per_trial": {r["id"]: r["statuses"].get(200, 0) for r in results},
         "reads": {k: sorted(x for r in reads for x in r[k]) for k in READS} if reads else {},
+        "client_cpu": sum(cpu for _, cpu in parts),
+        "reader_cpu": reader_cpu,
     }
 
 
@@ -441,16 +577,62 @@ def drive_measured(pid: int, *args: Any) -> dict[str, Any]:
     answered = max(1, result["statuses"].get(200, 0))
     result["cpu_by_pid"] = {p: (t - before.get(p, 0.0)) / answered for p, t in after.items()}
     result["cpu"] = sum(result["cpu_by_pid"].values())
+    result["client_cpu"] /= answered
     return result
 
 
+def read_alone(
+    pid: int,
+    port: int,
+    admin: str,
+    targets: dict[str, list[dict[str, Any]]],
+    readers: int,
+    pause: float,
+    seconds: float,
+) -> dict[str, Any]:
+    """The readers alone for ``seconds``: their latencies by kind (``reads``), and the CPU
+    seconds per read of each of the master's processes (``cpu_by_pid``) and of the readers'
+    process (``reader_cpu``)."""
+    ctx = multiprocessing.get_context("spawn")
+    before = cpu_seconds(pid)
+    with ctx.Pool(1) as pool:
+        args = (port, admin, targets, readers, pause, time.time() + 1.0, seconds)
+        lat, reader_cpu = pool.apply(_readers, (args,))
+    after = cpu_seconds(pid)
+    reads = {k: sorted(x for r in lat for x in r[k]) for k in READS}
+    count = max(1, sum(len(v) for v in reads.values()))
+    return {
+        "reads": reads,
+        "count": count,
+        "cpu_by_pid": {p: (t - before.get(p, 0.0)) / count for p, t in after.items()},
+        "reader_cpu": reader_cpu / count,
+    }
+
+
 def cpu_roles(r: dict[str, Any], master: int, write_worker: int | None) -> str:
-    """``cpu_by_pid`` of a run as the master's process, its write worker and the rest."""
+    """``cpu_by_pid`` of a run as the master's process, its write worker and the rest (its
+    read workers), and the benchmark's own client processes where the run has them."""
     by_pid = r["cpu_by_pid"]
     own = by_pid.get(master, 0.0)
     worker = by_pid.get(write_worker, 0.0) if write_worker else 0.0
     rest = sum(by_pid.values()) - own - worker
-    return f"master {own * 1e3:.3f}, write worker {worker * 1e3:.3f}, others {rest * 1e3:.3f}"
+    line = f"master {own * 1e3:.3f}, write worker {worker * 1e3:.3f}, read workers {rest * 1e3:.3f}"
+    if "client_cpu" in r:
+        line += f"; benchmark's clients {r['client_cpu'] * 1e3:.3f}"
+    return line
+
+
+def _print_reads(reads: dict[str, list[float]], indent: str = "  ") -> None:
+    for kind, lat in reads.items():
+        if lat:
+            print(
+                f"{indent}{kind:<10} {len(lat):>6} reads  p50 {_pct(lat, 0.5):7.1f} ms  "
+                f"p99 {_pct(lat, 0.99):7.1f} ms  max {lat[-1] * 1e3:7.1f} ms"
+            )
+
+
+def _write_worker_pid(url: str, admin: str) -> int | None:
+    return group_commit(url, admin).get("writeWorkerPid")
 
 
 def group_commit(url: str, admin: str, reset: bool = False) -> dict[str, Any]:
@@ -546,17 +728,60 @@ def main() -> int:
         "default: SQLite in a fresh data dir",
     )
     p.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the master on a private PostgreSQL server started for the run (fsync on; "
+        "Debian's postgresql package, as tests/_kit/postgres.py finds it)",
+    )
+    p.add_argument(
         "--read-workers",
         type=int,
         default=None,
         help="the master's --read-workers (default: the master's own default)",
+    )
+    p.add_argument(
+        "--seed-trials",
+        type=int,
+        default=0,
+        help="trials of a large cluster's history before the run (readers read them): created "
+        "through the API, with their metric history written into the database",
+    )
+    p.add_argument(
+        "--seed-per-experiment", type=int, default=10, help="seeded trials per experiment"
+    )
+    p.add_argument(
+        "--seed-points",
+        type=int,
+        default=100,
+        help="training reports of each seeded trial (and a validation every tenth step)",
+    )
+    p.add_argument(
+        "--read-seconds",
+        type=float,
+        default=5.0,
+        help="seconds of the readers alone before the metric run (their CPU per read)",
     )
     args = p.parse_args()
 
     data_dir = pathlib.Path(tempfile.mkdtemp(prefix="master-metrics-"))
     from determined.master.store import sqlite_url
 
-    db_url = args.db_url or sqlite_url(data_dir)
+    server = None
+    if args.postgres:
+        sys.path.insert(0, str(REPO / "tests"))
+        from _kit.postgres import PostgresServer
+
+        server = PostgresServer(durable=True)
+        server.start()
+        args.db_url = server.new_database()
+    try:
+        return _run(args, data_dir, args.db_url or sqlite_url(data_dir))
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _run(args: argparse.Namespace, data_dir: pathlib.Path, db_url: str) -> int:
     master_args = [] if args.read_workers is None else ["--read-workers", str(args.read_workers)]
     if not args.write_worker:
         master_args.append("--no-write-worker")
@@ -574,8 +799,24 @@ def main() -> int:
             proc.pid, port, trials, "info", args.hz, args.baseline_seconds, args.procs, args.phase
         )
         print(_line("GET /info", base))
+        seeded = None
+        if args.seed_trials:
+            seeded = seed(
+                url, admin, db_url, args.seed_trials, args.seed_per_experiment, args.seed_points
+            )
         if args.readers:
             add_logs(url, trials, args.log_lines)
+        if args.readers and args.read_seconds > 0:
+            targets = {"read": seeded or trials, "logs": trials}
+            alone = read_alone(
+                proc.pid, port, admin, targets, args.readers, args.reader_pause, args.read_seconds
+            )
+            print(
+                f"reads alone {alone['count']} reads in {args.read_seconds:g} s; CPU ms per read "
+                f"by process: {cpu_roles(alone, proc.pid, _write_worker_pid(url, admin))}; "
+                f"benchmark's readers {alone['reader_cpu'] * 1e3:.3f}"
+            )
+            _print_reads(alone["reads"])
         # Flushed: a profiler attached to the master (py-spy) can start on this line.
         print(f"metric run: {args.seconds:g} s", flush=True)
         group_commit(url, admin, reset=True)
@@ -591,6 +832,7 @@ def main() -> int:
             args.readers,
             args.reader_pause,
             admin,
+            seeded,
         )
         print(_line("metrics", run))
         inside = group_commit(url, admin)
@@ -609,13 +851,10 @@ def main() -> int:
             print(
                 f"readers    {args.readers} readers ({args.reader_pause:g} s between reads), "
                 f"{len(every)} reads: p50 {_pct(every, 0.5):.1f} ms  p99 {_pct(every, 0.99):.1f} "
-                f"ms  max {every[-1] * 1e3:.1f} ms"
+                f"ms  max {every[-1] * 1e3:.1f} ms; the readers' process "
+                f"{run['reader_cpu'] * 1e3 / len(every):.3f} ms CPU per read"
             )
-            for kind, lat in run["reads"].items():
-                print(
-                    f"  {kind:<10} {len(lat):>6} reads  p50 {_pct(lat, 0.5):7.1f} ms  "
-                    f"p99 {_pct(lat, 0.99):7.1f} ms  max {lat[-1] * 1e3:7.1f} ms"
-                )
+            _print_reads(run["reads"])
         print(
             f"ratio metrics/baseline: rate {run['rate'] / base['rate']:.3f}x, "
             f"p50 {run['p50'] / base['p50']:.2f}x, p99 {run['p99'] / base['p99']:.2f}x; "

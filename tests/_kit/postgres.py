@@ -40,9 +40,15 @@ def unavailable_reason() -> str | None:
 
 
 class PostgresServer:
-    """One private server; :meth:`new_database` hands out fresh databases."""
+    """One private server; :meth:`new_database` hands out fresh databases.
 
-    def __init__(self) -> None:
+    Args:
+        durable: fsync on, as a production server (``benchmarks/master_metrics.py
+            --postgres``); off (the default) for tests, which never outlive the machine.
+    """
+
+    def __init__(self, durable: bool = False) -> None:
+        self.durable = durable
         bindir = _bindir()
         if bindir is None:
             raise RuntimeError(unavailable_reason())
@@ -60,7 +66,9 @@ class PostgresServer:
             "--locale=C.UTF-8", "--no-sync",
         )  # fmt: skip
         # No TCP: a Unix socket in our own directory, so parallel sessions never collide.
-        options = f"-k {self.dir} -c listen_addresses='' -c fsync=off"
+        options = f"-k {self.dir} -c listen_addresses=''"
+        if not self.durable:
+            options += " -c fsync=off"
         self._run(self._bin / "pg_ctl", "-D", data, "-o", options, "-l", self.dir / "pg.log",
                   "-w", "start")  # fmt: skip
 
