@@ -97,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
         "bubblewrap when it works here, else none, running only admins' and 'determined''s "
         "tasks; 'bubblewrap' required; 'none' every user's tasks unsandboxed",
     )
+    p.add_argument(
+        "--default-task",
+        default=None,
+        metavar="USER:UID:GROUP:GID",
+        help="the OS account an unlinked user's tasks run as when the master runs as root with "
+        "a sandbox (0.37's security.default_task; default det-nobody:65533:det-nobody:65533; "
+        "root:0:root:0 is 0.37's own default, docs/security.md)",
+    )
     p.add_argument("--config-file", type=pathlib.Path, default=None, help="YAML master config")
     return p
 
@@ -117,6 +125,7 @@ _FILE_KEYS = {
     "retention_policy": dict,  # {log_retention_days, schedule}
     "unmanaged_trial_timeout": str,  # a Go duration
     "task_isolation": str,  # auto, bubblewrap or none (resources/_sandbox.py)
+    "security": dict,  # {default_task: {user, uid, group, gid}} (resources/_identity.py)
 }
 _WEBHOOK_KEYS = ("signing_key", "base_url")
 
@@ -144,6 +153,9 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
         kind = _FILE_KEYS[key]
         if key == "retention_policy":
             out.update(_retention_section(path, value))
+            continue
+        if key == "security":
+            out.update(_security_section(path, value))
             continue
         if kind is dict:
             out[key] = _webhooks_section(path, value)
@@ -190,6 +202,27 @@ def _webhooks_section(path: pathlib.Path, value: Any) -> dict[str, str]:
             f"strings, not {value!r}"
         )
     return dict(value)
+
+
+def _security_section(path: pathlib.Path, value: Any) -> dict[str, Any]:
+    """0.37's ``security`` section: ``default_task`` only (TLS, SSH key size and authz are
+    not options of this master)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or set(value) - {"default_task"}:
+        raise ValueError(
+            f"master config {str(path)!r}: security takes default_task ({{user, uid, group, "
+            f"gid}}) only, not {value!r}"
+        )
+    if value.get("default_task") is None:
+        return {}
+    from determined.master.resources._identity import parse_default_task
+
+    try:
+        found = parse_default_task(value["default_task"])
+    except ValueError as e:
+        raise ValueError(f"master config {str(path)!r}: {e}") from e
+    return {"default_task": f"{found.user}:{found.uid}:{found.group}:{found.gid}"}
 
 
 def _retention_section(path: pathlib.Path, value: Any) -> dict[str, Any]:
@@ -310,10 +343,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     local = args.resource_manager in ("local", "slurm")
     from determined.master import resources
+    from determined.master.resources._identity import parse_default_task
 
     try:
-        sandbox = resources.configure_sandbox(args.task_isolation, data_dir)
-    except resources.SandboxError as e:
+        default_task = None
+        if args.default_task is not None:
+            default_task = parse_default_task(args.default_task)
+        sandbox = resources.configure_sandbox(args.task_isolation, data_dir, default_task)
+    except (resources.SandboxError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if local and not sandbox.active and args.task_isolation != "none":

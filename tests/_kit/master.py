@@ -118,6 +118,10 @@ class MasterProcess:
             # sandbox hides (docs/security.md): no sandbox unless a test asks for one
             # (tests/master/test_sandbox.py), or the run does (TEST_TASK_ISOLATION=auto).
             cmd += ["--task-isolation", os.environ.get("TEST_TASK_ISOLATION", "none")]
+            if "--default-task" not in self.args:
+                # The same files, written by tasks of a root master's sandbox: as root, not as
+                # the product's unprivileged default (tests/master/test_identities.py).
+                cmd += ["--default-task", "root:0:root:0"]
         return cmd + self.args
 
     def start(self, timeout: float = 30.0) -> None:

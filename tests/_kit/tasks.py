@@ -29,5 +29,8 @@ def proxied(cluster: Cluster, path: str, timeout: float = 60) -> requests.Respon
         r = cluster.s.get(cluster.url + path, timeout=10)
         if r.status_code == 200:
             return r
-        assert time.monotonic() < deadline, f"{path}: {r.status_code} {r.text[:300]}"
+        if time.monotonic() >= deadline:
+            task_id = path.split("/")[2].partition(":")[0]
+            logs = [x["log"] for x in cluster.logs(task_id)]
+            raise AssertionError(f"{path}: {r.status_code} {r.text[:300]}; task log: {logs}")
         time.sleep(0.5)

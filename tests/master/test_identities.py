@@ -11,6 +11,7 @@ import pathlib
 import pwd
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -139,3 +140,52 @@ def test_non_root_shell(master: MasterProcess, tmp_path: pathlib.Path) -> None:
         time.sleep(1)  # sshd may still be starting
     assert "someuser:1234:somegroup:1234" in r.stdout, r.stdout + r.stderr
     det.ok("shell", "kill", shell_id)
+
+
+def test_an_unlinked_users_tasks_run_as_the_default_account(
+    master: MasterProcess, tmp_path: pathlib.Path
+) -> None:
+    """A root master never runs an unlinked user's task as root: it runs as
+    ``security.default_task`` (det-nobody, 65533, unless configured), an admin's too; its trial
+    checkpoints into the default storage in the master's data dir."""
+    _create(master, "unlinked")
+    det = Det(tmp_path / "unlinked", master.url, user="unlinked")
+    assert "det-nobody:65533:det-nobody:65533" in _id_of_command(det)
+    admin = Det(tmp_path / "admin", master.url, user="admin")
+    assert "det-nobody:65533:det-nobody:65533" in _id_of_command(admin)
+    from _kit.trial_cluster import Cluster, config
+
+    cluster = Cluster(master)
+    cfg = config(tmp_path / "out", max_length=2)
+    cfg["entrypoint"] = "python3 train.py"
+    cfg.pop("checkpoint_storage", None)  # the default: <data dir>/checkpoints
+    cfg["hyperparameters"]["out"] = "/tmp/out"  # the trial's own /tmp
+    exp_id = cluster.create(cfg)
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=120)
+    [trial] = cluster.trials(exp_id)
+    [ckpt] = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    stored = master.data_dir / "checkpoints" / ckpt["uuid"]
+    assert stored.stat().st_uid == 65533
+    assert oct(master.data_dir.stat().st_mode & 0o777) == "0o700"
+
+
+def test_default_task_root_is_the_operators_choice(tmp_path: pathlib.Path) -> None:
+    """0.37's default (tasks as root, its e2e test_link_without_agent_user) only where the
+    operator configures it: ``security.default_task`` in the master config."""
+    if os.geteuid() != 0:
+        pytest.skip("a master runs tasks as other OS users only when it runs as root")
+    conf = tmp_path / "master.yaml"
+    conf.write_text(
+        "task_isolation: bubblewrap\ncpu_slots: 1\nsecurity:\n  default_task:\n"
+        "    user: root\n    uid: 0\n    group: root\n    gid: 0\n"
+    )
+    with MasterProcess(tmp_path / "m", config_file=conf) as m:
+        _create(m, "plain")
+        det = Det(tmp_path / "plain", m.url, user="plain")
+        assert "root:0:root:0" in _id_of_command(det)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("security:\n  default_task:\n    user: root\n    uid: -1\n")
+    cmd = [sys.executable, "-m", "determined.master", "--config-file", str(bad)]
+    cmd += ["--data-dir", str(tmp_path / "b")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "default_task" in done.stderr, done.stderr

@@ -185,3 +185,85 @@ def test_a_notebook_serves_its_socket_from_inside_the_sandbox(sandboxed: MasterP
     assert "started" in status
     cluster.post(f"/api/v1/notebooks/{nb['id']}/kill")
     wait_state(cluster, "notebook", nb["id"], "STATE_TERMINATED")
+
+
+_SERVER = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ('served ' + self.path).encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+server = http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H)
+print('serving', flush=True)
+server.serve_forever()
+"""
+
+
+def _refused(port: int) -> bool:
+    """Nothing answers on the host's 127.0.0.1:``port``."""
+    try:
+        requests.get(f"http://127.0.0.1:{port}/", timeout=5)
+    except requests.ConnectionError:
+        return True
+    return False
+
+
+def test_proxy_ports_answer_only_through_the_master(sandboxed: MasterProcess) -> None:
+    """Issue #35: a command's and a trial's ``proxy_ports`` services answer their owner through
+    the master's proxy, another user not (403), and nobody on the host's 127.0.0.1 (the task
+    has a network of its own; the master reaches them on unix sockets). The task still
+    reaches the master's API (the trial reports and completes)."""
+    from _kit.tasks import proxied, wait_state
+    from _kit.trial_cluster import TRAIN_PY, Cluster, config
+
+    from determined.master.resources._tasks import free_port
+
+    m, url = sandboxed, sandboxed.url
+    users = _users(m)
+    port = free_port()
+    cfg = {
+        "entrypoint": ["python3", "-c", _SERVER, str(port)],
+        "environment": {"proxy_ports": [{"proxy_port": port}]},
+        "resources": {"slots": 0},
+    }
+    r = users["alice"].post(url + "/api/v1/commands", json={"config": cfg})
+    assert r.status_code == 200, r.text
+    task_id = r.json()["command"]["id"]
+    _wait_log(users["alice"], url, task_id, "serving")
+    alice = Cluster(m)
+    alice.s = users["alice"]
+    assert proxied(alice, f"/proxy/{task_id}/x").text == f"served /proxy/{task_id}/x"
+    assert users["bob"].get(url + f"/proxy/{task_id}/x").status_code == 403
+    assert _refused(port)
+    assert users["alice"].post(url + f"/api/v1/commands/{task_id}/kill").status_code == 200
+    wait_state(alice, "command", task_id, "STATE_TERMINATED")
+
+    # A trial: it serves its port until it was asked once, then trains to the end, reporting
+    # through the relay to the master.
+    trial_port = free_port()
+    both = (
+        "import threading, runpy, sys\n"
+        "asked = threading.Event()\n"
+        + _SERVER.replace("int(sys.argv[1])", str(trial_port))
+        .replace("self.wfile.write(body)", "self.wfile.write(body); asked.set()")
+        .replace(
+            "server.serve_forever()",
+            "threading.Thread(target=server.serve_forever, daemon=True).start()",
+        )
+        + "asked.wait(90)\n"
+        + "runpy.run_path('train.py', run_name='__main__')\n"
+    )
+    out = m.data_dir.parent / "out"
+    exp_cfg = config(out, max_length=2)
+    exp_cfg["entrypoint"] = "python3 both.py"
+    exp_cfg["environment"] = {"proxy_ports": [{"proxy_port": trial_port}]}
+    exp_cfg["bind_mounts"] = [{"host_path": str(out), "container_path": str(out)}]
+    exp_id = alice.create(exp_cfg, {"train.py": TRAIN_PY, "both.py": both})
+    trial = alice.wait_trial(exp_id, "STATE_RUNNING", timeout=60)
+    task = alice.get(f"/api/v1/trials/{trial['id']}")["trial"]["taskId"]
+    assert proxied(alice, f"/proxy/{task}/y", timeout=90).text == f"served /proxy/{task}/y"
+    assert _refused(trial_port)
+    alice.wait_experiment(exp_id, "STATE_COMPLETED", timeout=90)

@@ -4,9 +4,12 @@ experiments' trials' scalars through the master's proxy."""
 from __future__ import annotations
 
 import pathlib
+import stat
 import time
 
+import psutil
 import pytest
+import requests
 from _kit.tasks import proxied, wait_state
 from _kit.trial_cluster import Cluster, config
 
@@ -57,5 +60,17 @@ def test_tensorboard_over_two_experiments(cluster: Cluster, tmp_path: pathlib.Pa
         cluster, f"/proxy/{tb['id']}/data/plugin/scalars/scalars?run={name}&tag=loss"
     ).json()
     assert [p[1:] for p in points] == [[0, 10.0], [1, 11.0], [2, 12.0]]
+    assert requests.get(f"{cluster.url}/proxy/{tb['id']}/data/runs").status_code == 401
+    # Issue #35: TensorBoard listens on no TCP port anyone on the host could reach, only on a
+    # unix socket in a directory of the master's user's (0700), which the proxy talks to.
+    started = next(x["log"] for x in cluster.logs(tb["id"]) if "have started" in x["log"])
+    pid = int(started.split("pid ")[1].split(",")[0])
+    sock = pathlib.Path(started.split("'unix:")[1].split("'")[0])
+    assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(sock.stat().st_mode) & 0o077 == 0
+    procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    listening = [c for p in procs for c in p.net_connections("inet") if c.status == "LISTEN"]
+    assert listening == [], listening
     cluster.post(f"/api/v1/tensorboards/{tb['id']}/kill")
     wait_state(cluster, "tensorboard", tb["id"], "STATE_TERMINATED")
+    assert not sock.parent.exists()

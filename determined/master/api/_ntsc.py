@@ -33,7 +33,7 @@ from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import StoreDep
 from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._services import services
-from determined.master.resources import _identity, _tasks
+from determined.master.resources import _tasks
 from determined.master.resources._launcher import LaunchError
 from determined.master.store import Store, _experiments, _projects, _templates, _trials, _users
 from determined.master.store import _tasks as _task_rows
@@ -329,10 +329,12 @@ def _launch(
         passphrase = str(extra.get("passphrase") or "") if isinstance(extra, dict) else ""
         data = {**_keypair(passphrase), "user": getpass.getuser()}
     data["workspaceId"] = _workspace_of(store, body.get("workspaceId"))
-    if kind == "SHELL" and _identity.applies():
+    if kind == "SHELL":
         # sshd runs as the task's OS user (docs/security.md): ssh logs in as that one.
         with store.read() as conn:
-            identity = _identity.resolve(conn, caller.info.user_id, data["workspaceId"])
+            identity = services(request).sandbox.identity(
+                conn, caller.info.user_id, data["workspaceId"]
+            )
         if identity is not None:
             data["user"] = identity.user
     data.update(more_data or {})

@@ -30,6 +30,7 @@ from wsproto import events as ws_events
 from determined.master._errors import ApiError, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal, _bearer, authenticate_connection
 from determined.master.api._services import services
+from determined.master.resources._sandbox import Sandbox
 from determined.master.resources._tasks import UNIX_PREFIX
 from determined.master.store import Store, _experiments, _trials
 from determined.master.store import _tasks as _task_rows
@@ -103,6 +104,7 @@ def _trial_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
     trial = _trials.require_trial(conn, int(live[0]["trial_id"]))
     exp = _experiments.require_experiment(conn, int(trial["experiment_id"]))
     return {
+        "allocation_id": live[0]["id"],
         "owner_id": exp["owner_id"],
         "state": "RUNNING",
         "ports": {},
@@ -111,8 +113,10 @@ def _trial_task(conn: sa.Connection, task_id: str) -> dict[str, Any] | None:
     }
 
 
-def target(store: Store, caller: Principal, service: str) -> Target:
-    """The running task's service ``service`` names, if the caller may reach it.
+def target(store: Store, caller: Principal, service: str, sandbox: Sandbox | None = None) -> Target:
+    """The running task's service ``service`` names, if the caller may reach it (a
+    ``proxy_ports`` entry on its unix socket where ``sandbox`` gave the task a private
+    network).
 
     Raises:
         NotFound: no such task, it does not run, or it serves no such port.
@@ -122,7 +126,9 @@ def target(store: Store, caller: Principal, service: str) -> Target:
     task_id, _, port_text = service.partition(":")
     with store.read() as conn:
         row = _task_rows.get(conn, task_id)
-        if row is None:
+        if row is not None:
+            row = {**row, "allocation_id": _task_rows.allocation_of(row)}
+        else:
             row = _trial_task(conn, task_id)
     if row is None:
         raise NotFound(f"service not found: {service}")
@@ -142,13 +148,14 @@ def target(store: Store, caller: Principal, service: str) -> Target:
             raise NotFound(f"service not found: {service} (the port is not a number)") from e
         if port not in extra and port not in served.values():
             raise NotFound(f"service not found: {service} (not one of the task's proxy_ports)")
-        return Target(port, kind, kind == "SHELL" or extra.get(port, False))
-    if served:
+    elif served:
         return _served(kind, next(iter(served.values())))
-    if extra:
+    elif extra:
         port = next(iter(extra))
-        return Target(port, kind, extra[port])
-    raise NotFound(f"service not found: {service} (the task serves no port)")
+    else:
+        raise NotFound(f"service not found: {service} (the task serves no port)")
+    sock = None if sandbox is None else sandbox.service_socket(str(row["allocation_id"]), port)
+    return Target(port, kind, kind == "SHELL" or extra.get(port, False), sock)
 
 
 def _cookie_without_auth(value: str) -> str:
@@ -172,8 +179,9 @@ def _request_headers(headers: Any) -> list[tuple[str, str]]:
 
 @router.api_route("/proxy/{service}/{path:path}", methods=METHODS, include_in_schema=False)
 async def proxy_http(service: str, path: str, request: Request, caller: Caller) -> Any:
-    store: Store = services(request).store
-    found = await run_in_threadpool(target, store, caller, service)
+    svc = services(request)
+    store: Store = svc.store
+    found = await run_in_threadpool(target, store, caller, service, svc.sandbox)
     port = found.port
     url = f"http://127.0.0.1:{port or 80}{request.url.path}"
     if request.url.query:
@@ -237,7 +245,9 @@ async def proxy_websocket(websocket: WebSocket, service: str, path: str) -> None
             found = shell
         else:
             caller = await authenticate_connection(websocket)
-            found = await run_in_threadpool(target, store, caller, service)
+            found = await run_in_threadpool(
+                target, store, caller, service, services(websocket).sandbox
+            )
     except ApiError as e:
         await websocket.close(code=1008, reason=str(e)[:120])
         return

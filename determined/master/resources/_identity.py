@@ -1,11 +1,12 @@
 """The OS identity a task runs as (0.37's agent user/group, docs/security.md).
 
-A master running as root runs the tasks of a linked user (``det user link-with-agent-user``,
-or the ``agentUserGroup`` of the workspace the task or experiment is in, which wins) as that
-uid/gid: its work dir becomes theirs, and inside the sandbox ``/etc/passwd`` and
-``/etc/group`` name them (as 0.37's containers do), and ``setpriv`` drops to them after
-bubblewrap has set the sandbox up. Without a sandbox the process is started with that
-uid/gid directly. A master that is not root runs every task as itself.
+A master running as root with a sandbox runs the tasks of a linked user (``det user
+link-with-agent-user``, or the ``agentUserGroup`` of the workspace the task or experiment is
+in, which wins) as that uid/gid, and an unlinked user's as ``security.default_task``
+(:data:`DEFAULT_TASK` unless configured): its work dir becomes theirs, inside the sandbox
+``/etc/passwd`` and ``/etc/group`` name them (as 0.37's containers do), and ``setpriv`` drops
+to them after bubblewrap has set the sandbox up. A master that is not root, or has no
+sandbox, runs every task as itself (``_sandbox.Sandbox.identity``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,53 @@ class Identity:
     gid: int
     user: str
     group: str
+
+
+# What a root master's sandbox runs an unlinked user's tasks as, unless the master config's
+# ``security.default_task`` names another account: 0.37's documented unprivileged task user
+# (uid/gid 65533, named inside the sandbox even without a host account). 0.37's own default,
+# root, only when the operator asks for it (docs/security.md).
+DEFAULT_TASK = Identity(65533, 65533, "det-nobody", "det-nobody")
+
+
+def parse_default_task(value: Any) -> Identity:
+    """``security.default_task`` of the master config: 0.37's mapping ``{user, uid, group,
+    gid}``, or ``user:uid:group:gid`` (``--default-task``).
+
+    Raises:
+        ValueError: a missing or bad field, saying which.
+    """
+    if isinstance(value, str):
+        parts = value.split(":")
+        if len(parts) != 4:
+            raise ValueError(f"default task user must be user:uid:group:gid, not {value!r}")
+        value = dict(zip(("user", "uid", "group", "gid"), parts, strict=True))
+        for key in ("uid", "gid"):
+            try:
+                value[key] = int(value[key])
+            except ValueError as e:
+                raise ValueError(
+                    f"default task {key} must be an integer, not {value[key]!r}"
+                ) from e
+    if not isinstance(value, dict) or set(value) != {"user", "uid", "group", "gid"}:
+        raise ValueError(
+            f"security.default_task must map user, uid, group and gid (all four), not {value!r}"
+        )
+    try:
+        checked = check_agent_user_group(
+            {
+                "agentUid": value["uid"],
+                "agentGid": value["gid"],
+                "agentUser": value["user"],
+                "agentGroup": value["group"],
+            }  # fmt: skip
+        )
+    except InvalidArgument as e:
+        raise ValueError(f"security.default_task: {e}".replace("agentUserGroup.", "")) from e
+    assert checked is not None
+    return Identity(
+        checked["agentUid"], checked["agentGid"], checked["agentUser"], checked["agentGroup"]
+    )
 
 
 def check_agent_user_group(value: Any) -> dict[str, Any] | None:
@@ -162,7 +210,7 @@ def drop_to(
     """``argv`` run as the identity (inside the sandbox, by setpriv), no supplementary
     groups, no capabilities left; in ``cwd`` (entered as the identity: its work dir is 0700
     and its own, which root without capabilities cannot enter), or with ``per_rank`` in its
-    ``$SLURM_PROCID`` subdirectory (a Slurm job's task)."""
+    ``$SLURM_PROCID`` subdirectory (a Slurm job's task), which is also its ``HOME``."""
     out = [
         SETPRIV,
         f"--reuid={identity.uid}",
@@ -173,5 +221,6 @@ def drop_to(
     ]
     if cwd is not None:
         into = '"$0/$SLURM_PROCID"' if per_rank else '"$0"'
-        out += ["sh", "-c", f'cd {into} && exec "$@"', str(cwd)]
+        # Its home is its work dir (the master's user's is hidden and not theirs).
+        out += ["sh", "-c", f'cd {into} && export HOME="$PWD" && exec "$@"', str(cwd)]
     return [*out, *argv]

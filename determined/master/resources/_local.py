@@ -323,6 +323,7 @@ class LocalResourceManager:
             self._logs.flush()
             for proc in run.procs:
                 shutil.rmtree(proc.work_dir, ignore_errors=True)
+            self.sandbox.drop_services(allocation_id)
 
     def _record_exits(self) -> None:
         """Tell the experiment domain about every exit not recorded yet; one that cannot be
@@ -536,8 +537,26 @@ class LocalResourceManager:
         cid = _launcher.container_id(spec.allocation_id, i)
         sink = LogSink(self._logs, spec.task_id, spec.allocation_id, cid)
         argv = _launcher.command(str(_envs.python_of(environment)))
-        wrap = self.sandbox_for(spec.config, work_dir, environment, identity=identity)
+        net = None
+        if len(spec.containers) == 1:  # containers of one trial talk over 127.0.0.1
+            net = self.private_net(spec.allocation_id, spec.config, env)
+        elif i == 0 and _sandbox.proxy_ports(spec.config) and self.sandbox.active:
+            sink.master(
+                "warning: the proxy_ports of a trial in several containers listen on the "
+                "host's 127.0.0.1, where any local user reaches them (docs/security.md)"
+            )
+        wrap = self.sandbox_for(spec.config, work_dir, environment, identity=identity, net=net)
         return _launcher.TrialProcess(argv, work_dir, env, sink, wrap)
+
+    def private_net(
+        self, allocation_id: str, config: Any, env: dict[str, str]
+    ) -> _sandbox.PrivateNet | None:
+        """The private network of a process with ``proxy_ports`` (``_sandbox.private_net``);
+        its ``DET_MASTER`` becomes the relay's 127.0.0.1 end."""
+        net = self.sandbox.private_net(allocation_id, config, self._master_url)
+        if net is not None:
+            env["DET_MASTER"] = f"http://127.0.0.1:{net.master_port}"
+        return net
 
     def check_owner(self, conn: sa.Connection, owner_id: int) -> None:
         """Raises LaunchError when the sandbox setting refuses to run the user's tasks here
@@ -557,18 +576,22 @@ class LocalResourceManager:
         chdir: bool = True,
         writable: Collection[str | Path] = (),
         identity: _identity.Identity | None = None,
+        net: _sandbox.PrivateNet | None = None,
     ) -> Callable[[list[str]], list[str]]:
         """What wraps a process of ``config`` (a task's or an experiment's) in the sandbox:
         its work dir, storage paths and ``writable`` writable, its environment read-only;
         ``chdir``: start in the work dir (else where it was started); ``identity``: the OS
-        user it runs as (its work dir becomes theirs, ``_identity``)."""
+        user it runs as (its work dir becomes theirs, ``_identity``); ``net``: its own
+        network namespace (a process with ``proxy_ports``)."""
         storage, mounts = _sandbox.storage_paths(config)
         accounts = None
         per_rank = False
         if identity is not None:
             _identity.hand_over(identity, work_dir, environment)
+            self.sandbox.open_storage(storage, identity)
             accounts = _identity.account_files(identity, work_dir / ".det-accounts", work_dir)
             per_rank = not chdir  # a Slurm job's: the identity enters work/<rank> itself
+        _sandbox.make_paths(storage)
         return functools.partial(
             self.sandbox.wrap,
             writable=[work_dir, *storage, *writable],
@@ -578,15 +601,15 @@ class LocalResourceManager:
             identity=identity,
             accounts=accounts,
             per_rank=per_rank,
+            net=net,
         )
 
     def identity_of(
         self, conn: sa.Connection, owner_id: int, workspace_id: int | None
     ) -> _identity.Identity | None:
-        """The OS identity of the owner's task (root masters only; None: the master's own)."""
-        if not _identity.applies():
-            return None
-        return _identity.resolve(conn, owner_id, workspace_id)
+        """The OS identity of the owner's task (``_sandbox.Sandbox.identity``; None: the
+        master's own)."""
+        return self.sandbox.identity(conn, owner_id, workspace_id)
 
     def drop_environment(self, experiment_id: int) -> None:
         """Delete an experiment's environment (the experiment is deleted)."""
@@ -673,14 +696,18 @@ class LocalResourceManager:
                 workspace = (task.get("data") or {}).get("workspaceId")
                 identity = self.identity_of(conn, int(task["owner_id"]), workspace)
             launch = self._prepare_task(task, work_dir, slots)
+            for sockets in _tasks.socket_dirs(launch.ports):
+                if identity is not None:  # its service makes the socket there, as them
+                    os.chown(sockets, identity.uid, identity.gid)
             wrap = self.sandbox_for(
                 task["config"] or {},
                 work_dir,
                 _envs.task_env_dir(self._env_root, task_id),
                 read_only=list(((task.get("data") or {}).get("logdirs") or {}).values()),
                 caps=_sandbox.SSHD_CAPS if task["type"] == "SHELL" else (),
-                writable=_tasks.socket_dirs(launch.ports),  # a notebook's socket
+                writable=_tasks.socket_dirs(launch.ports),  # a notebook's or TensorBoard's socket
                 identity=identity,
+                net=self.private_net(allocation_id, task["config"] or {}, launch.env),
             )
             proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink, wrap)
         except Exception as e:
@@ -764,6 +791,7 @@ class LocalResourceManager:
             shutil.rmtree(proc.work_dir, ignore_errors=True)
         for sockets in _tasks.socket_dirs(row["ports"] if row is not None else None):
             shutil.rmtree(sockets, ignore_errors=True)
+        self.sandbox.drop_services(run.allocation_id)
         _envs.remove_task(self._env_root, task_id)
 
     def _enforce_tasks(self) -> None:

@@ -19,11 +19,17 @@ tasks' work dirs, shell keys, other environments) is an empty, throwaway directo
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
+import pwd
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +43,30 @@ DEFAULT_USER = "determined"
 # What sshd needs as root inside the sandbox: its privilege separation (a chroot, then the
 # logged-in user's ids). Only shells keep them (docs/security.md).
 SSHD_CAPS = ("CAP_SYS_CHROOT", "CAP_SETUID", "CAP_SETGID")
+
+
+# The relay a task with ``proxy_ports`` starts in its own network namespace (stdlib only, run
+# as ``python -I`` on its file: the task's PYTHONPATH cannot change it).
+NETRELAY = Path(__file__).resolve().parents[2] / "exec" / "_netrelay.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivateNet:
+    """A task's own network namespace: ``ports`` (its ``proxy_ports``) are served only as
+    unix sockets in ``service_dir`` for the master's proxy; 127.0.0.1:``master_port`` inside
+    leads to the master's API through ``api_socket`` (docs/security.md, "Service ports")."""
+
+    master_port: int
+    api_socket: Path
+    service_dir: Path
+    ports: tuple[int, ...]
+
+    def relay(self, argv: Sequence[str]) -> list[str]:
+        out = [sys.executable, "-I", str(NETRELAY)]
+        out += ["--master", f"{self.master_port}={self.api_socket}"]
+        for port in self.ports:
+            out += ["--serve", f"{port}={self.service_dir / f'{port}.sock'}"]
+        return [*out, "--", *argv]
 
 
 class SandboxError(Exception):
@@ -69,6 +99,10 @@ class Sandbox:
     bwrap: str | None  # the bubblewrap binary in use; None: tasks run unsandboxed
     reason: str = ""  # why there is no sandbox (auto without a working bubblewrap)
     data_dir: Path | None = None  # hidden from every task
+    # What an unlinked user's tasks run as on a root master (``security.default_task``).
+    default_task: _identity.Identity = _identity.DEFAULT_TASK
+    # The services directory and the master's API socket, made when first needed.
+    _made: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def active(self) -> bool:
@@ -104,6 +138,85 @@ class Sandbox:
             "task_isolation: none in the master config to run every user's tasks unsandboxed"
         )
 
+    def identity(
+        self, conn: Any, owner_id: int, workspace_id: int | None
+    ) -> _identity.Identity | None:
+        """The OS identity the owner's task runs as: on a root master with a sandbox, the
+        workspace's or the user's linked one, else ``default_task``; None (the master's own
+        user) elsewhere: a master that is not root cannot change users, and without a sandbox
+        the task could not reach its work dir in the master's data dir (0700)."""
+        if not self.active or not _identity.applies():
+            return None
+        return _identity.resolve(conn, owner_id, workspace_id) or self.default_task
+
+    def open_storage(self, paths: Iterable[str | Path], identity: _identity.Identity) -> None:
+        """Storage directories the master made (those inside its data dir, as the default
+        ``checkpoints``, and those that did not exist: it makes them now) become writable by
+        every task's OS identity: 1777, as ``/tmp`` (each checkpoint is its writer's), their
+        new parents 0755. Existing ones elsewhere are the operator's to make writable, as in
+        0.37."""
+        if identity.uid == os.geteuid():
+            return
+        for path in paths:
+            p = Path(path)
+            inside = (
+                self.data_dir is not None and p.is_relative_to(self.data_dir) and p != self.data_dir
+            )
+            if not p.exists():
+                missing = [q for q in [p, *p.parents] if not q.exists()]
+                try:
+                    p.mkdir(parents=True)
+                except OSError:
+                    continue  # bound if it comes to exist; the task reports the error itself
+                for q in missing[1:]:
+                    os.chmod(q, 0o755)
+                inside = True
+            if inside and p.is_dir():
+                os.chmod(p, 0o1777)
+
+    def _services(self) -> Path:
+        """The master's directory of task service sockets (0700, short: a socket's path
+        must fit 108 bytes), removed when the master exits."""
+        with _LOCK:
+            if "services" not in self._made:
+                root = Path(tempfile.mkdtemp(prefix="det-svc-"))
+                root.chmod(0o700)
+                atexit.register(shutil.rmtree, root, True)
+                self._made["services"] = root
+            return Path(self._made["services"])
+
+    def private_net(
+        self, allocation_id: str, config: Any, master_url: str | None
+    ) -> PrivateNet | None:
+        """The private network of a task or trial of ``config`` when it has ``proxy_ports``
+        and a sandbox runs it; None otherwise (its ports listen on the host's 127.0.0.1)."""
+        ports = proxy_ports(config)
+        if not self.active or not ports or not master_url:
+            return None
+        port = urllib.parse.urlsplit(master_url).port or 80
+        root = self._services()
+        with _LOCK:
+            if "api" not in self._made:
+                self._made["api"] = _relay_to_tcp(root / "api.sock", port)
+        service_dir = root / allocation_id
+        service_dir.mkdir(mode=0o700, exist_ok=True)
+        return PrivateNet(port, root / "api.sock", service_dir, tuple(ports))
+
+    def service_socket(self, allocation_id: str, port: int) -> str | None:
+        """The unix socket that serves the allocation's proxy port ``port`` (a task in a
+        private network), or None: the port is on 127.0.0.1."""
+        root = self._made.get("services")
+        if root is None:
+            return None
+        path = Path(root) / allocation_id / f"{port}.sock"
+        return str(path) if path.exists() else None
+
+    def drop_services(self, allocation_id: str) -> None:
+        """Remove an ended allocation's service sockets."""
+        root = self._made.get("services")
+        if root is not None and allocation_id not in ("", ".", ".."):
+            shutil.rmtree(Path(root) / allocation_id, ignore_errors=True)
+
     def wrap(
         self,
         argv: Sequence[str],
@@ -115,30 +228,39 @@ class Sandbox:
         identity: _identity.Identity | None = None,
         accounts: tuple[Path, Path] | None = None,
         per_rank: bool = False,
+        net: PrivateNet | None = None,
     ) -> list[str]:
         """``argv`` run inside the sandbox (itself when there is none). ``writable``: the
         task's work dir, storage paths and read-write bind mounts; ``read_only``: its
         environment and read-only mounts; ``caps``: capabilities it keeps (a root sshd's);
         ``identity``: the OS user it runs as (``_identity``), ``accounts`` the ``passwd`` and
         ``group`` files that name it inside; ``per_rank``: ``chdir`` holds one directory per
-        Slurm task rank (``$SLURM_PROCID``), entered by the identity."""
+        Slurm task rank (``$SLURM_PROCID``), entered by the identity; ``net``: its own network
+        namespace (``private_net``)."""
         if identity is not None:
             argv = _identity.drop_to(identity, argv, chdir, per_rank)
             caps = [*caps, *_identity.SETPRIV_CAPS]
             chdir = None  # entered as the identity
         if self.bwrap is None:
             return list(argv)
+        if net is not None:  # the relay runs before the drop to the identity: it makes sockets
+            argv = net.relay(argv)
+            writable = [*writable, net.service_dir]
+            read_only = [*read_only, net.api_socket]
         out = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         hidden = ["/tmp", "/var/tmp", "/dev/shm"]
         if self.data_dir is not None:
             hidden.append(str(self.data_dir))
-        home = os.path.expanduser("~")
-        if home not in ("", "/"):
-            # The master's user's home (its cloud credentials, ssh keys, det logins): an empty
-            # writable one; the master's Python and code stay where they are, read-only.
-            hidden.append(home)
+        homes = [h for h in _homes() if h not in ("", "/")]
+        if homes:
+            # The master's user's home (its cloud credentials, ssh keys, det logins; $HOME and
+            # its account's, 0700 for root): an empty writable one; the master's Python and
+            # code stay where they are, read-only and reachable by a task's OS identity.
+            hidden += homes
             read_only = [*_python_paths(), *read_only]
         for path in hidden:
+            if path in ("/tmp", "/var/tmp", "/dev/shm"):
+                out += ["--perms", "1777"]  # as on the host: a task's OS identity writes there
             out += ["--tmpfs", path]
         read_only, writable = list(read_only), list(writable)
         # The directories leading to a bound path inside an emptied one: 0755, so that a task
@@ -153,12 +275,47 @@ class Sandbox:
             out += ["--ro-bind", str(accounts[0]), "/etc/passwd"]
             out += ["--ro-bind", str(accounts[1]), "/etc/group"]
         out += ["--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
+        if net is not None:
+            out.append("--unshare-net")
         if os.geteuid() == 0:
             for cap in caps:
                 out += ["--cap-add", cap]
         if chdir is not None:
             out += ["--chdir", str(chdir)]
         return [*out, "--", *argv]
+
+
+def proxy_ports(config: Any) -> list[int]:
+    """The ports of ``environment.proxy_ports`` (numbers or ``{proxy_port: N}``), in order."""
+    if not isinstance(config, dict):  # a typed experiment config
+        config = config.to_json_dict()
+    environment = config.get("environment")
+    entries = environment.get("proxy_ports") if isinstance(environment, dict) else None
+    out: list[int] = []
+    for entry in entries or []:
+        value = entry.get("proxy_port") if isinstance(entry, dict) else entry
+        try:
+            out.append(int(str(value)))
+        except (TypeError, ValueError):
+            continue
+    return list(dict.fromkeys(out))
+
+
+_LOCK = threading.Lock()
+
+
+def _relay_to_tcp(path: Path, port: int) -> socket.socket:
+    """A unix socket at ``path`` (in the 0700 services directory) whose connections lead to
+    127.0.0.1:``port`` (the master's API), served by daemon threads while the master runs."""
+    from determined.exec import _netrelay
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    threading.Thread(
+        target=_netrelay.serve, args=(listener, _netrelay.tcp(port)), daemon=True
+    ).start()
+    return listener
 
 
 def _parents_within(paths: Iterable[str | Path], roots: Iterable[str]) -> list[str]:
@@ -172,6 +329,22 @@ def _parents_within(paths: Iterable[str | Path], roots: Iterable[str]) -> list[s
     return [str(p) for p in sorted(found, key=lambda p: (len(p.parts), str(p)))]
 
 
+def _homes() -> list[str]:
+    """The master's user's home directories: ``$HOME`` and its account's (they differ when
+    the master was started with another ``HOME``), outer ones only."""
+    homes = [os.path.expanduser("~")]
+    try:
+        homes.append(pwd.getpwuid(os.geteuid()).pw_dir)
+    except KeyError:
+        pass
+    homes = [os.path.realpath(h) for h in homes if h]
+    return [
+        h
+        for h in dict.fromkeys(homes)
+        if not any(h != o and Path(h).is_relative_to(o) for o in homes)
+    ]
+
+
 def _python_paths() -> list[str]:
     """What a task needs of the master's own Python: its interpreter's prefixes, the
     ``determined`` package's source tree and the PYTHONPATH entries (read-only)."""
@@ -180,30 +353,37 @@ def _python_paths() -> list[str]:
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix]
     paths.append(str(Path(determined.__file__).resolve().parent.parent))
     paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    # Real paths: bubblewrap cannot bind onto a symbolic link (a venv linked from elsewhere);
+    # the link itself stays in the read-only system and leads to the bound target.
+    paths = [os.path.realpath(p) for p in paths if p]
     return [p for p in dict.fromkeys(paths) if p not in ("", "/")]
 
 
-def configure_sandbox(setting: str, data_dir: Path | None) -> Sandbox:
-    """The sandbox for ``task_isolation: setting``.
+def configure_sandbox(
+    setting: str, data_dir: Path | None, default_task: _identity.Identity | None = None
+) -> Sandbox:
+    """The sandbox for ``task_isolation: setting``; ``default_task``: what an unlinked user's
+    tasks run as on a root master (``_identity.DEFAULT_TASK`` unless given).
 
     Raises:
         SandboxError: an unknown setting, or ``bubblewrap`` where it cannot run.
     """
     if setting not in SETTINGS:
         raise SandboxError(f"task_isolation must be one of {', '.join(SETTINGS)}, not {setting!r}")
+    default = default_task or _identity.DEFAULT_TASK
     if setting == "none":
-        return Sandbox(setting, None, "task_isolation: none", data_dir)
+        return Sandbox(setting, None, "task_isolation: none", data_dir, default)
     bwrap = shutil.which("bwrap")
     reason = "bubblewrap (bwrap) is not installed" if bwrap is None else _probe(bwrap)
     if reason is None:
-        return Sandbox(setting, bwrap, "", data_dir)
+        return Sandbox(setting, bwrap, "", data_dir, default)
     if setting == "bubblewrap":
         raise SandboxError(
             f"task_isolation: bubblewrap, but {reason}. Install bubblewrap (Debian/Ubuntu: "
             "apt-get install bubblewrap) and allow user namespaces, or choose "
             "task_isolation: auto or none"
         )
-    return Sandbox(setting, None, reason, data_dir)
+    return Sandbox(setting, None, reason, data_dir, default)
 
 
 def storage_paths(config: Any) -> tuple[list[str], list[str]]:
@@ -227,9 +407,13 @@ def storage_paths(config: Any) -> tuple[list[str], list[str]]:
         if isinstance(mount, dict) and mount.get("host_path"):
             target = read_only if mount.get("read_only") else writable
             target.append(str(mount["host_path"]))
-    for path in writable:
+    return writable, read_only
+
+
+def make_paths(paths: Iterable[str | Path]) -> None:
+    """Make the storage directories that do not exist yet (a bind needs its source)."""
+    for path in paths:
         try:
-            Path(path).mkdir(parents=True, exist_ok=True)  # a bind needs it to exist
+            Path(path).mkdir(parents=True, exist_ok=True)
         except OSError:
             pass  # bound if it comes to exist; the task reports the error itself
-    return writable, read_only

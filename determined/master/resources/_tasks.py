@@ -4,9 +4,10 @@ environment: 0.37's commands, generic tasks, TensorBoards, notebooks (JupyterLab
 
 :func:`prepare` unpacks the task's context directory into its work dir and returns the argv,
 the process environment and the ports it serves (``{"web": "unix:<socket>"}`` for a
-notebook, ``{"web": port}`` for a TensorBoard, ``{"ssh": port}`` for a shell). Services listen
-on 127.0.0.1 only (a notebook on a unix socket only the master's user opens); users reach them
-through the master's proxy (``/proxy/<task id>/``), which checks their login first.
+notebook or a TensorBoard, ``{"ssh": port}`` for a shell). A web service listens on a unix
+socket in a directory only the master's user (or the task's own OS user) opens, a shell's sshd
+on 127.0.0.1 with the owner's key only; users reach them through the master's proxy
+(``/proxy/<task id>/``), which checks their login first.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class TaskLaunch:
     ports: dict[str, int | str]  # a TCP port, or UNIX_PREFIX + a unix socket's path
 
 
-# A service served on a unix socket (a notebook's) has "unix:<path>" for its port.
+# A service served on a unix socket (a notebook's, a TensorBoard's) has "unix:<path>" for its port.
 UNIX_PREFIX = "unix:"
 
 
@@ -288,10 +289,11 @@ def prepare(
     elif kind in ("COMMAND", "GENERIC"):
         argv = entrypoint_argv(config.get("entrypoint"))
     elif kind == "TENSORBOARD":
-        ports["web"] = free_port()
+        # On a unix socket, as a notebook (below): only the master's proxy reaches it.
+        sock = socket_path(str(task["id"]))
+        ports["web"] = UNIX_PREFIX + str(sock)
         spec = ",".join(f"{name}:{path}" for name, path in sorted(data.get("logdirs", {}).items()))
-        argv = [python, "-m", "tensorboard.main", "--logdir_spec", spec]
-        argv += ["--host", "127.0.0.1", "--port", str(ports["web"])]
+        argv = [python, "-m", "determined.exec._tensorboard", str(sock), "--logdir_spec", spec]
         argv += ["--path_prefix", proxy_path(str(task["id"])).rstrip("/")]
         argv += ["--reload_interval", "1"]
     elif kind == "NOTEBOOK":
