@@ -86,6 +86,13 @@ class Principal:
         if not self.info.admin:
             raise PermissionDenied(f"only an admin may {action}; log in as one (det user login)")
 
+    def owns(self, owner_id: Any) -> bool:
+        """Whether a user's token is the owner's (``owner_id``) or an admin's: who may change a
+        task or template, and so sees its config whole (``_redact``)."""
+        if self.is_allocation:
+            return False
+        return self.info.admin or (owner_id is not None and int(owner_id) == self.info.user_id)
+
     def check_owner(self, store: Store, experiment_id: int, action: str) -> None:
         """403 unless the caller is a user who owns the experiment, or an admin. 404 when there
         is no such experiment."""

@@ -399,10 +399,10 @@ def _register(kind: str) -> None:
             # ``det notebook start --preview``: the config it would run with, nothing launched.
             caller.require_user()
             preview = await run_in_threadpool(_config, store, body, kind)
-            return {one: _EMPTY_TASK, "config": _redact.redact(preview), "warnings": []}
+            return {one: _EMPTY_TASK, "config": preview, "warnings": []}  # the caller's own
         task = await run_in_threadpool(_launch, request, caller, store, body, kind)
         given = body.get("config") if isinstance(body, dict) else None
-        return {one: task, "config": _redact.redact(given or {}), "warnings": []}
+        return {one: task, "config": given or {}, "warnings": []}  # the launcher's own
 
     @router.get(f"/{noun}", name=f"list_{many}")
     def list_(
@@ -444,7 +444,8 @@ def _register(kind: str) -> None:
         caller.require_user()
         with store.read() as conn:
             row = _task_rows.require(conn, task_id, kind)
-            return {one: task_json(conn, row, caller), "config": _redact.redact(row["config"])}
+            config = _redact.shown(row["config"], caller.owns(row["owner_id"]))
+            return {one: task_json(conn, row, caller), "config": config}
 
     @router.post(f"/{noun}/{{task_id}}/kill", name=f"kill_{one}")
     def kill(task_id: str, request: Request, caller: Caller, store: StoreDep) -> dict[str, Any]:
@@ -568,7 +569,7 @@ def get_task(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
     with store.read() as conn:
         row = _task_rows.get(conn, task_id)
         if row is not None:
-            return {"task": _v1_task(row)}  # its config redacted
+            return {"task": _v1_task(row, caller.owns(row["owner_id"]))}
         trial = _trials.trial_by_task(conn, task_id)
         if trial is None:
             raise NotFound(f"task {task_id!r} not found")
@@ -595,7 +596,8 @@ def get_task(task_id: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
     }
 
 
-def _v1_task(row: dict[str, Any]) -> dict[str, Any]:
+def _v1_task(row: dict[str, Any], whole: bool) -> dict[str, Any]:
+    """``whole``: the config with its secrets (for its owner and admins, ``_redact.shown``)."""
     data = row["data"] or {}
     out: dict[str, Any] = {
         "taskId": row["id"],
@@ -621,7 +623,7 @@ def _v1_task(row: dict[str, Any]) -> dict[str, Any]:
     if row["type"] == "GENERIC":
         out.update(
             taskState=_generic_state(row),
-            config=json.dumps(_redact.redact(row["config"] or {})),
+            config=json.dumps(_redact.shown(row["config"] or {}, whole)),
             forkedFrom=data.get("forkedFrom"),
             parentId=data.get("parentId"),
             noPause=bool(data.get("noPause")),
@@ -674,7 +676,7 @@ def get_generic_task_config(task_id: str, caller: Caller, store: StoreDep) -> di
         raise NotFound(f"task {task_id!r} not found")
     given = (row["data"] or {}).get("givenConfig")
     shown = given if given is not None else row["config"] or {}
-    return {"config": json.dumps(_redact.redact(shown))}
+    return {"config": json.dumps(_redact.shown(shown, caller.owns(row["owner_id"])))}
 
 
 @router.post("/tasks/{task_id}/kill")

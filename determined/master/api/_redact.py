@@ -4,7 +4,8 @@ config comes back.
 Hidden: the credentials of ``checkpoint_storage`` (``SECRET_KEYS``) and the values of
 ``environment.environment_variables`` (a list ``NAME=value``, or such lists per accelerator,
 or a mapping), replaced by ``PLACEHOLDER`` (0.37's ``********``). Everyone but the
-experiment's own trials (their allocation tokens) sees configs redacted.
+experiment's own trials (their allocation tokens) sees experiment configs redacted; task and
+template configs are whole for their owner and admins, redacted for other users (``shown``).
 
 A config that a client read redacted and sends back (``det e continue`` with a described
 config, a web UI fork with ``parentId``) carries the placeholder where a secret was:
@@ -108,6 +109,13 @@ def redact(config: Any) -> Any:
             for k, v in out.items()
         }
     return out
+
+
+def shown(config: Any, whole: bool) -> Any:
+    """A task's or template's config as one caller sees it: whole for those who may change it
+    (``whole``: its owner or an admin, ``Principal.owns``; 0.37 shows them what they wrote,
+    ``SHOULDBE=SET``), redacted for everyone else."""
+    return config if whole else redact(config)
 
 
 def redact_text(text: str) -> str:

@@ -4,8 +4,9 @@ merge key by key). Any user reads and creates them; their creator or an admin ch
 deletes one (0.37 without RBAC lets every user do both).
 
 A template's secrets (checkpoint storage credentials, environment variable values) are shown
-redacted (``_redact``), as experiments' are; a config sent back with the placeholder keeps the
-stored secret, and a new template cannot hold the placeholder."""
+whole to those who may change it (its creator, an admin) and redacted to everyone else
+(``_redact.shown``); a config sent back with the placeholder keeps the stored secret, and a new
+template cannot hold the placeholder."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fastapi import APIRouter, Body, Query
 from determined.master import experiment
 from determined.master._errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from determined.master.api import _redact, _wire
-from determined.master.api._auth import Caller
+from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, StoreDep
 from determined.master.api._models import _Body
 from determined.master.store import _templates
@@ -40,10 +41,10 @@ class RenameTemplate(_Body):
     new_name: str
 
 
-def template_json(row: dict[str, Any]) -> dict[str, Any]:
+def template_json(row: dict[str, Any], caller: Principal) -> dict[str, Any]:
     return {
         "name": row["name"],
-        "config": _redact.redact(row["config"]),
+        "config": _redact.shown(row["config"], caller.owns(row["created_by"])),
         "workspaceId": row["workspace_id"],
     }
 
@@ -95,7 +96,7 @@ def list_templates(
     rows = [r for r in rows if not workspace_ids or r["workspace_id"] in workspace_ids]
     if order_by == "ORDER_BY_DESC":
         rows.reverse()
-    chunk, pagination = _wire.page([template_json(r) for r in rows], offset, limit)
+    chunk, pagination = _wire.page([template_json(r, caller) for r in rows], offset, limit)
     return {"templates": chunk, "pagination": pagination}
 
 
@@ -103,7 +104,7 @@ def list_templates(
 def get_template(template_name: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
     caller.require_user()
     with store.read() as conn:
-        return {"template": template_json(_require(conn, template_name))}
+        return {"template": template_json(_require(conn, template_name), caller)}
 
 
 @router.post("/templates/{template_name}")
@@ -130,7 +131,7 @@ def post_template(
         raise Conflict(
             f"template {name!r} exists already; det template set-value config changes it"
         )
-    return {"template": template_json(row)}
+    return {"template": template_json(row, caller)}
 
 
 @router.put("/templates/{template_name}")
@@ -159,7 +160,7 @@ def put_template(
             _templates.set_config(conn, name, _redact.restore(config, row["config"]))
         return _require(conn, name)
 
-    return {"template": template_json(store.write(upsert))}
+    return {"template": template_json(store.write(upsert), caller)}
 
 
 @router.patch("/templates/{template_name}")
@@ -176,7 +177,7 @@ def patch_template_config(
         _templates.set_config(conn, template_name, _redact.restore(checked, row["config"]))
         return _require(conn, template_name)
 
-    return {"template": template_json(store.write(update))}
+    return {"template": template_json(store.write(update), caller)}
 
 
 @router.patch("/template/rename")
@@ -192,7 +193,7 @@ def rename_template(body: RenameTemplate, caller: Caller, store: StoreDep) -> di
         _templates.rename(conn, body.old_name, body.new_name)
         return _require(conn, body.new_name)
 
-    return {"template": template_json(store.write(rename))}
+    return {"template": template_json(store.write(rename), caller)}
 
 
 @router.delete("/templates/{template_name}")
