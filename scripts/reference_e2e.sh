@@ -17,7 +17,8 @@
 #
 # What it builds once and then reuses: .e2e/venv (determined==0.37.0 and the suite's test
 # dependencies; never a dependency of ours, and apart from .refvenv). Each run starts its own master
-# (`det master up --cpu-slots 4`, this checkout's .venv, a fresh DET_HOME, a free port), writes one
+# (`det master up --cpu-slots 4`, this checkout's .venv, a fresh DET_HOME, a free port; a second one
+# with one slot for the files in ONE_SLOT), writes one
 # junit file per test file under .e2e/runs/<time>/, prints a per-file table and the total, and
 # lists the tests it does not run with the reason (scripts/reference_e2e_skips.txt) and those the
 # suite skipped itself.
@@ -64,7 +65,7 @@ for arg in "$@"; do
     --subset) mode=subset ;;
     --min-pass=*) min_pass=${arg#--min-pass=} ;;
     --list) list=1 ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     -*) die "unknown option $arg (see --help)" ;;
     *) files+=("${arg#e2e_tests/}") ;;
   esac
@@ -132,19 +133,39 @@ fi
 
 # --- our master ---------------------------------------------------------------------------------
 RUN=$E2E/runs/$(date -u +%Y%m%dT%H%M%SZ)-$$
-mkdir -p "$RUN/junit" "$RUN/home"
-PORT=${DET_E2E_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
-alive() { curl -fsS "http://127.0.0.1:$PORT/info" >/dev/null 2>&1; }
+mkdir -p "$RUN/junit"
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Two masters, each with its own DET_HOME and port: the main one (`--cpu-slots 4`, the issue's
+# cluster), and, only for the files in ONE_SLOT, one with a single slot, started when the first
+# of them comes and stopped after it. 0.37's e2e_cpu cluster was an agent without GPUs, which
+# has exactly one (CPU) slot; those files assert `det slot list` shows one and disable "the"
+# slot, while the other files need 4 (several trials at once, slots_per_trial 2).
+ONE_SLOT=(cluster/test_agent_disable.py)
+PORT=${DET_E2E_PORT:-$(free_port)}
+PORT1=$(free_port)
+home_of() { if [ "$1" = 1 ]; then echo "$RUN/home-1slot"; else echo "$RUN/home"; fi; }
+port_of() { if [ "$1" = 1 ]; then echo "$PORT1"; else echo "$PORT"; fi; }
+alive() { curl -fsS "http://127.0.0.1:$(port_of "$1")/info" >/dev/null 2>&1; }
 # `det master up` starts the master in the background and returns once it answers.
-start_master() {
-  DET_HOME=$RUN/home "$ROOT/.venv/bin/det" master up --port "$PORT" --cpu-slots 4 >>"$RUN/master.out" 2>&1 ||
-    die "the master did not start; see $RUN/master.out and $RUN/home/master.log"
-  alive || die "the master does not answer on port $PORT; see $RUN/home/master.log"
+# This checkout's code first on the master's path (the .venv's editable install may point at
+# another checkout); the suite's own processes get no PYTHONPATH, so they import 0.37's client.
+start_master() { # 4 or 1 (slots)
+  local home port
+  home=$(home_of "$1") port=$(port_of "$1")
+  mkdir -p "$home"
+  DET_HOME=$home PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} "$ROOT/.venv/bin/det" master up \
+    --port "$port" --cpu-slots "$1" >>"$RUN/master.out" 2>&1 ||
+    die "the master did not start; see $RUN/master.out and $home/master.log"
+  alive "$1" || die "the master does not answer on port $port; see $home/master.log"
+  say "master with $1 slot(s) on 127.0.0.1:$port (DET_HOME $home, its log $home/master.log)"
 }
-stop_master() { DET_HOME=$RUN/home "$ROOT/.venv/bin/det" master down >>"$RUN/master.out" 2>&1 || true; }
-trap stop_master EXIT
-start_master
-say "master on 127.0.0.1:$PORT (DET_HOME $RUN/home, its log $RUN/home/master.log); results in $RUN"
+stop_master() { # 4 or 1
+  [ -d "$(home_of "$1")" ] || return 0
+  DET_HOME=$(home_of "$1") PYTHONPATH=$ROOT "$ROOT/.venv/bin/det" master down >>"$RUN/master.out" 2>&1 || true
+}
+trap 'stop_master 4; stop_master 1' EXIT
+start_master 4
+say "results in $RUN"
 
 # Tests listed with a reason are deselected by node id prefix.
 deselect=()
@@ -154,26 +175,30 @@ while IFS= read -r id; do deselect+=(--deselect "$id"); done < <(
 
 export PATH=$VENV/bin:$PATH
 for f in "${files[@]}"; do
-  if ! alive; then
-    say "the master stopped answering (see $RUN/home/master.log); starting it again"
-    start_master
+  slots=4
+  for one in "${ONE_SLOT[@]}"; do [ "$f" = "tests/$one" ] && slots=1; done
+  if ! alive "$slots"; then
+    [ "$slots" = 1 ] || say "the master stopped answering (see $RUN/home/master.log); starting it again"
+    start_master "$slots"
   fi
   name=$(echo "${f#tests/}" | sed 's/\.py$//; s#/#.#g')
   start=$SECONDS
   say "$f ..."
   # os._exit once pytest is done: a test that fails while its webhook receiver's thread runs
   # leaves that thread behind, and the interpreter would wait for it for ever.
-  "$VENV/bin/python" -c 'import os, sys, pytest
+  env -u PYTHONPATH "$VENV/bin/python" -c 'import os, sys, pytest
 rc = pytest.main(sys.argv[1:])
 sys.stdout.flush(), sys.stderr.flush()
 os._exit(rc)' \
     -q -m e2e_cpu -p no:cacheprovider "$f" "${deselect[@]}" \
-    --master-host 127.0.0.1 --master-port "$PORT" --timeout "${DET_E2E_TEST_TIMEOUT:-600}" \
+    --master-host 127.0.0.1 --master-port "$(port_of "$slots")" \
+    --timeout "${DET_E2E_TEST_TIMEOUT:-600}" \
     --junitxml "$RUN/junit/$name.xml" >"$RUN/$name.log" 2>&1 || true
   echo "$name $((SECONDS - start))" >>"$RUN/durations"
   tail -1 "$RUN/$name.log" >&2
+  [ "$slots" = 4 ] || stop_master 1
 done
-stop_master
+stop_master 4
 
 # --- the report ---------------------------------------------------------------------------------
 "$VENV/bin/python" - "$RUN" "$SKIPS" "$min_pass" "${files[@]}" <<'EOF'

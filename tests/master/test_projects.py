@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import time
 
 import pytest
 import requests
@@ -147,6 +148,52 @@ def test_workspaces_projects_and_experiments_in_them(master: MasterProcess) -> N
     assert r.status_code == 400 and "archived" in r.json()["message"]
     assert _ok(s.delete(api + f"/workspaces/{other['id']}")) == {"completed": True}
     assert s.get(api + f"/workspaces/{other['id']}").status_code == 404
+
+
+def _ended(s: requests.Session, api: str, exp_id: int) -> None:
+    _ok(s.post(api + f"/experiments/{exp_id}/kill"))
+    for _ in range(100):
+        if _ok(s.get(api + f"/experiments/{exp_id}"))["experiment"]["state"] == "STATE_CANCELED":
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"experiment {exp_id} did not end")
+
+
+def test_a_deleted_project_or_workspace_takes_its_ended_experiments(
+    shared_master: MasterProcess,
+) -> None:
+    """0.37 deletes a project's or workspace's experiments with it (its e2e webhook tests
+    delete workspaces that ran experiments); here they must have ended first."""
+    s, url = shared_master.session(), shared_master.url
+    api = url + "/api/v1"
+    ws = _ok(s.post(api + "/workspaces", json={"name": "doomed"}))["workspace"]
+    p1, p2 = (
+        _ok(s.post(api + f"/workspaces/{ws['id']}/projects", json={"name": n}))["project"]
+        for n in ("p1", "p2")
+    )
+    one = _experiment(s, url, projectId=p1["id"])
+    _ended(s, api, one["id"])
+    assert _ok(s.delete(api + f"/projects/{p1['id']}")) == {"completed": True}
+    assert s.get(api + f"/experiments/{one['id']}").status_code == 404
+    assert s.get(api + f"/projects/{p1['id']}").status_code == 404
+
+    ended, live = (_experiment(s, url, projectId=p2["id"]) for _ in range(2))
+    _ended(s, api, ended["id"])
+    template = {"name": "t-doomed", "config": {"description": "d"}, "workspaceId": ws["id"]}
+    _ok(s.post(api + "/templates/t-doomed", json=template))
+    r = s.delete(api + f"/workspaces/{ws['id']}")
+    assert r.status_code == 400 and f"not ended ({live['id']})" in r.json()["message"], r.text
+    assert s.get(api + f"/experiments/{ended['id']}").status_code == 200  # nothing went
+    _ended(s, api, live["id"])
+    assert _ok(s.delete(api + f"/workspaces/{ws['id']}")) == {"completed": True}
+    for path in (
+        f"/workspaces/{ws['id']}",
+        f"/projects/{p2['id']}",
+        f"/experiments/{ended['id']}",
+        f"/experiments/{live['id']}",
+        "/templates/t-doomed",
+    ):
+        assert s.get(api + path).status_code == 404, path
 
 
 def test_only_owners_and_admins_change_workspaces_projects_and_experiment_homes(

@@ -17,7 +17,8 @@ from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, ResourceManagerDep, StoreDep
 from determined.master.api._models import PatchExperiment
 from determined.master.api._wire import experiment_json
-from determined.master.experiment import State
+from determined.master.experiment import Experiments, State
+from determined.master.resources import ResourceManager
 from determined.master.store import Store, _checkpoints, _experiments, _models, _trials
 
 router = APIRouter(prefix="/api/v1")
@@ -124,32 +125,54 @@ def delete_experiment(
     record of it. Done when the answer comes (the reference answers first and deletes in the
     background)."""
     caller.check_owner(store, experiment_id, "delete")
+    delete_experiments(store, exps, rm, [experiment_id])
+    return {}
+
+
+def delete_experiments(
+    store: Store, exps: Experiments, rm: ResourceManager | None, experiment_ids: list[int]
+) -> None:
+    """Delete ended experiments (``DELETE /experiments/{id}``, and a deleted project's or
+    workspace's): all are checked first (ended, no checkpoint registered as a model version),
+    then each loses its checkpoint and TensorBoard files and its records in turn.
+
+    Raises:
+        NotFound, FailedPrecondition: one not ended, a registered checkpoint, storage that
+            refused a delete (the experiments before it are deleted by then).
+    """
+    uuids: dict[int, list[str]] = {}
+    configs: dict[int, dict[str, Any]] = {}
     with store.read() as conn:
-        exp = exps.check_deletable(conn, experiment_id)
-        uuids = [
-            c["uuid"]
-            for t in _trials.trials_of(conn, experiment_id)
-            for c in _checkpoints.of_trial(conn, int(t["id"]))
-        ]
-        registered = sorted(_models.registered_uuids(conn, uuids))
+        for experiment_id in experiment_ids:
+            configs[experiment_id] = exps.check_deletable(conn, experiment_id)["config"]
+            uuids[experiment_id] = [
+                c["uuid"]
+                for t in _trials.trials_of(conn, experiment_id)
+                for c in _checkpoints.of_trial(conn, int(t["id"]))
+            ]
+        registered = sorted(
+            _models.registered_uuids(conn, [u for us in uuids.values() for u in us])
+        )
     if registered:
+        which = ", ".join(map(str, experiment_ids))
         raise FailedPrecondition(
-            f"experiment {experiment_id} was not deleted: its checkpoint(s) "
+            f"experiment {which} was not deleted: its checkpoint(s) "
             f"{', '.join(registered)} are registered as model versions; delete those versions "
             "first (det model ...) or keep the experiment"
         )
-    failed = resources.delete_checkpoints(store, uuids)
-    if failed:
-        uuid, why = next(iter(failed.items()))
-        raise FailedPrecondition(
-            f"experiment {experiment_id} was not deleted: {len(failed)} checkpoint(s) could not "
-            f"be deleted from storage (first: {uuid}: {why}); fix the storage and try again"
-        )
-    _tensorboard_files(store, experiment_id, exp["config"])
-    exps.delete(experiment_id)
-    if rm is not None:
-        rm.drop_environment(experiment_id)
-    return {}
+    for experiment_id in experiment_ids:
+        failed = resources.delete_checkpoints(store, uuids[experiment_id])
+        if failed:
+            uuid, why = next(iter(failed.items()))
+            raise FailedPrecondition(
+                f"experiment {experiment_id} was not deleted: {len(failed)} checkpoint(s) could "
+                f"not be deleted from storage (first: {uuid}: {why}); fix the storage and try "
+                "again"
+            )
+        _tensorboard_files(store, experiment_id, configs[experiment_id])
+        exps.delete(experiment_id)
+        if rm is not None:
+            rm.drop_environment(experiment_id)
 
 
 def _tensorboard_files(store: Store, experiment_id: int, config: dict[str, Any]) -> None:

@@ -24,9 +24,16 @@ from determined.master._errors import (
     InvalidArgument,
     PermissionDenied,
 )
-from determined.master.api import _bulk_experiments, _jobs, _ntsc, _redact, _wire
+from determined.master.api import (
+    _bulk_experiments,
+    _experiment_edits,
+    _jobs,
+    _ntsc,
+    _redact,
+    _wire,
+)
 from determined.master.api._auth import Caller, Principal
-from determined.master.api._deps import Limit, StoreDep
+from determined.master.api._deps import ExperimentsDep, Limit, ResourceManagerDep, StoreDep
 from determined.master.api._models import _Body
 from determined.master.api._services import services
 from determined.master.store import Store, _experiments, _projects, _time, _users
@@ -356,25 +363,61 @@ def patch_workspace(
 
 @router.delete("/workspaces/{workspace_id}")
 def delete_workspace(
-    workspace_id: int, caller: Caller, store: StoreDep, request: Request
+    workspace_id: int,
+    caller: Caller,
+    store: StoreDep,
+    exps: ExperimentsDep,
+    request: Request,
+    rm: ResourceManagerDep = None,
 ) -> dict[str, Any]:
-    """Deletes an empty workspace (no experiments, no models) and its projects, and kills the
-    commands, notebooks, shells, TensorBoards and generic tasks launched in it (0.37)."""
-    with store.tx() as conn:
+    """Deletes a workspace without models: its experiments (all ended; their checkpoints
+    too), its projects and templates, and kills the commands, notebooks, shells, TensorBoards
+    and generic tasks launched in it (0.37). Done when the answer comes (``completed``)."""
+    with store.read() as conn:
         ws = _projects.require_workspace(conn, workspace_id)
         _check_changeable(caller, ws, "workspace", "deleted")
-        _, n_exps = _projects.workspace_counts(conn, workspace_id)
         n_models = _projects.models_in_workspace(conn, workspace_id)
-        if n_exps or n_models:
+        if n_models:
             raise FailedPrecondition(
-                f"workspace {ws['name']!r} still holds {n_exps} experiment(s) and {n_models} "
-                "model(s); move or delete them first (det e move, det model move)"
+                f"workspace {ws['name']!r} holds {n_models} model(s); move or delete them first "
+                "(det model move, det model delete)"
+            )
+        exp_ids = [
+            i
+            for p in _projects.list_projects(conn, workspace_id)
+            for i in _projects.project_experiment_ids(conn, int(p["id"]))
+        ]
+        _refuse_unended(conn, exp_ids, f"workspace {ws['name']!r}")
+    _experiment_edits.delete_experiments(store, exps, rm, exp_ids)
+    with store.tx() as conn:
+        ws = _projects.require_workspace(conn, workspace_id)
+        _, n_exps = _projects.workspace_counts(conn, workspace_id)
+        if n_exps:  # one created meanwhile
+            raise FailedPrecondition(
+                f"workspace {ws['name']!r} got {n_exps} new experiment(s) while it was being "
+                "deleted; delete it again"
             )
         for task_id in _task_rows.unended_in_workspace(conn, workspace_id):
             _task_rows.request_kill(conn, task_id)
         _projects.delete_workspace(conn, workspace_id)
     _ntsc.wake(request)
     return {"completed": True}
+
+
+def _refuse_unended(conn: sa.Connection, exp_ids: list[int], where: str) -> None:
+    """400 when an experiment in ``where`` has not ended: 0.37 deletes them as they are; here
+    the one who deletes ends them first (their trials would be cut off mid-write)."""
+    unended = [
+        i
+        for i in exp_ids
+        if not experiment.State(_experiments.require_experiment(conn, i)["state"]).is_terminal
+    ]
+    if unended:
+        raise FailedPrecondition(
+            f"{where} still holds {len(unended)} experiment(s) that have not ended "
+            f"({', '.join(map(str, unended))}); kill them (det e kill) or move them (det e "
+            "move) first: ended experiments are deleted with it"
+        )
 
 
 def _set_workspace_archived(store: Store, caller: Principal, workspace_id: int, to: bool) -> None:
@@ -536,15 +579,27 @@ def patch_project(
 
 
 @router.delete("/projects/{project_id}")
-def delete_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    with store.tx() as conn:
+def delete_project(
+    project_id: int,
+    caller: Caller,
+    store: StoreDep,
+    exps: ExperimentsDep,
+    rm: ResourceManagerDep = None,
+) -> dict[str, Any]:
+    """Deletes a project and its experiments (all ended; their checkpoints too), as 0.37."""
+    with store.read() as conn:
         p = _projects.require_project(conn, project_id)
         _check_project_changeable(conn, caller, p, "deleted")
+        exp_ids = _projects.project_experiment_ids(conn, project_id)
+        _refuse_unended(conn, exp_ids, f"project {p['name']!r}")
+    _experiment_edits.delete_experiments(store, exps, rm, exp_ids)
+    with store.tx() as conn:
+        p = _projects.require_project(conn, project_id)
         n = len(_projects.project_experiment_ids(conn, project_id))
-        if n:
+        if n:  # one created meanwhile
             raise FailedPrecondition(
-                f"project {p['name']!r} still holds {n} experiment(s); move them (det e move) "
-                "or delete them (det e delete) first"
+                f"project {p['name']!r} got {n} new experiment(s) while it was being deleted; "
+                "delete it again"
             )
         _projects.delete_project(conn, project_id)
     return {"completed": True}

@@ -19,6 +19,7 @@ from determined.master.store._schema import (
     experiments,
     models,
     projects,
+    templates,
     trials,
     users,
     workspace_pins,
@@ -125,9 +126,10 @@ def update_workspace(conn: sa.Connection, workspace_id: int, **values: Any) -> N
 
 
 def delete_workspace(conn: sa.Connection, workspace_id: int) -> None:
-    """Remove the workspace and its (empty) projects; the caller checked there are no
-    experiments or models left in it."""
+    """Remove the workspace, its (empty) projects and its templates (0.37); the caller checked
+    there are no experiments or models left in it."""
     conn.execute(projects.delete().where(projects.c.workspace_id == workspace_id))
+    conn.execute(templates.delete().where(templates.c.workspace_id == workspace_id))
     conn.execute(workspace_pins.delete().where(workspace_pins.c.workspace_id == workspace_id))
     conn.execute(workspaces.delete().where(workspaces.c.id == workspace_id))
 
