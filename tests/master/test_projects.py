@@ -131,8 +131,11 @@ def test_workspaces_projects_and_experiments_in_them(master: MasterProcess) -> N
         _ok(s.get(api + "/workspaces", params={"name": "CREW"}))["workspaces"][0]["id"] == ws["id"]
     )
 
-    # The defaults cannot change.
+    # The defaults cannot change, nor take new projects (0.37's words).
     assert s.patch(api + "/workspaces/1", json={"name": "x"}).status_code == 400
+    r = s.post(api + "/workspaces/1/projects", json={"name": "more"})
+    assert r.status_code == 400, r.text
+    assert "workspace (1) is immutable and cannot add new projects" in r.json()["message"]
     assert s.delete(api + "/projects/1").status_code == 400
     assert s.post(api + "/workspaces/1/archive").status_code == 400
     assert s.get(api + "/workspaces/99").status_code == 404

@@ -132,7 +132,12 @@ def test_runs(master: MasterProcess, tmp_path: pathlib.Path) -> None:
     assert alpha.trial_id not in [r["id"] for r in post("", {})["runs"]]
 
     # Move: a single-trial run moves with its experiment; a multi-trial one's run cannot.
-    made = admin.post(master.url + "/api/v1/workspaces/1/projects", json={"name": "runs-dest"})
+    # (in a workspace of its own: the default one takes no new projects, as 0.37)
+    ws = admin.post(master.url + "/api/v1/workspaces", json={"name": "runs-ws"}).json()
+    made = admin.post(
+        master.url + f"/api/v1/workspaces/{ws['workspace']['id']}/projects",
+        json={"name": "runs-dest"},
+    )
     assert made.status_code == 200, made.text
     dest = int(made.json()["project"]["id"])
     move = {"runIds": [delta.trial_id], "sourceProjectId": 1, "destinationProjectId": dest}

@@ -35,8 +35,13 @@ sess = authentication.login(url, "admin", "")
 threading.Timer(60, lambda: (print(json.dumps({"error": "timeout"}), flush=True),
                              __import__("os")._exit(1))).start()
 sys.excepthook = lambda *a: (__import__("traceback").print_exception(*a), __import__("os")._exit(1))
+# A workspace with one project (the default workspace takes no new ones, as 0.37).
+ws = bindings.post_PostWorkspace(sess, body=bindings.v1PostWorkspaceRequest(name="sw")).workspace
+pre = bindings.post_PostProject(
+    sess, body=bindings.v1PostProjectRequest(name="pre", workspaceId=ws.id), workspaceId=ws.id
+).project
 stream = streams.Stream(streams.LomondStreamWebSocket(sess))
-stream.subscribe("first", projects=streams.ProjectSpec(workspace_id=1))
+stream.subscribe("first", projects=streams.ProjectSpec(workspace_id=ws.id))
 events = []
 
 def name(msg):
@@ -58,7 +63,7 @@ def until(pred):
 
 until(lambda e: e[:3] == ["sync", "first", True])
 created = bindings.post_PostProject(
-    sess, body=bindings.v1PostProjectRequest(name="streamed", workspaceId=1), workspaceId=1
+    sess, body=bindings.v1PostProjectRequest(name="streamed", workspaceId=ws.id), workspaceId=ws.id
 ).project
 until(lambda e: e[0] == "project" and e[2] == "streamed")
 bindings.post_ArchiveProject(sess, id=created.id)
@@ -72,7 +77,7 @@ until(lambda e: e[:3] == ["sync", "second", True])
 bindings.post_PostModel(sess, body=bindings.v1PostModelRequest(name="m-live"))
 until(lambda e: e[0] == "model" and e[2] == "m-live")
 stream.close()
-print(json.dumps({"events": events, "project": created.id}), flush=True)
+print(json.dumps({"events": events, "project": created.id, "ws": ws.id, "pre": pre.id}), flush=True)
 __import__("os")._exit(0)
 """
 
@@ -94,9 +99,9 @@ def test_reference_stream_client_gets_syncs_and_live_updates(
     events, pid = out["events"], out["project"]
     assert events[0] == ["sync", "first", False]
     first_done = events.index(["sync", "first", True])
-    # The projects that existed: workspace 1's "Uncategorized" (id 1).
+    # The projects that existed: the workspace's "pre".
     initial = [e for e in events[:first_done] if e[0] == "project"]
-    assert [(e[1], e[2], e[4]) for e in initial] == [(1, "Uncategorized", 1)]
+    assert [(e[1], e[2], e[4]) for e in initial] == [(out["pre"], "pre", out["ws"])]
     live = [e for e in events[first_done:] if e[0] == "project" and e[1] == pid]
     assert [e[3] for e in live[:1]] == [False] and live[-1][3] is True
     assert live[-1][5] > live[0][5] > initial[0][5]  # seq rises with each change
@@ -231,7 +236,7 @@ from determined.common.api import authentication
 sess = authentication.login(sys.argv[1], "admin", "")
 threading.Timer(90, lambda: __import__("os")._exit(3)).start()
 stream = streams.Stream(streams.LomondStreamWebSocket(sess))
-stream.subscribe("only", projects=streams.ProjectSpec(workspace_id=1))
+stream.subscribe("only", projects=streams.ProjectSpec(workspace_id=int(sys.argv[2])))
 seen = []
 for msg in stream:
     if isinstance(msg, streams.Sync):
@@ -255,8 +260,12 @@ def test_reference_client_resumes_across_a_master_restart(tmp_path: pathlib.Path
     master = MasterProcess(tmp_path / "master")
     master.start()
     ref = Ref(master, tmp_path / "home")
+    # A workspace of its own: the default one takes no new projects (0.37).
+    made = master.session().post(master.url + "/api/v1/workspaces", json={"name": "streamed"})
+    assert made.status_code == 200, made.text
+    ws_id = int(made.json()["workspace"]["id"])
     proc = subprocess.Popen(
-        [str(REF / "bin" / "python"), "-c", REF_RECONNECT, master.url],
+        [str(REF / "bin" / "python"), "-c", REF_RECONNECT, master.url, str(ws_id)],
         cwd=ref.home, env=ref.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -268,8 +277,8 @@ def test_reference_client_resumes_across_a_master_restart(tmp_path: pathlib.Path
         master.start()
         s = master.session()
         r = s.post(
-            master.url + "/api/v1/workspaces/1/projects",
-            json={"name": "after-restart", "workspaceId": 1},
+            master.url + f"/api/v1/workspaces/{ws_id}/projects",
+            json={"name": "after-restart", "workspaceId": ws_id},
         )
         assert r.status_code == 200, r.text
         out, err = proc.communicate(timeout=90)

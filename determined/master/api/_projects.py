@@ -525,6 +525,11 @@ def create_project(
     name = _check_name(body.name, "project")
     with store.tx() as conn:
         ws = _projects.require_workspace(conn, workspace_id)
+        if ws["immutable"]:  # the default workspace: 0.37's words
+            raise FailedPrecondition(
+                f"workspace ({workspace_id}) is immutable and cannot add new projects; create "
+                "a workspace for them (det workspace create)"
+            )
         if ws["archived"]:
             raise FailedPrecondition(
                 f"workspace {ws['name']!r} is archived: unarchive it to add projects"
