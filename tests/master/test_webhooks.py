@@ -215,6 +215,10 @@ def test_state_change_task_log_and_custom_events(
     assert _create(cluster, slack).ok
     logs = _hook(receiver.url + "/logs", "logs", ("TRIGGER_TYPE_TASK_LOG", {"regex": "hello"}))
     assert _create(cluster, logs).ok
+    # A fragment found only in the trial's echo of its config ("New trial runner ...: {...}"),
+    # which 0.37 never matches (its e2e test_log_pattern_send_webhook[False] pins it).
+    echo = ("TRIGGER_TYPE_TASK_LOG", {"regex": '"entrypoint": "python3 train.py"'})
+    assert _create(cluster, _hook(receiver.url + "/echo", "echo", echo)).ok
     custom = _hook(
         receiver.url + "/custom",
         "alerts",
@@ -274,6 +278,10 @@ def test_state_change_task_log_and_custom_events(
     assert data["experiment"]["trial_id"] == trial["id"]
     time.sleep(1.5)
     assert len(receiver.wait("/logs")) == 1 and len(receiver.wait("/json")) == 1
+    got = cluster.s.get(cluster.url + f"/api/v1/tasks/{trial['taskId']}/logs").json()["logs"]
+    lines = "".join(line["log"] for line in got)
+    assert '"entrypoint": "python3 train.py"' in lines and "New trial runner" in lines
+    assert not [p for p in receiver.posts if p["path"] == "/echo"]
 
 
 def test_failures_are_retried_then_given_up_and_4xx_is_final(

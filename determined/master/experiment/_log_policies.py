@@ -15,9 +15,6 @@ import sqlalchemy as sa
 
 from determined.master.store import _experiments, _log_policies, _logs, _time, _trials
 
-# A trial's log echoes its config, policies included; such lines never match (as in 0.37).
-_CONFIG_ECHO = re.compile(r'"log_policies":')
-
 
 def master_line(like: dict[str, Any], text: str) -> dict[str, Any]:
     """A line of the master in a task's log (ERROR level), beside ``like``'s allocation."""
@@ -50,7 +47,7 @@ def scan(conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
             regex = re.compile(pattern)  # checked at create time; re caches it
             for line in lines:
                 text = str(line.get("log") or "").rstrip("\r\n")
-                if _CONFIG_ECHO.search(text) or not regex.search(text):
+                if _logs.CONFIG_ECHO.search(text) or not regex.search(text):
                     continue
                 node = str(line.get("agent_id") or "")
                 if action == "cancel_retries":

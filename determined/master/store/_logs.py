@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,6 +10,10 @@ import sqlalchemy as sa
 
 from determined.master.store import _time
 from determined.master.store._schema import allocations, task_logs, trials
+
+# A trial's log echoes its config (0.37's "New trial runner ...: {config}"), regexes of log
+# policies and webhooks included: such a line matches neither (0.37's rule).
+CONFIG_ECHO = re.compile(r'"log_policies":')
 
 
 def append(conn: sa.Connection, lines: list[dict[str, Any]]) -> None:

@@ -16,6 +16,7 @@ from determined.master.store import (
     ExperimentRow,
     TrialRow,
     _experiments,
+    _logs,
     _projects,
     _time,
     _trials,
@@ -239,10 +240,6 @@ def custom_alert(
         _webhooks.enqueue(conn, t["url"], json.dumps(body))
 
 
-# A trial's log echoes its config, regex conditions included: those lines never match.
-_CONFIG_ECHO = re.compile(r"^(?:INFO: )?(?:experiment config|expconf)", re.IGNORECASE)
-
-
 def task_logs(conn: sa.Connection, rows: list[dict[str, Any]], base_url: str) -> None:
     """Queue one event per task and TASK_LOG trigger whose regex a new line matches (0.37
     fires each trigger at most once per task)."""
@@ -259,7 +256,7 @@ def task_logs(conn: sa.Connection, rows: list[dict[str, Any]], base_url: str) ->
             continue  # refused at create time; an old row must not break log ingestion
     for row in rows:
         text = str(row.get("log") or "")
-        if _CONFIG_ECHO.match(text):
+        if _logs.CONFIG_ECHO.search(text):
             continue
         for t, regex in compiled:
             if not regex.search(text):
