@@ -125,6 +125,10 @@ def test_workspaces_projects_and_experiments_in_them(master: MasterProcess) -> N
     assert (patched["project"]["name"], patched["project"]["description"]) == ("seeing", "d")
     notes = {"notes": [{"name": "readme", "contents": "hi"}], "projectId": proj["id"]}
     assert _ok(s.put(api + f"/projects/{proj['id']}/notes", json=notes))["notes"] == notes["notes"]
+    more = {"name": "todo", "contents": "more"}  # 0.37's AddProjectNote: appended
+    added = _ok(s.post(api + f"/projects/{proj['id']}/notes", json=more))["notes"]
+    assert added == [*notes["notes"], more]
+    assert _ok(s.get(api + f"/projects/{proj['id']}"))["project"]["notes"] == added
     renamed = _ok(s.patch(api + f"/workspaces/{ws['id']}", json={"name": "crew"}))["workspace"]
     assert renamed["name"] == "crew"
     assert (

@@ -690,6 +690,19 @@ def put_project_notes(
     return {"notes": notes}
 
 
+@router.post("/projects/{project_id}/notes")
+def add_project_note(
+    project_id: int, body: Note, caller: Caller, store: StoreDep
+) -> dict[str, Any]:
+    """0.37's ``AddProjectNote``: the note goes after the others; answers ``{notes}``."""
+    with store.tx() as conn:
+        p = _projects.require_project(conn, project_id)
+        _check_project_changeable(conn, caller, p, "edited")
+        notes = [*(p["notes"] or []), {"name": body.name, "contents": body.contents}]
+        _projects.update_project(conn, project_id, notes=notes)
+    return {"notes": notes}
+
+
 @router.get("/projects/{project_id}/experiments")
 def list_project_experiments(
     project_id: int,
