@@ -113,6 +113,9 @@ def test_workspaces_projects_and_experiments_in_them(master: MasterProcess) -> N
     assert r.status_code == 400 and "archived" in r.json()["message"]
     listed = _ok(s.get(api + f"/experiments/{plain['id']}"))["experiment"]
     assert listed["parentArchived"] is True
+    out = {"destinationProjectId": 1, "experimentId": plain["id"]}  # nor let them go (0.37)
+    r = s.post(api + f"/experiments/{plain['id']}/move", json=out)
+    assert r.status_code == 400 and "cannot have experiments moved from it" in r.text, r.text
     _ok(s.post(api + f"/projects/{proj['id']}/unarchive"))
     r = s.delete(api + f"/projects/{proj['id']}")
     assert r.status_code == 400 and "3 experiment" in r.json()["message"]
@@ -180,6 +183,9 @@ def test_a_deleted_project_or_workspace_takes_its_ended_experiments(
     )
     one = _experiment(s, url, projectId=p1["id"])
     _ended(s, api, one["id"])
+    _ok(s.post(api + f"/experiments/{one['id']}/archive"))  # an archived one stays (0.37)
+    r = s.post(api + f"/experiments/{one['id']}/move", json={"destinationProjectId": p2["id"]})
+    assert r.status_code == 400 and "is archived and cannot be moved" in r.text, r.text
     assert _ok(s.delete(api + f"/projects/{p1['id']}")) == {"completed": True}
     assert s.get(api + f"/experiments/{one['id']}").status_code == 404
     assert s.get(api + f"/projects/{p1['id']}").status_code == 404

@@ -738,6 +738,16 @@ def move(experiment_id: int, destination: int, caller: Principal, store: Store) 
     """Move one experiment (its owner or an admin) into ``destination``."""
     caller.check_owner(store, experiment_id, "move")
     with store.tx() as conn:
+        exp = _experiments.require_experiment(conn, experiment_id)
+        if exp["archived"]:  # 0.37's words, as the two below
+            raise FailedPrecondition(
+                f"experiment ({experiment_id}) is archived and cannot be moved; unarchive it first"
+            )
+        if _projects.require_project(conn, int(exp["project_id"]))["archived"]:
+            raise FailedPrecondition(
+                f"project ({exp['project_id']}) is archived and cannot have experiments moved "
+                "from it; unarchive it first"
+            )
         _projects.open_project(conn, destination)
         _experiments.update_experiment(conn, experiment_id, project_id=destination)
 
