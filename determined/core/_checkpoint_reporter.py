@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from determined import errors
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 logger = logging.getLogger("determined.core")
 
@@ -103,21 +103,20 @@ class ClusterCheckpointReporter:
         }
         if self._storage_backend_id is not None:
             body["storageId"] = self._storage_backend_id
-        self._session.post("/api/v1/checkpoints", json=body, idempotent=True)
+        _routes.report_checkpoint(self._session, body)
         logger.info(f"Reported checkpoint to master {storage_id}")
         if self._after_report is not None:
             self._after_report()
 
     def get_metadata(self, storage_id: str) -> dict[str, Any]:
         try:
-            resp = self._session.get(f"/api/v1/checkpoints/{storage_id}")
+            checkpoint = _routes.get_checkpoint(self._session, storage_id)
         except errors.MasterNotFound as e:
             raise errors.CheckpointNotFound(
                 f"the master knows no checkpoint {storage_id}; check the storage id"
             ) from e
-        checkpoint = resp.json().get("checkpoint") or {}
         return dict(checkpoint.get("metadata") or {})
 
     def mark_deleted(self, storage_id: str) -> None:
         body = {"checkpoints": [{"uuid": storage_id, "resources": {"resources": {}}}]}
-        self._session.patch("/api/v1/checkpoints", json=body, idempotent=True)
+        _routes.patch_checkpoints(self._session, body)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import determined as det
 from determined import _user_error, tensorboard
 from determined.common import _paths, storage
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.core._checkpoint import (
     CheckpointContext,
     ClusterCheckpointReporter,
@@ -149,7 +149,7 @@ class Context:
             "experimentId": self.info.trial.experiment_id,
             "trialId": self.info.trial.trial_id,
         }
-        self._session.post("/api/v1/webhooks/custom", json=body)
+        _routes.post_custom_webhook(self._session, body)
 
     def close(
         self,
@@ -410,15 +410,7 @@ def _cluster_init(
     trial = info.trial
     config = trial._config
     manager = _cluster_storage(checkpoint_storage, config)
-    storage_id = (
-        session.post(
-            "/api/v1/runs/start",
-            json={"runId": trial.trial_id, "checkpointStorage": config.get("checkpoint_storage")},
-            idempotent=True,
-        )
-        .json()
-        .get("storageId")
-    )
+    storage_id = _routes.start_run(session, trial.trial_id, config.get("checkpoint_storage"))
 
     reporting = master_reporting(
         session,

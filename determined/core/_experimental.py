@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 logger = logging.getLogger("determined.core")
 
@@ -43,7 +43,7 @@ class ExperimentalCoreContext:
             logger.info(f"task uses {source}")
             return
         info = {"trialId": self._trial_id, "trialSourceInfoType": _INFERENCE, **source}
-        self._session.post("/api/v1/trial-source-info", json={"trialSourceInfo": info})
+        _routes.post_trial_source_info(self._session, info)
 
 
 class DummyExperimentalCoreContext(ExperimentalCoreContext):

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 logger = logging.getLogger("determined.core")
 
@@ -96,4 +96,4 @@ class MetricsShipper:
             "reportTime": None if r.report_time is None else r.report_time.isoformat(),
         }
         body = {"group": r.group, "metrics": trial_metrics}
-        self._session.post(f"/api/v1/trials/{self._trial_id}/metrics", json=body, idempotent=True)
+        _routes.report_trial_metrics(self._session, self._trial_id, body)

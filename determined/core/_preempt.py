@@ -15,7 +15,7 @@ import threading
 from types import FrameType
 from typing import Any, Protocol
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 logger = logging.getLogger("determined.core")
 
@@ -89,17 +89,10 @@ class _MasterWatcher:
         return bool(self._preempt)
 
     def acknowledge(self) -> None:
-        self._session.post(
-            f"/api/v1/allocations/{self._allocation_id}/signals/ack_preemption", idempotent=True
-        )
+        _routes.ack_preemption(self._session, self._allocation_id)
 
     def _poll(self, timeout_s: int) -> bool:
-        r = self._session.get(
-            f"/api/v1/allocations/{self._allocation_id}/signals/preemption",
-            params={"timeout_seconds": str(timeout_s)},
-            timeout=timeout_s + 10,
-        )
-        return r.json().get("preempt") is True
+        return _routes.poll_preemption(self._session, self._allocation_id, timeout_s)
 
     def _run(self) -> None:
         try:

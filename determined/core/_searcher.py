@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 
 logger = logging.getLogger("determined.core")
 
@@ -81,29 +81,21 @@ class _MasterOps:
         self._allocation_id = allocation_id
 
     def next_length(self) -> int | None:
-        body = self._session.get(f"/api/v1/trials/{self._trial_id}/searcher/operation").json()
+        body = _routes.get_searcher_operation(self._session, self._trial_id)
         if body.get("completed"):
             return None
         # The gateway encodes uint64 lengths as strings.
         return int(body["op"]["validateAfter"]["length"])
 
     def report_progress(self, length: float) -> None:
-        self._session.post(
-            f"/api/v1/trials/{self._trial_id}/progress", json={"progress": length}, idempotent=True
-        )
+        _routes.report_trial_progress(self._session, self._trial_id, {"progress": length})
 
     def report_completed(self, length: int, searcher_metric: Any) -> None:
         body = {"op": {"length": length}, "searcherMetric": searcher_metric}
-        self._session.post(
-            f"/api/v1/trials/{self._trial_id}/searcher/completed_operation",
-            json=body,
-            idempotent=True,
-        )
+        _routes.complete_searcher_operation(self._session, self._trial_id, body)
 
     def acknowledge_out_of_ops(self) -> None:
-        self._session.post(
-            f"/api/v1/allocations/{self._allocation_id}/signals/ack_preemption", idempotent=True
-        )
+        _routes.ack_preemption(self._session, self._allocation_id)
 
 
 class _LocalOps:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from determined import errors
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.core._metrics import MetricsShipper
 from determined.core._tensorboard_mode import TensorboardMode
 
@@ -84,45 +84,35 @@ class _MasterTrainBackend:
         self._shipper.report(group, steps_completed, metrics, batch_metrics)
 
     def set_status(self, status: str) -> None:
-        self._session.post(
-            f"/api/v1/trials/{self._trial_id}/runner/metadata",
-            json={"state": status},
-            idempotent=True,
-        )
+        _routes.set_runner_state(self._session, self._trial_id, status)
 
     def report_progress(self, progress: float) -> None:
         body = {"progress": progress, "is_raw": True}
-        self._session.post(f"/api/v1/trials/{self._trial_id}/progress", json=body, idempotent=True)
+        _routes.report_trial_progress(self._session, self._trial_id, body)
 
     def report_early_exit(self, reason: EarlyExitReason) -> None:
         try:
-            self._session.post(
-                f"/api/v1/trials/{self._trial_id}/early_exit", json={"reason": reason.value}
-            )
+            _routes.report_early_exit(self._session, self._trial_id, reason.value)
         except errors.BadRequest:
             logger.warning("an early exit was already reported for this trial; ignoring this one")
 
     def best_validation(self) -> float | None:
-        path = f"/api/v1/experiments/{self._exp_id}/searcher/best_searcher_validation_metric"
         try:
-            r = self._session.get(path)
+            return _routes.get_best_searcher_validation(self._session, self._exp_id)
         except errors.MasterNotFound:
             return None  # no validations yet
-        return float(r.json()["metric"])
 
     def last_validation(self) -> int | None:
-        trial = self._session.get(f"/api/v1/trials/{self._trial_id}").json()["trial"]
+        trial = _routes.get_trial(self._session, self._trial_id)
         latest = trial.get("latestValidation") or {}
         total = latest.get("totalBatches")
         return None if total is None else int(total)
 
     def set_metadata(self, metadata: dict[str, Any]) -> dict[str, Any] | None:
-        body = {"metadata": metadata, "runId": self._trial_id}
-        r = self._session.post(f"/api/v1/runs/{self._trial_id}/metadata", json=body)
-        return r.json().get("metadata")
+        return _routes.post_run_metadata(self._session, self._trial_id, metadata)
 
     def get_metadata(self) -> dict[str, Any] | None:
-        return self._session.get(f"/api/v1/runs/{self._trial_id}/metadata").json().get("metadata")
+        return _routes.get_run_metadata(self._session, self._trial_id)
 
 
 class _LocalTrainBackend:

@@ -27,7 +27,7 @@ import uuid
 import determined as det
 from determined import errors
 from determined.common import expconf, storage
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.launch import _signals
 
 logger = logging.getLogger("determined.exec.launch")
@@ -76,8 +76,7 @@ def rendezvous(info: det.ClusterInfo, resources_id: str) -> dict[str, str]:
     the ``DET_CONTAINER_*`` variables that describe them, for the entrypoint's environment."""
     session = Session(info.master_url, info.session_token, timeout=3600)
     try:
-        path = f"/api/v1/allocations/{info.allocation_id}/resources/{resources_id}/rendezvous"
-        found = session.get(path).json()["rendezvousInfo"]
+        found = _routes.get_rendezvous_info(session, info.allocation_id, resources_id)
     finally:
         session.close()
     return {

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 import filelock
 
 import determined as det
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.launch import _signals
 
 logger = logging.getLogger("determined.launch.deepspeed")
@@ -244,9 +244,7 @@ def main(script: list[str]) -> int:
     if info.container_rank > 0:
         # Other containers only serve ssh to the chief's runner; the master may end them
         # once the chief's launcher has exited.
-        _task_session(info).post(
-            f"/api/v1/allocations/{info.allocation_id}/resources/{resources_id}/daemon"
-        )
+        _routes.mark_resources_daemon(_task_session(info), info.allocation_id, resources_id)
         return _run(pid_server_cmd + sshd_cmd)
 
     os.environ["USE_DEEPSPEED"] = "1"

@@ -18,7 +18,7 @@ import yaml
 
 from determined import errors
 from determined.common import _context
-from determined.common.api import Session
+from determined.common.api import Session, _routes
 from determined.searcher._search_method import (
     Close,
     ExitedReason,
@@ -195,7 +195,7 @@ class SearchRunner:
             "triggeredByEvent": event,
         }
         try:
-            session.post(f"/api/v1/experiments/{experiment_id}/searcher_operations", json=body)
+            _routes.post_searcher_operations(session, experiment_id, body)
         except errors.MasterError as e:
             # the master answered: the operations were refused, nothing happened
             logger.warning(f"operations {operations} for event {event.get('id')} refused: {e}")
@@ -204,10 +204,7 @@ class SearchRunner:
 
     def get_events(self, session: Session, experiment_id: int) -> list[dict[str, Any]] | None:
         """The pending events (long-polled by the master)."""
-        resp = session.get(
-            f"/api/v1/experiments/{experiment_id}/searcher_events", timeout=_EVENTS_TIMEOUT_S
-        )
-        return list(resp.json().get("searcherEvents") or [])
+        return _routes.get_searcher_events(session, experiment_id, _EVENTS_TIMEOUT_S)
 
     def save_state(self, experiment_id: int, operations: list[Operation]) -> None:
         """Persist the state after an event (the base class keeps nothing)."""
@@ -357,5 +354,4 @@ def _create_experiment(
         "projectId": None,
         "validateOnly": False,
     }
-    resp = session.post("/api/v1/experiments", json=body).json()
-    return int(resp["experiment"]["id"])
+    return int(_routes.create_experiment(session, body)["experiment"]["id"])

@@ -1,11 +1,11 @@
-"""Every REST call the CLI and the SDK make to a master: one function per route.
+"""Every REST call the client makes to a master (the CLI, the SDK, a trial's Core API, the
+launchers): one function per route.
 
 Each function names its route once, takes typed arguments (ids, filters, bodies) and returns
 the part of the answer its callers use: a wire object (the ``TypedDict`` classes below, keys
-as 0.37's master sends them, in camelCase), a page of them, or a plain value. The CLI, the
-SDK and ``determined.common`` spell no ``/api/v1`` path of their own; the trial side (``core``,
-the launchers) is still to move (``tests/common/api/test_routes.py`` counts, and holds the
-rest to an allowlist).
+as 0.37's master sends them, in camelCase), a page of them, or a plain value. Nothing else
+in the client (the CLI, the SDK, the Core API, the launchers) spells an ``/api/v1`` path or
+reads a raw ``.json()[...]`` (``tests/common/api/test_routes.py`` checks).
 
 The requests are those the callers sent before this module existed: the same methods, paths,
 bodies and query parameters (a query parameter that is None is left out; a paged listing may
@@ -59,6 +59,7 @@ class Trial(TypedDict, total=False):
     taskId: str
     startTime: str
     endTime: str
+    latestValidation: Json
 
 
 class Checkpoint(TypedDict, total=False):
@@ -882,7 +883,7 @@ def get_allocation_report(
     return sess.get(f"/api/v1/resources/allocation/{which}", params=dict(params)).content
 
 
-# Unmanaged experiments and trials (core_v2).
+# Unmanaged experiments and trials (core_v2), and the runs both Core APIs start.
 
 
 def put_experiment_by_external_id(
@@ -917,7 +918,7 @@ def patch_trial(sess: Session, trial_id: int, body: Mapping[str, Any]) -> None:
     sess.patch(f"/api/v1/trials/{trial_id}", json=dict(body), idempotent=True)
 
 
-def start_run(sess: Session, run_id: int, checkpoint_storage: Mapping[str, Any]) -> Any:
+def start_run(sess: Session, run_id: int, checkpoint_storage: Mapping[str, Any] | None) -> Any:
     """``POST /api/v1/runs/start``; the storage id the master gave the run's checkpoints."""
     body = {"runId": run_id, "checkpointStorage": checkpoint_storage}
     return sess.post("/api/v1/runs/start", json=body, idempotent=True).json().get("storageId")
@@ -926,3 +927,112 @@ def start_run(sess: Session, run_id: int, checkpoint_storage: Mapping[str, Any])
 def post_task_logs(sess: Session, logs: Sequence[Mapping[str, Any]]) -> None:
     """``POST /api/v1/task/logs``: ship log entries (retried: the master drops duplicates)."""
     sess.post("/api/v1/task/logs", json={"logs": list(logs)}, idempotent=True)
+
+
+# The trial side: what a trial's Core API, its launchers and a custom searcher send, with
+# its allocation token. Reports are retried (idempotent=True): the master drops duplicates.
+
+
+def report_checkpoint(sess: Session, body: Mapping[str, Any]) -> None:
+    """``POST /api/v1/checkpoints`` (0.37's ``v1Checkpoint`` of a new checkpoint)."""
+    sess.post("/api/v1/checkpoints", json=dict(body), idempotent=True)
+
+
+def patch_checkpoints(sess: Session, body: Mapping[str, Any]) -> None:
+    """``PATCH /api/v1/checkpoints`` (``checkpoints``: uuids with their new resources)."""
+    sess.patch("/api/v1/checkpoints", json=dict(body), idempotent=True)
+
+
+def report_trial_metrics(sess: Session, trial_id: int, body: Mapping[str, Any]) -> None:
+    """``POST /api/v1/trials/{id}/metrics`` (``group``, ``metrics``)."""
+    sess.post(f"/api/v1/trials/{trial_id}/metrics", json=dict(body), idempotent=True)
+
+
+def post_custom_webhook(sess: Session, body: Mapping[str, Any]) -> None:
+    """``POST /api/v1/webhooks/custom``: ``core.Context.alert()``'s event."""
+    sess.post("/api/v1/webhooks/custom", json=dict(body))
+
+
+def post_trial_source_info(sess: Session, info: Mapping[str, Any]) -> None:
+    """``POST /api/v1/trial-source-info``: which checkpoint or model version a task used."""
+    sess.post("/api/v1/trial-source-info", json={"trialSourceInfo": dict(info)})
+
+
+def ack_preemption(sess: Session, allocation_id: str) -> None:
+    """``POST /api/v1/allocations/{id}/signals/ack_preemption``."""
+    sess.post(f"/api/v1/allocations/{allocation_id}/signals/ack_preemption", idempotent=True)
+
+
+def poll_preemption(sess: Session, allocation_id: str, timeout_s: int) -> bool:
+    """Whether the master asks the allocation to stop; waits up to ``timeout_s`` for it."""
+    resp = sess.get(
+        f"/api/v1/allocations/{allocation_id}/signals/preemption",
+        params={"timeout_seconds": str(timeout_s)},
+        timeout=timeout_s + 10,
+    )
+    return resp.json().get("preempt") is True
+
+
+def get_rendezvous_info(sess: Session, allocation_id: str, resources_id: str) -> Json:
+    """The addresses, rank and slot counts of the allocation's containers."""
+    path = f"/api/v1/allocations/{allocation_id}/resources/{resources_id}/rendezvous"
+    return dict(_field(sess.get(path), "rendezvousInfo"))
+
+
+def mark_resources_daemon(sess: Session, allocation_id: str, resources_id: str) -> None:
+    """Tell the master these resources only serve others (it may end them with the chief)."""
+    sess.post(f"/api/v1/allocations/{allocation_id}/resources/{resources_id}/daemon")
+
+
+def get_searcher_operation(sess: Session, trial_id: int) -> Json:
+    """``GET /api/v1/trials/{id}/searcher/operation`` (``op``, ``completed``)."""
+    return dict(sess.get(f"/api/v1/trials/{trial_id}/searcher/operation").json())
+
+
+def complete_searcher_operation(sess: Session, trial_id: int, body: Mapping[str, Any]) -> None:
+    """``POST /api/v1/trials/{id}/searcher/completed_operation`` (``op``, ``searcherMetric``)."""
+    path = f"/api/v1/trials/{trial_id}/searcher/completed_operation"
+    sess.post(path, json=dict(body), idempotent=True)
+
+
+def report_trial_progress(sess: Session, trial_id: int, body: Mapping[str, Any]) -> None:
+    """``POST /api/v1/trials/{id}/progress`` (``progress``, and ``is_raw`` for a fraction)."""
+    sess.post(f"/api/v1/trials/{trial_id}/progress", json=dict(body), idempotent=True)
+
+
+def set_runner_state(sess: Session, trial_id: int, state: str) -> None:
+    """``POST /api/v1/trials/{id}/runner/metadata``: what the trial is doing now."""
+    path = f"/api/v1/trials/{trial_id}/runner/metadata"
+    sess.post(path, json={"state": state}, idempotent=True)
+
+
+def report_early_exit(sess: Session, trial_id: int, reason: str) -> None:
+    sess.post(f"/api/v1/trials/{trial_id}/early_exit", json={"reason": reason})
+
+
+def get_best_searcher_validation(sess: Session, experiment_id: int) -> float:
+    """The experiment's best searcher metric so far (MasterNotFound: no validation yet)."""
+    path = f"/api/v1/experiments/{experiment_id}/searcher/best_searcher_validation_metric"
+    return float(_field(sess.get(path), "metric"))
+
+
+def post_run_metadata(sess: Session, run_id: int, metadata: Mapping[str, Any]) -> Any:
+    """Replace the run's metadata; the metadata after (None when the master sends none)."""
+    body = {"metadata": dict(metadata), "runId": run_id}
+    return sess.post(f"/api/v1/runs/{run_id}/metadata", json=body).json().get("metadata")
+
+
+def get_run_metadata(sess: Session, run_id: int) -> Any:
+    return sess.get(f"/api/v1/runs/{run_id}/metadata").json().get("metadata")
+
+
+def post_searcher_operations(sess: Session, experiment_id: int, body: Mapping[str, Any]) -> None:
+    """A custom searcher's operations for an event (``searcherOperations``,
+    ``triggeredByEvent``)."""
+    sess.post(f"/api/v1/experiments/{experiment_id}/searcher_operations", json=dict(body))
+
+
+def get_searcher_events(sess: Session, experiment_id: int, timeout: float) -> list[Json]:
+    """A custom searcher's pending events, long-polled by the master for up to ``timeout``."""
+    path = f"/api/v1/experiments/{experiment_id}/searcher_events"
+    return list(sess.get(path, timeout=timeout).json().get("searcherEvents") or [])
