@@ -39,13 +39,13 @@ class Experiment(TypedDict, total=False):
     notes: str
     labels: list[str]
     archived: bool
-    progress: float
+    progress: float | None
     config: Json
     projectId: int
-    workspaceId: int
+    workspaceId: int | None
     username: str
-    startTime: str
-    endTime: str
+    startTime: str | None
+    endTime: str | None
 
 
 class Trial(TypedDict, total=False):
