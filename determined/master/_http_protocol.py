@@ -100,8 +100,8 @@ class _HotRequest:
 
     message_event = _Unset()
 
-    def __init__(self, ticket: Any, url: bytes, scope: Any, keep_alive: bool) -> None:
-        self.ticket, self.url, self.scope, self.keep_alive = ticket, url, scope, keep_alive
+    def __init__(self, ticket: Any, url: bytes, headers: Any, keep_alive: bool) -> None:
+        self.ticket, self.url, self.headers, self.keep_alive = ticket, url, headers, keep_alive
         self.body = bytearray()
         self.response_complete = False
         self.disconnected = False
@@ -146,6 +146,24 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
         self.lane = _find_lane(self.app)
 
+    def on_message_begin(self) -> None:
+        # uvicorn builds the request's scope here; the lane needs none, so it is built only
+        # for a request that goes to the application (_scope).
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self.scope = None  # type: ignore[assignment]
+
+    def _scope(self, headers: list[tuple[bytes, bytes]]) -> Any:
+        """The scope uvicorn builds at a message's start, for a request with ``headers``;
+        the state of the message being parsed is left as it is."""
+        url, expect, current, scope = self.url, self.expect_100_continue, self.headers, self.scope
+        super().on_message_begin()
+        built = self.scope
+        built["headers"] = headers
+        self.url, self.expect_100_continue, self.headers, self.scope = url, expect, current, scope
+        return built
+
     def on_headers_complete(self) -> None:
         lane = self.lane
         cycle = self.cycle
@@ -163,9 +181,10 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             ticket = lane.take(self.url, self.headers)
             if ticket is not None:
                 keep_alive = self.parser.should_keep_alive()
-                hot = _HotRequest(ticket, self.url, self.scope, keep_alive)
+                hot = _HotRequest(ticket, self.url, self.headers, keep_alive)
                 self.cycle = hot  # type: ignore[assignment]
                 return
+        self.scope = self._scope(self.headers)
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
@@ -202,7 +221,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     def _to_app(self, hot: _HotRequest, app: Any) -> None:
         """Serve the hot request through ``app`` with its body already read, as uvicorn would
         have (the scope it would have completed, a cycle of its own, in order)."""
-        scope = hot.scope
+        scope = self._scope(hot.headers)
         scope["method"] = "POST"
         scope["path"] = hot.url.decode("ascii")  # the lane took digits and letters only
         scope["raw_path"] = hot.url

@@ -43,6 +43,8 @@ class Signals:
                 self._watchers.pop(key, None)
 
     def notify(self, key: str) -> None:
+        if key not in self._watchers:  # nobody waits (each metric report notifies)
+            return
         with self._lock:
             entries = list(self._watchers.get(key, ()))
         for loop, event in entries:
