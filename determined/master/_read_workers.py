@@ -8,10 +8,10 @@ are pure functions of the database, so a small pool of processes, each with its 
 the same database (SQLite in WAL mode or PostgreSQL), can answer them: the master checks the
 caller, hands the worker the function and its arguments, and sends the JSON bytes it gets back.
 
-A read function is ``fn(conn, *args) -> JSON-able``, defined at module level (the worker
-imports it by name). The same function answers in-process where no pool runs, so both paths
-give the same bytes (``tests/master/test_read_workers.py``). Reads see what was committed, as
-``Store.read`` does: the master answers a write only after its commit.
+A read function is ``fn(conn, *args) -> JSON-able`` (or the body's bytes), defined at module
+level (the worker imports it by name). The same function answers in-process where no pool
+runs, so both paths give the same bytes (``tests/master/test_read_workers.py``). Reads see what
+was committed, as ``Store.read`` does: the master answers a write only after its commit.
 
 The pool starts with the first read that is sent to it; a worker that dies breaks the pool,
 which is then started anew, and that read is answered in-process.
@@ -44,7 +44,10 @@ _worker_engine: sa.Engine | None = None  # in a worker process: its engine
 
 
 def encode(body: Any) -> bytes:
-    """JSON bytes as FastAPI's JSONResponse renders a plain dict (no spaces, UTF-8, no NaN)."""
+    """JSON bytes as FastAPI's JSONResponse renders a plain dict (no spaces, UTF-8, no NaN);
+    bytes as they are (a read function's answer already written, such as NDJSON lines)."""
+    if isinstance(body, bytes):
+        return body
     return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 

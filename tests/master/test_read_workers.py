@@ -20,8 +20,9 @@ from _kit.master import MasterProcess, Run
 from determined.master._read_workers import encode
 from determined.master.api._experiment_filters import ExperimentFilter, IdFilter
 from determined.master.api._experiments import describe_experiment, experiment_page
+from determined.master.api._logs import trial_log_body
 from determined.master.api._time_series import metric_groups, trial_series
-from determined.master.store import _engine
+from determined.master.store import _engine, _trials
 
 pytestmark = pytest.mark.e2e
 
@@ -107,6 +108,8 @@ def _populate(master: MasterProcess) -> list[Run]:
         "metadata": {"steps_completed": 3},
     }
     assert runs[0].post("/api/v1/checkpoints", json=ckpt).status_code == 200
+    logs = [{"taskId": runs[0].task_id, "log": f"line {i}\n"} for i in range(30)]
+    assert runs[0].post("/api/v1/task/logs", json={"logs": logs}).status_code == 200
     return runs
 
 
@@ -151,6 +154,15 @@ def test_workers_answer_what_the_read_functions_answer_in_process(master: Master
             }
     finally:
         engine.dispose()
+    # A logs tail is NDJSON lines, not one JSON value: the same bytes both ways.
+    tail = s.get(master.url + f"/api/v1/trials/{first.trial_id}/logs", params={"tail": 20})
+    with engine.connect() as conn:
+        tasks = _trials.task_ids_of(conn, _trials.require_trial(conn, first.trial_id))
+        tail_in_process = trial_log_body(conn, first.trial_id, tasks, 0, 20, 0, False, 20)
+    engine.dispose()
+    assert tail.status_code == 200 and tail.content == tail_in_process
+    lines = [json.loads(line)["result"]["log"] for line in tail.content.splitlines()]
+    assert lines == [f"line {i}\n" for i in range(10, 30)]
     for name, r in by_http.items():
         assert r.status_code == 200, (name, r.text)
         # The same JSON, written the same way (only the experiments' age moved on).

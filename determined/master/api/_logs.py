@@ -15,7 +15,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal
-from determined.master.api._deps import Limit, LogHookDep, StoreDep
+from determined.master.api._deps import Limit, LogHookDep, ReadsDep, StoreDep
 from determined.master.api._models import PostTaskLogs
 from determined.master.experiment import State
 from determined.master.store import Store, _experiments, _logs, _tasks, _time, _trials
@@ -292,6 +292,45 @@ def _task_lines(
             return
 
 
+def _first_lines(
+    conn: sa.Connection,
+    trial_id: int,
+    task_id: _logs.TaskIds,
+    picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    keep: Callable[[dict[str, Any]], bool],
+    newest: int | None,
+) -> tuple[list[bytes], int]:
+    """The NDJSON lines of ``picked`` of the task's kept lines (of its ``newest`` only, if
+    given), and the id of the last line read."""
+    rows = _logs.read(conn, task_id) if newest is None else _logs.newest(conn, task_id, newest)
+    after = rows[-1]["id"] if rows else 0
+    lines = [
+        (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
+        for row in picked([r for r in rows if keep(r)])
+    ]
+    return lines, after
+
+
+def trial_log_body(
+    conn: sa.Connection,
+    trial_id: int,
+    task_id: _logs.TaskIds,
+    head: int,
+    tail: int,
+    limit: int,
+    desc: bool,
+    newest: int | None,
+) -> bytes:
+    """``GET /trials/{id}/logs``' body without filters or ``follow`` (a read function, see
+    _read_workers: its answer is these NDJSON bytes)."""
+
+    def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _select(rows, head, tail, limit, desc)
+
+    lines, _ = _first_lines(conn, trial_id, task_id, picked, lambda _: True, newest)
+    return b"".join(lines)
+
+
 def trial_log_json(row: dict[str, Any], trial_id: int) -> dict[str, Any]:
     """``v1TrialLogsResponse``: the stored line plus the reference's formatted ``message``."""
     when = _time.rfc3339(_time.as_utc(row["timestamp"]))
@@ -332,11 +371,8 @@ def _trial_lines(
     """``picked`` of the task's kept lines (of its ``newest`` lines only, if given), then with
     ``follow`` the lines that come after them."""
     with store.read() as conn:
-        rows = _logs.read(conn, task_id) if newest is None else _logs.newest(conn, task_id, newest)
-    after = rows[-1]["id"] if rows else 0
-    rows = picked([r for r in rows if keep(r)])
-    for row in rows:
-        yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
+        first, after = _first_lines(conn, trial_id, task_id, picked, keep, newest)
+    yield from first
     quiet_since: float | None = None
     while follow:
         time.sleep(FOLLOW_POLL_S)
@@ -382,6 +418,7 @@ def trial_logs(
     trial_id: int,
     caller: Caller,
     store: StoreDep,
+    reads: ReadsDep,
     follow: bool = False,
     head: int = Query(0, ge=0),
     tail: int = Query(0, ge=0),
@@ -407,6 +444,10 @@ def trial_logs(
     newest = None
     if filters.is_empty() and not head:
         newest = tail or (limit if desc else None) or None
+    if not follow and filters.is_empty():
+        # A read worker's (see _read_workers): the lines' JSON is no work for this process.
+        args = (trial_id, task_ids, head, tail, limit, desc, newest)
+        return Response(reads.body(trial_log_body, *args), media_type="application/json")
     lines = _trial_lines(store, trial_id, task_ids, picked, follow, keep, newest)
     if not follow:  # one body, not a chunk (and a thread hop) per line
         return Response(b"".join(lines), media_type="application/json")
