@@ -143,6 +143,7 @@ def start_master(
     profile: str | None = None,
     db_url: str | None = None,
     master_args: list[str] | None = None,
+    tree: pathlib.Path = REPO,
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -155,7 +156,7 @@ def start_master(
         cmd += ["--db-url", db_url]
     cmd += master_args or []
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = str(tree)
     env["DET_HOME"] = str(data_dir)
     log = open(data_dir / "master.log", "ab")  # noqa: SIM115 - lives as long as the master
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -796,6 +797,13 @@ def main() -> int:
         "default: SQLite in a fresh data dir",
     )
     p.add_argument(
+        "--master-tree",
+        type=pathlib.Path,
+        default=REPO,
+        help="run the master from this checkout (an older commit's worktree: the same load "
+        "against old and new code; default: this one)",
+    )
+    p.add_argument(
         "--postgres",
         action="store_true",
         help="the master on a private PostgreSQL server started for the run (fsync on; "
@@ -853,7 +861,7 @@ def _run(args: argparse.Namespace, data_dir: pathlib.Path, db_url: str) -> int:
     master_args = [] if args.read_workers is None else ["--read-workers", str(args.read_workers)]
     if not args.write_worker:
         master_args.append("--no-write-worker")
-    proc, url = start_master(data_dir, args.profile, args.db_url, master_args)
+    proc, url = start_master(data_dir, args.profile, args.db_url, master_args, args.master_tree)
     try:
         port = int(url.rsplit(":", 1)[1])
         admin, trials = make_trials(url, args.trials)
@@ -861,7 +869,8 @@ def _run(args: argparse.Namespace, data_dir: pathlib.Path, db_url: str) -> int:
         print(
             f"{args.trials} trials x {args.hz:g} Hz x {args.seconds:g} s (target {target:.0f}/s), "
             f"phase {args.phase}, {args.procs} client processes, {os.cpu_count()} cores, master on "
-            f"{sa.make_url(db_url).render_as_string()}"
+            f"{sa.make_url(db_url).render_as_string()}, from {args.master_tree}; load average "
+            f"{os.getloadavg()[0]:.1f}"
         )
         base = drive_measured(
             proc.pid, port, trials, "info", args.hz, args.baseline_seconds, args.procs, args.phase
@@ -927,7 +936,7 @@ def _run(args: argparse.Namespace, data_dir: pathlib.Path, db_url: str) -> int:
             f"ratio metrics/baseline: rate {run['rate'] / base['rate']:.3f}x, "
             f"p50 {run['p50'] / base['p50']:.2f}x, p99 {run['p99'] / base['p99']:.2f}x; "
             f"sustained {run['rate']:.0f} of {target:.0f} reports/s "
-            f"({run['rate'] / target:.1%} of target)"
+            f"({run['rate'] / target:.1%} of target); load average now {os.getloadavg()[0]:.1f}"
         )
         rows, summary = stored_counts(url, admin, db_url, [t["id"] for t in trials])
         sent = run["per_trial"]
