@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import requests
 from _kit.cli import Det
-from _kit.master import MasterProcess, login
+from _kit.master import REPO, MasterProcess, login
 
 from determined.master.resources import _sandbox
 
@@ -106,6 +106,28 @@ def test_a_task_reads_neither_the_data_dir_nor_another_task(
     assert work.exists() or matches  # alice's file is still there, untouched
     assert matches[0].read_text() == "alice-secret\n"
     users["alice"].post(url + f"/api/v1/commands/{alice['id']}/kill")
+
+
+def test_a_data_dir_inside_a_bound_checkout_stays_hidden(tmp_path: pathlib.Path) -> None:
+    """The master's data dir inside a directory the sandbox binds read-only (a checkout on
+    the PYTHONPATH; scripts/reference_e2e.sh keeps its data dirs in .e2e/) stays hidden, and a
+    task running as the unprivileged default OS user still reaches its work dir. Bound after
+    the data dir was emptied, the checkout brought it back: the task read it (as root) or
+    could not enter its work dir (as det-nobody)."""
+    _needs_bwrap()
+    checkout = tmp_path / "checkout"
+    data = checkout / ".e2e" / "home"
+    data.mkdir(parents=True)
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(checkout)])}
+    args = ["--task-isolation", "bubblewrap"]
+    if os.geteuid() == 0:
+        args += ["--default-task", "det-nobody:65533:det-nobody:65533"]
+    with MasterProcess(data, cpu_slots=1, args=args, env=env) as m:
+        bob = _users(m)["bob"]
+        probe = f"cat {data}/master.db > /dev/null && echo DB-READ; pwd; echo done"
+        task = _run(bob, m.url, probe)
+        log = _wait_log(bob, m.url, task["id"], "done")
+    assert "DB-READ" not in log and f"{data}/work/{task['id']}" in log, log
 
 
 def test_without_a_sandbox_only_the_single_user_accounts_run_tasks(

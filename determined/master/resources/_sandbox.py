@@ -258,19 +258,24 @@ class Sandbox:
             # code stay where they are, read-only and reachable by a task's OS identity.
             hidden += homes
             read_only = [*_python_paths(), *read_only]
-        for path in hidden:
-            if path in ("/tmp", "/var/tmp", "/dev/shm"):
-                out += ["--perms", "1777"]  # as on the host: a task's OS identity writes there
-            out += ["--tmpfs", path]
         read_only, writable = list(read_only), list(writable)
+        # Mounts outer ones first (by depth): a deeper one lands on what the outer one made, so
+        # a hidden data dir inside a bound checkout (on the PYTHONPATH) stays hidden, and a
+        # work dir bound inside the hidden data dir shows.
+        mounts: list[tuple[int, int, list[str]]] = []
+        for path in hidden:
+            perms = ["--perms", "1777"] if path in ("/tmp", "/var/tmp", "/dev/shm") else []
+            mounts.append((len(Path(path).parts), 0, [*perms, "--tmpfs", path]))
         # The directories leading to a bound path inside an emptied one: 0755, so that a task
         # running as its own OS user (``_identity``) can reach its work dir.
         for parent in _parents_within([*read_only, *writable], hidden):
-            out += ["--perms", "0755", "--dir", parent]
+            mounts.append((len(Path(parent).parts), 1, ["--perms", "0755", "--dir", parent]))
         for path in dict.fromkeys(str(p) for p in read_only):
-            out += ["--ro-bind-try", path, path]
+            mounts.append((len(Path(path).parts), 2, ["--ro-bind-try", path, path]))
         for path in dict.fromkeys(str(p) for p in writable):
-            out += ["--bind-try", path, path]
+            mounts.append((len(Path(path).parts), 3, ["--bind-try", path, path]))
+        for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
+            out += args
         if accounts is not None:
             out += ["--ro-bind", str(accounts[0]), "/etc/passwd"]
             out += ["--ro-bind", str(accounts[1]), "/etc/group"]
