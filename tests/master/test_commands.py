@@ -291,7 +291,10 @@ def test_a_restarted_master_ends_the_tasks_it_lost(
 ) -> None:
     marker = tmp_path / "still-running"
     entry = f"while true; do date > {marker}; sleep 0.2; done"
-    r = cluster.s.post(cluster.url + "/api/v1/commands", json={"config": {"entrypoint": entry}})
+    # The marker's directory is bound into the task's sandbox (TEST_TASK_ISOLATION=auto).
+    mounts = [{"host_path": str(tmp_path), "container_path": str(tmp_path)}]
+    cfg = {"entrypoint": entry, "bind_mounts": mounts}
+    r = cluster.s.post(cluster.url + "/api/v1/commands", json={"config": cfg})
     task_id = r.json()["command"]["id"]
     _wait(cluster, "command", task_id, "STATE_RUNNING")
     cluster.master.kill()  # SIGKILL: the command's process group is left behind

@@ -139,6 +139,15 @@ def test_non_root_shell(master: MasterProcess, tmp_path: pathlib.Path) -> None:
             break
         time.sleep(1)  # sshd may still be starting
     assert "someuser:1234:somegroup:1234" in r.stdout, r.stdout + r.stderr
+    # 0.37's own det opens it as its e2e test does: ssh -tt, a pty that the non-root sshd
+    # gives the tty group (it failed with "chown(/dev/pts/0, 1234, 5) failed" before).
+    from _kit.reference import REF, Ref
+
+    if (REF / "bin" / "det").exists():
+        ref = Ref(master, tmp_path / "ref")
+        ref.env["DET_USER"] = "shelluser"
+        out = ref.det("shell", "open", shell_id, "--", "bash", "-c", f"echo; {ID_COMMAND}")
+        assert "someuser:1234:somegroup:1234" in out, out
     det.ok("shell", "kill", shell_id)
 
 

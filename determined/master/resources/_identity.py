@@ -12,6 +12,7 @@ sandbox, runs every task as itself (``_sandbox.Sandbox.identity``).
 from __future__ import annotations
 
 import dataclasses
+import grp
 import os
 import re
 from collections.abc import Sequence
@@ -204,18 +205,32 @@ def account_files(identity: Identity, into: Path, home: Path) -> tuple[Path, Pat
     return out_passwd, out_group
 
 
+def tty_groups() -> list[int]:
+    """The ``tty`` group (for a shell's sshd: it gives each session's pty that group, which a
+    non-root sshd may do only as a member; the pty is the sandbox's own devpts)."""
+    try:
+        return [grp.getgrnam("tty").gr_gid]
+    except KeyError:
+        return []
+
+
 def drop_to(
-    identity: Identity, argv: Sequence[str], cwd: str | Path | None = None, per_rank: bool = False
+    identity: Identity,
+    argv: Sequence[str],
+    cwd: str | Path | None = None,
+    per_rank: bool = False,
+    groups: Sequence[int] = (),
 ) -> list[str]:
     """``argv`` run as the identity (inside the sandbox, by setpriv), no supplementary
-    groups, no capabilities left; in ``cwd`` (entered as the identity: its work dir is 0700
-    and its own, which root without capabilities cannot enter), or with ``per_rank`` in its
-    ``$SLURM_PROCID`` subdirectory (a Slurm job's task), which is also its ``HOME``."""
+    groups but ``groups``, no capabilities left; in ``cwd`` (entered as the identity: its
+    work dir is 0700 and its own, which root without capabilities cannot enter), or with
+    ``per_rank`` in its ``$SLURM_PROCID`` subdirectory (a Slurm job's task), which is also its
+    ``HOME``."""
     out = [
         SETPRIV,
         f"--reuid={identity.uid}",
         f"--regid={identity.gid}",
-        "--clear-groups",
+        f"--groups={','.join(str(g) for g in groups)}" if groups else "--clear-groups",
         "--inh-caps=-all",
         "--",
     ]

@@ -577,12 +577,14 @@ class LocalResourceManager:
         writable: Collection[str | Path] = (),
         identity: _identity.Identity | None = None,
         net: _sandbox.PrivateNet | None = None,
+        groups: Collection[int] = (),
     ) -> Callable[[list[str]], list[str]]:
         """What wraps a process of ``config`` (a task's or an experiment's) in the sandbox:
         its work dir, storage paths and ``writable`` writable, its environment read-only;
         ``chdir``: start in the work dir (else where it was started); ``identity``: the OS
         user it runs as (its work dir becomes theirs, ``_identity``); ``net``: its own
-        network namespace (a process with ``proxy_ports``)."""
+        network namespace (a process with ``proxy_ports``); ``groups``: the identity's
+        supplementary groups (a shell's: ``tty``)."""
         storage, mounts = _sandbox.storage_paths(config)
         accounts = None
         per_rank = False
@@ -602,6 +604,7 @@ class LocalResourceManager:
             accounts=accounts,
             per_rank=per_rank,
             net=net,
+            groups=list(groups),
         )
 
     def identity_of(
@@ -705,6 +708,7 @@ class LocalResourceManager:
                 _envs.task_env_dir(self._env_root, task_id),
                 read_only=list(((task.get("data") or {}).get("logdirs") or {}).values()),
                 caps=_sandbox.SSHD_CAPS if task["type"] == "SHELL" else (),
+                groups=_identity.tty_groups() if task["type"] == "SHELL" else (),
                 writable=_tasks.socket_dirs(launch.ports),  # a notebook's or TensorBoard's socket
                 identity=identity,
                 net=self.private_net(allocation_id, task["config"] or {}, launch.env),

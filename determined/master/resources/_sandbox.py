@@ -229,6 +229,7 @@ class Sandbox:
         accounts: tuple[Path, Path] | None = None,
         per_rank: bool = False,
         net: PrivateNet | None = None,
+        groups: Sequence[int] = (),
     ) -> list[str]:
         """``argv`` run inside the sandbox (itself when there is none). ``writable``: the
         task's work dir, storage paths and read-write bind mounts; ``read_only``: its
@@ -236,9 +237,9 @@ class Sandbox:
         ``identity``: the OS user it runs as (``_identity``), ``accounts`` the ``passwd`` and
         ``group`` files that name it inside; ``per_rank``: ``chdir`` holds one directory per
         Slurm task rank (``$SLURM_PROCID``), entered by the identity; ``net``: its own network
-        namespace (``private_net``)."""
+        namespace (``private_net``); ``groups``: the identity's supplementary groups."""
         if identity is not None:
-            argv = _identity.drop_to(identity, argv, chdir, per_rank)
+            argv = _identity.drop_to(identity, argv, chdir, per_rank, groups)
             caps = [*caps, *_identity.SETPRIV_CAPS]
             chdir = None  # entered as the identity
         if self.bwrap is None:
