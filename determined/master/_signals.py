@@ -8,8 +8,11 @@ import asyncio
 import threading
 from typing import Any
 
-# Notified after any change a ``/stream`` subscriber may see (experiment events, metrics).
+# Notified after any change a ``/stream`` subscriber may see (experiment events, ...).
 STREAM_KEY = "stream"
+# Notified after metric reports, which change what ``/stream`` sends of trials (their
+# summaries) and of metrics only: a subscriber then re-reads those kinds alone.
+STREAM_METRICS_KEY = "stream:metrics"
 
 
 class Signals:

@@ -7,8 +7,11 @@ deletions as rows change, until the next subscription replaces it.
 
 Kinds: ``projects``, ``models`` and ``modelversions`` (what 0.37's client subscribes to), and
 ``experiments``, ``trials`` and ``metrics``. A change is noticed when the experiment machinery
-commits an event or a trial reports metrics (both notify ``_signals.STREAM_KEY``), and otherwise
-within :data:`POLL_S` (projects and the registry change through plain routes).
+commits an event (``_signals.STREAM_KEY``: every kind subscribed to is read again) or a trial
+reports metrics (``STREAM_METRICS_KEY``: only trials and metrics are, the kinds a report
+changes; under thousands of reports a second a subscription to every experiment of a project
+would otherwise read them all again for each), and otherwise within :data:`POLL_S` (projects
+and the registry change through plain routes).
 
 ``seq``: a per-master counter stamped on a row each time its message changes, started from the
 clock so that it keeps rising across master restarts; a client's ``since`` skips the known
@@ -28,7 +31,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
 from determined.master._errors import ApiError
-from determined.master._signals import STREAM_KEY, Signals
+from determined.master._signals import STREAM_KEY, STREAM_METRICS_KEY, Signals
 from determined.master.api._auth import authenticate_connection
 from determined.master.api._services import services
 from determined.master.store import Store, _stream
@@ -36,6 +39,8 @@ from determined.master.store import Store, _stream
 router = APIRouter()
 
 POLL_S = 1.0
+# What a metric report changes (STREAM_METRICS_KEY).
+_METRIC_KINDS = frozenset({"trials", "metrics"})
 # The upsert message key and the deletion key of each kind.
 _UPSERT = {
     "projects": "project",
@@ -185,19 +190,21 @@ def _start(
 
 async def _wake_or_message(
     ws: WebSocket, signals: Signals, receiving: asyncio.Task[Any] | None
-) -> asyncio.Task[Any]:
+) -> tuple[asyncio.Task[Any], bool]:
     """Wait for a change signal, the poll interval or a client message; return the pending
-    receive task (done when a message arrived)."""
+    receive task (done when a message arrived), and whether only metric reports woke it."""
     if receiving is None:
         receiving = asyncio.ensure_future(ws.receive_text())
-    event = signals.watch(STREAM_KEY)
-    waiting = asyncio.ensure_future(event.wait())
+    event, reported = signals.watch(STREAM_KEY), signals.watch(STREAM_METRICS_KEY)
+    waiting = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(reported.wait())}
     try:
-        await asyncio.wait({receiving, waiting}, timeout=POLL_S, return_when="FIRST_COMPLETED")
+        await asyncio.wait({receiving, *waiting}, timeout=POLL_S, return_when="FIRST_COMPLETED")
     finally:
-        waiting.cancel()
+        for w in waiting:
+            w.cancel()
         signals.unwatch(STREAM_KEY, event)
-    return receiving
+        signals.unwatch(STREAM_METRICS_KEY, reported)
+    return receiving, reported.is_set() and not event.is_set() and not receiving.done()
 
 
 @router.websocket("/stream")
@@ -215,6 +222,7 @@ async def stream(ws: WebSocket) -> None:
     signals: Signals = services(ws).signals
     stamps: Stamps = services(ws).stream_stamps
     sub: _Subscription | None = None
+    only_reports = False  # the last wake-up was for metric reports alone
     receiving: asyncio.Task[Any] | None = None
     try:
         while True:
@@ -233,10 +241,14 @@ async def stream(ws: WebSocket) -> None:
                     await ws.send_text(json.dumps(msg))
                 await ws.send_text(json.dumps({"sync_id": sync_id, "complete": True}))
             elif sub is not None:
-                current = await run_in_threadpool(_read, store, stamps, sub.specs)
-                for msg in sub.updates(current):
-                    await ws.send_text(json.dumps(msg))
-            receiving = await _wake_or_message(ws, signals, receiving)
+                specs = sub.specs
+                if only_reports:
+                    specs = {k: v for k, v in specs.items() if k in _METRIC_KINDS}
+                if specs:
+                    current = await run_in_threadpool(_read, store, stamps, specs)
+                    for msg in sub.updates(current):
+                        await ws.send_text(json.dumps(msg))
+            receiving, only_reports = await _wake_or_message(ws, signals, receiving)
             if signals.stopping:
                 # Going away: 0.37's client reconnects (to the restarted master) by itself.
                 await ws.close(code=1001, reason="the master is stopping")

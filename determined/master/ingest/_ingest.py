@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import anyio.to_thread
 
-from determined.master._signals import STREAM_KEY, Signals
+from determined.master._signals import STREAM_METRICS_KEY, Signals
 from determined.master.experiment import Experiments
 from determined.master.ingest._offload import ReportOffload
 from determined.master.ingest._report import Report, ReportWrite, write_reports
@@ -47,7 +47,7 @@ class Ingest:
         # no worker thread waits for it (see store/_group_commit).
         write = ReportWrite(report, self.webhooks)
         await self.store.write_async(write, write_reports, offload=self.offload)
-        self.signals.notify(STREAM_KEY)  # /stream subscribers to metrics
+        self.signals.notify(STREAM_METRICS_KEY)  # /stream subscribers to metrics
         if report.group == "validation":
             validated = functools.partial(
                 self.experiments.validation_reported, report.trial_id, report.steps, report.avg
@@ -64,7 +64,7 @@ class Ingest:
 
         def stored(_: object, error: BaseException | None) -> None:
             if error is None:
-                self.signals.notify(STREAM_KEY)
+                self.signals.notify(STREAM_METRICS_KEY)
             done(error)
 
         write = ReportWrite(report, self.webhooks)
