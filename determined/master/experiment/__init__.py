@@ -13,8 +13,8 @@ from determined.master.experiment._config import (
     parse_unmanaged_config,
     searcher_metric,
 )
+from determined.master.experiment._events import preemption_key, searcher_events_key
 from determined.master.experiment._experiments import Experiments
-from determined.master.experiment._lifecycle import preemption_key, searcher_events_key
 from determined.master.experiment._log_policies import scan as scan_log_policies
 from determined.master.experiment._states import ExitDecision, decide_exit
 from determined.master.experiment._unmanaged import UNMANAGED_TRIAL_TIMEOUT_S, TrialStart

@@ -8,12 +8,16 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined.master._errors import FailedPrecondition, InvalidArgument
-from determined.master.experiment._lifecycle import Lifecycle
+from determined.master.experiment._events import EventRunner
 from determined.master.store import ExperimentRow, State, _experiments
 
 
-class Bookkeeping(Lifecycle):
-    """The bookkeeping of :class:`Experiments`: plain transactions on the experiment row."""
+class Bookkeeping:
+    """The bookkeeping of :class:`Experiments`: plain transactions on the experiment row,
+    under the event runner's lock."""
+
+    def __init__(self, events: EventRunner) -> None:
+        self._events = events
 
     def set_archived(self, experiment_id: int, archived: bool) -> None:
         """Archive (hide from default listings) or unarchive an ended experiment.
@@ -22,7 +26,7 @@ class Bookkeeping(Lifecycle):
             NotFound, FailedPrecondition: not terminal, or already (un)archived.
         """
         verb = "archive" if archived else "unarchive"
-        with self._lock, self._store.tx() as conn:
+        with self._events.transaction() as conn:
             exp = _experiments.require_experiment(conn, experiment_id)
             if bool(exp["archived"]) == archived:
                 already = "already archived" if archived else "not archived"
@@ -42,7 +46,7 @@ class Bookkeeping(Lifecycle):
         Raises:
             NotFound, InvalidArgument: an empty name.
         """
-        with self._lock, self._store.tx() as conn:
+        with self._events.transaction() as conn:
             exp = _experiments.require_experiment(conn, experiment_id)
             config = dict(exp["config"])
             row: dict[str, Any] = {}
@@ -66,10 +70,10 @@ class Bookkeeping(Lifecycle):
         Raises:
             NotFound, FailedPrecondition: not terminal.
         """
-        with self._lock, self._store.tx() as conn:
+        with self._events.transaction() as conn:
             self.check_deletable(conn, experiment_id)
             _experiments.delete_experiment(conn, experiment_id)
-            self._methods.pop(experiment_id, None)
+            self._events.forget(experiment_id)
 
     def check_deletable(self, conn: sa.Connection, experiment_id: int) -> ExperimentRow:
         """The experiment row if it may be deleted (terminal). Raises NotFound or

@@ -11,12 +11,16 @@ from typing import Any
 from determined import errors
 from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument
-from determined.master.experiment._lifecycle import Lifecycle
+from determined.master.experiment import _operations as act
+from determined.master.experiment._events import EventRunner
 from determined.master.store import State, _experiments
 
 
-class CustomSearches(Lifecycle):
-    """Custom searches of :class:`Experiments`."""
+class CustomSearches:
+    """Custom searches of :class:`Experiments`, on their event runner."""
+
+    def __init__(self, events: EventRunner) -> None:
+        self._events = events
 
     def searcher_events(self, experiment_id: int) -> tuple[State, list[dict[str, Any]]]:
         """The experiment's state and its pending searcher events, oldest first.
@@ -24,9 +28,9 @@ class CustomSearches(Lifecycle):
         Raises:
             NotFound, FailedPrecondition: the experiment does not use a custom search.
         """
-        with self._lock, self._store.read() as conn:
+        with self._events.read() as conn:
             exp = _experiments.require_experiment(conn, experiment_id)
-            method = _custom(self._method(conn, exp), experiment_id)
+            method = _custom(self._events.method(conn, exp), experiment_id)
             return State(exp["state"]), method.events()
 
     def post_searcher_operations(
@@ -42,7 +46,7 @@ class CustomSearches(Lifecycle):
             InvalidArgument: a malformed operation or an event that is not pending (nothing
                 changes).
         """
-        with self._event(experiment_id) as event:
+        with self._events.event(experiment_id) as event:
             method = _custom(event.method, experiment_id)
             if event.state.is_terminal:
                 raise FailedPrecondition(
@@ -53,7 +57,7 @@ class CustomSearches(Lifecycle):
                 ops = method.apply_operations(operations, triggered_by)
             except errors.SearcherEventRejected as e:
                 raise InvalidArgument(str(e)) from e
-            self._apply(event, ops)
+            act.apply(event, ops)
 
 
 def _custom(method: searcher.SearchMethod, experiment_id: int) -> searcher.CustomSearch:

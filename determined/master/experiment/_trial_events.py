@@ -10,7 +10,8 @@ from determined import errors
 from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument, NotFound
 from determined.master.experiment import _log_policies as log_policies
-from determined.master.experiment._lifecycle import Event, Lifecycle, preemption_key
+from determined.master.experiment import _operations as act
+from determined.master.experiment._events import Event, EventRunner, preemption_key
 from determined.master.experiment._states import decide_exit
 from determined.master.store import (
     AllocationRow,
@@ -31,13 +32,16 @@ EARLY_EXIT_REASONS = {
 }
 
 
-class TrialEvents(Lifecycle):
-    """The trial events of :class:`Experiments` (each one an event of the trial's
-    experiment, see :class:`Lifecycle`)."""
+class TrialEvents:
+    """The trial events of :class:`Experiments`, each one an event of the trial's experiment
+    on their event runner."""
+
+    def __init__(self, events: EventRunner) -> None:
+        self._events = events
 
     def current_operation(self, trial_id: int) -> dict[str, Any]:
         """``GetCurrentTrialSearcherOperationResponse`` of a trial (404: experiment over)."""
-        with self._store.read() as conn:
+        with self._events.store.read() as conn:
             trial = _trials.require_trial(conn, trial_id)
             exp = _experiments.require_experiment(conn, trial["experiment_id"])
         if State(exp["state"]).is_terminal:
@@ -56,7 +60,7 @@ class TrialEvents(Lifecycle):
             InvalidArgument: ``length`` is neither the trial's pending operation nor one it
                 completed (nothing changes).
         """
-        with self._trial_event(trial_id) as (event, trial):
+        with self._events.trial_event(trial_id) as (event, trial):
             if _stopped_by_time_search(event, trial, length):
                 return  # 0.38 style: the search already stopped it at this length
             if _already_completed(trial, length):
@@ -74,13 +78,13 @@ class TrialEvents(Lifecycle):
             try:
                 ops = event.method.on_validation_completed(trial["request_id"], metric, length)
             except errors.InvalidSearcherMetric:
-                self._stop(event, State.STOPPING_ERROR)
+                act.stop(event, State.STOPPING_ERROR)
                 return
             except errors.SearcherEventRejected as e:
                 raise InvalidArgument(str(e)) from e
-            self._apply(event, ops)
+            act.apply(event, ops)
             if trial["op_closed"]:
-                self._finish_if_done(event, trial_id)
+                act.finish_if_done(event, trial_id)
 
     def validation_reported(
         self, trial_id: int, steps_completed: int, metrics: dict[str, Any]
@@ -88,7 +92,7 @@ class TrialEvents(Lifecycle):
         """A trial reported validation metrics. Only 0.38-style (``time_metric``) searches
         judge them: the search gets the searcher metric at the time metric's value (or
         ``steps_completed`` for ``time_metric: batches`` when the trial does not report it)."""
-        with self._store.read() as conn:
+        with self._events.store.read() as conn:
             exp_id = _trials.require_trial(conn, trial_id)["experiment_id"]
             exp = _experiments.require_experiment(conn, exp_id)
         cfg = exp["config"].get("searcher") or {}
@@ -99,7 +103,7 @@ class TrialEvents(Lifecycle):
             when = steps_completed
         if isinstance(when, bool) or not isinstance(when, (int, float)):
             return  # no time value on this report: nothing to judge it at
-        with self._trial_event(trial_id) as (event, trial):
+        with self._events.trial_event(trial_id) as (event, trial):
             if (
                 event.state.is_stopping
                 or event.state.is_terminal
@@ -114,13 +118,13 @@ class TrialEvents(Lifecycle):
                     trial["request_id"], metrics[cfg["metric"]], int(when)
                 )
             except errors.InvalidSearcherMetric:
-                self._stop(event, State.STOPPING_ERROR)
+                act.stop(event, State.STOPPING_ERROR)
                 return
-            self._apply(event, ops)
+            act.apply(event, ops)
 
     def report_progress(self, trial_id: int, progress: float, *, is_raw: bool) -> None:
         """Units of the current operation (``is_raw`` false) or a raw fraction in [0, 1]."""
-        with self._trial_event(trial_id) as (event, trial):
+        with self._events.trial_event(trial_id) as (event, trial):
             if not is_raw:
                 _trials.update_trial(event.conn, trial_id, searcher_units=progress)
                 _custom_progress(event, trial, progress)
@@ -143,7 +147,7 @@ class TrialEvents(Lifecycle):
         if why is None:
             allowed = ", ".join(sorted(EARLY_EXIT_REASONS))
             raise InvalidArgument(f"early exit reason {reason!r} is not one of: {allowed}")
-        with self._trial_event(trial_id) as (event, trial):
+        with self._events.trial_event(trial_id) as (event, trial):
             if trial["early_exit"]:
                 raise InvalidArgument(f"trial {trial_id} already reported an early exit")
             # the trial is over: no op left, so an acknowledged exit 0 does not run it again
@@ -151,7 +155,7 @@ class TrialEvents(Lifecycle):
                 event.conn, trial_id, early_exit=reason, op_closed=True, op_complete=True
             )
             if not (event.state.is_stopping or event.state.is_terminal or event.unmanaged):
-                self._apply(event, event.method.on_trial_exited_early(trial["request_id"], why))
+                act.apply(event, event.method.on_trial_exited_early(trial["request_id"], why))
 
     # ----------------------------------------------------------------------- resource manager
 
@@ -161,7 +165,7 @@ class TrialEvents(Lifecycle):
         Raises:
             FailedPrecondition: the trial is not ACTIVE, already runs, or has no pending op.
         """
-        with self._trial_event(trial_id) as (event, trial):
+        with self._events.trial_event(trial_id) as (event, trial):
             if State(trial["state"]) != State.ACTIVE or trial["op_complete"]:
                 raise FailedPrecondition(
                     f"trial {trial_id} needs no run (state {trial['state']}, "
@@ -178,10 +182,10 @@ class TrialEvents(Lifecycle):
 
     def preempt(self, allocation_id: str) -> None:
         """Ask an allocation's processes to checkpoint and exit (idempotent)."""
-        with self._store.tx() as conn:
+        with self._events.store.tx() as conn:
             _trials.require_allocation(conn, allocation_id)
             _trials.update_allocation(conn, allocation_id, preempted=True)
-        self._signals.notify(preemption_key(allocation_id))
+        self._events.signals.notify(preemption_key(allocation_id))
 
     def allocation_exited(
         self,
@@ -200,10 +204,10 @@ class TrialEvents(Lifecycle):
         log policies excluded (it waits QUEUED for another, as on 0.37's agents); without it
         a failure with excluded nodes is final (as 0.37 on Slurm).
         """
-        self._signals.drop_barriers(allocation_id)  # nobody else of it will arrive
-        with self._store.read() as conn:
+        self._events.signals.drop_barriers(allocation_id)  # nobody else of it will arrive
+        with self._events.store.read() as conn:
             trial_id = _trials.require_allocation(conn, allocation_id)["trial_id"]
-        with self._trial_event(trial_id) as (event, trial):
+        with self._events.trial_event(trial_id) as (event, trial):
             alloc = _trials.require_allocation(event.conn, allocation_id)
             if alloc["state"] == AllocationState.TERMINATED.value:
                 return State(trial["state"])
@@ -241,8 +245,8 @@ class TrialEvents(Lifecycle):
             if decision.restarts != int(trial["restarts"]):
                 _trials.update_trial(event.conn, trial["id"], restarts=decision.restarts)
             if decision.state.is_terminal:
-                self._end_trial(event, trial, decision.state)
-            self._maybe_end_experiment(event)
+                act.end_trial(event, trial, decision.state)
+            act.maybe_end_experiment(event)
             return decision.state
 
 

@@ -16,12 +16,11 @@ import logging
 import uuid
 from typing import Any
 
-from determined import errors
 from determined.common import expconf
-from determined.master import searcher
 from determined.master._errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from determined.master.experiment import _log_policies as log_policies
-from determined.master.experiment._lifecycle import Event, Lifecycle
+from determined.master.experiment import _operations as act
+from determined.master.experiment._events import Event, EventRunner, search_method
 from determined.master.store import (
     State,
     _checkpoints,
@@ -57,8 +56,11 @@ class TrialStart:
     latest_checkpoint: str | None
 
 
-class Unmanaged(Lifecycle):
-    """The unmanaged path of the experiment domain."""
+class Unmanaged:
+    """The unmanaged path of the experiment domain, on its event runner."""
+
+    def __init__(self, events: EventRunner) -> None:
+        self._events = events
 
     def create_unmanaged(
         self,
@@ -76,19 +78,12 @@ class Unmanaged(Lifecycle):
             PermissionDenied: the external id is taken by another user's experiment.
             InvalidArgument: a searcher section that cannot be read.
         """
-        config = typed.to_json_dict()
-        seed = typed.reproducibility.experiment_seed
-        try:
-            method = searcher.make_search_method(
-                config["searcher"], config.get("hyperparameters"), seed
-            )
-        except errors.InvalidSearcherConfig as e:
-            raise InvalidArgument(str(e)) from e
+        method = search_method(typed)
         if external_id is not None:
-            with self._store.read() as conn:
+            with self._events.store.read() as conn:
                 found = _unmanaged.experiment_by_external(conn, external_id)
             if found is not None:
-                with self._event(found) as event:
+                with self._events.event(found) as event:
                     if int(event.exp["owner_id"]) != owner_id:
                         raise PermissionDenied(
                             f"external experiment id {external_id!r} belongs to another "
@@ -96,26 +91,17 @@ class Unmanaged(Lifecycle):
                         )
                     _reopen(event)
                 return found
-        with self._lock, self._store.tx() as conn:
-            exp_id = _experiments.insert_experiment(
-                conn,
-                config=config,
-                original_config=original_config,
-                model_definition=None,
-                owner_id=owner_id,
-                project_id=project_id,
-            )
-            _unmanaged.mark_experiment(conn, exp_id, external_id)
-            event = Event(
-                conn, _experiments.require_experiment(conn, exp_id), method, self._state_hooks
-            )
+        row = dict(config=typed.to_json_dict(), original_config=original_config)
+        with self._events.new_experiment(
+            method, **row, model_definition=None, owner_id=owner_id, project_id=project_id
+        ) as event:
+            exp_id = int(event.exp["id"])
+            _unmanaged.mark_experiment(event.conn, exp_id, external_id)
             # The method is saved (pause, kill and restarts of the master read it back) but
             # never asked for trials: the user's process creates them.
             event.set_state(State.ACTIVE)
-            _experiments.save_snapshot(conn, exp_id, method.snapshot())
-            self._methods[exp_id] = method
-        for callback in self._on_change:
-            callback()
+            _experiments.save_snapshot(event.conn, exp_id, method.snapshot())
+        self._events.changed()
         return exp_id
 
     def create_unmanaged_trial(
@@ -131,7 +117,7 @@ class Unmanaged(Lifecycle):
             NotFound: no such experiment.
             FailedPrecondition: the experiment is not unmanaged, or is stopping.
         """
-        with self._event(experiment_id) as event:
+        with self._events.event(experiment_id) as event:
             _require_unmanaged(event)
             if external_id is not None:
                 found = _unmanaged.trial_by_external(event.conn, experiment_id, external_id)
@@ -154,7 +140,7 @@ class Unmanaged(Lifecycle):
         """A new run of the trial: ``run_id`` goes up (reports of an older run are refused and
         its metrics past the resume point are archived, as for a restart); the trial and its
         experiment are ACTIVE again if they had ended."""
-        with self._trial_event(trial_id) as (event, trial):
+        with self._events.trial_event(trial_id) as (event, trial):
             _require_unmanaged(event)
             _reopen(event)
             run_id = int(trial["run_id"]) + 1
@@ -185,7 +171,7 @@ class Unmanaged(Lifecycle):
                 f"state {state!r} cannot be reported for an unmanaged trial; use one of "
                 f"{', '.join(_REPORTED)}"
             )
-        with self._trial_event(trial_id) as (event, trial):
+        with self._events.trial_event(trial_id) as (event, trial):
             _require_unmanaged(event)
             _unmanaged.touch_trial(event.conn, trial_id)
             if new is None:
@@ -196,23 +182,23 @@ class Unmanaged(Lifecycle):
             if new == State.ACTIVE:
                 _trials.update_trial(event.conn, trial_id, runner_state="running")
                 return
-            self._end_trial(event, trial, new)
+            act.end_trial(event, trial, new)
 
     def mark_lost_unmanaged_trials(self, timeout_s: float) -> list[int]:
         """Running unmanaged trials whose process has said nothing for ``timeout_s`` are
         ERROR (0.37's lost trials), ended when it last spoke; their experiment ends when its
         last trial does. A line in the trial's log says why. Returns the trials marked."""
         since = _time.now() - datetime.timedelta(seconds=timeout_s)
-        with self._store.read() as conn:
+        with self._events.store.read() as conn:
             silent = _unmanaged.silent_trials(conn, since)
         marked = []
         for trial_id in silent:
-            with self._trial_event(trial_id) as (event, trial):
+            with self._events.trial_event(trial_id) as (event, trial):
                 last = _unmanaged.last_activity(event.conn, trial_id)
                 # Checked again under the lock: a heartbeat may have come in the meantime.
                 if trial["state"] != State.ACTIVE.value or last is None or last >= since:
                     continue
-                self._end_trial(event, trial, State.ERROR)
+                act.end_trial(event, trial, State.ERROR)
                 _trials.update_trial(event.conn, trial_id, end_time=last)
                 like = {"task_id": str(trial["task_id"])}
                 text = (
@@ -248,8 +234,7 @@ def _reopen(event: Event) -> None:
         _experiments.update_experiment(
             event.conn, int(event.exp["id"]), state=State.ACTIVE, end_time=None
         )
-        for hook in event.state_hooks:
-            hook(event.conn, event.exp)
+        event.changed()
 
 
 __all__ = ["UNMANAGED_TRIAL_TIMEOUT_S", "TrialStart", "Unmanaged"]
