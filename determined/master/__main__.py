@@ -169,7 +169,7 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
                 )
             out["resource_manager"] = rm_type
             if rm_type == "slurm":
-                from determined.master.resources._slurm import SlurmConfig, SlurmConfigError
+                from determined.master.resources._slurm_jobs import SlurmConfig, SlurmConfigError
 
                 try:
                     SlurmConfig.parse(value)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from determined.master.__main__ import parse_args
 from determined.master.resources import SlurmConfig, SlurmConfigError
-from determined.master.resources._slurm import _gres_gpus, expand_hostlist
+from determined.master.resources._slurm_jobs import _gres_gpus, expand_hostlist
 
 KNOWN = {
     "type",

@@ -2,8 +2,9 @@
 processes, their logs) and checkpoint GC.
 
 The app uses :class:`ResourceManager` (``LocalResourceManager``, or
-``SlurmResourceManager`` for a Slurm cluster), :func:`collect_async` (GC when an experiment
-ends) and the helpers its routers call.
+``SlurmResourceManager`` for a Slurm cluster: each one ``_manager.Manager``, the loop, over its
+``_manager.Backend``, local process groups or Slurm jobs), :func:`collect_async` (GC when an
+experiment ends) and the helpers its routers call.
 
 Layering: imports ``experiment`` and ``store`` (and the master's top-level ``_errors``),
 nothing above.
@@ -28,7 +29,8 @@ from determined.master.resources._local import LocalResourceManager
 from determined.master.resources._log_retention import LogRetention
 from determined.master.resources._recovery import resume_gc_async
 from determined.master.resources._sandbox import Sandbox, SandboxError, configure_sandbox
-from determined.master.resources._slurm import SlurmConfig, SlurmConfigError, SlurmResourceManager
+from determined.master.resources._slurm import SlurmResourceManager
+from determined.master.resources._slurm_jobs import SlurmConfig, SlurmConfigError
 from determined.master.store._agent_states import Toggle
 
 

@@ -163,38 +163,66 @@ def pick_port_offset(in_use: set[int]) -> int:
     raise LaunchError("no free ports for the run's processes (12360+, 12376+, 29400+)")
 
 
+def process_env(
+    user_env: dict[str, str],
+    work_dir: Path,
+    *,
+    gpu: bool,
+    slot_ids: list[int],
+    ids: dict[str, str],
+    token: str,
+) -> dict[str, str]:
+    """What every process of a trial or task starts with: the master's own environment (no
+    ``DET_*`` but ``DET_HOME``), the user's ``environment_variables``, the work dir on
+    ``PYTHONPATH``, its GPUs, and the ``DET_*`` trials and tasks share. ``ids``: its
+    ``DET_MASTER``, ``DET_CLUSTER_ID``, ``DET_TASK_ID``, ``DET_ALLOCATION_ID``,
+    ``DET_CONTAINER_ID`` and ``DET_TASK_TYPE``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_") or k == "DET_HOME"}
+    env.update(user_env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(work_dir), env.get("PYTHONPATH")] if p)
+    if gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in slot_ids)
+    env.update(ids)
+    env.update(
+        DET_AGENT_ID="local",
+        DET_SLOT_IDS=json.dumps(slot_ids),
+        DET_RESOURCES_TYPE="local-process",
+        DET_SESSION_TOKEN=token,
+    )
+    return env
+
+
 def trial_env(
     spec: LaunchSpec, master_url: str, cluster_id: str, work_dir: Path, container: int = 0
 ) -> dict[str, str]:
-    """The environment of one container of the run: the master's own (no ``DET_*`` but
-    ``DET_HOME``), the experiment's ``environment_variables``, then the ``DET_*`` of
-    docs/reference/master.md §3.1. ``DET_RESOURCES_ID`` is the container's index, which it
-    gives the rendezvous endpoint."""
-    slot_ids = spec.containers[container]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_") or k == "DET_HOME"}
+    """The environment of one container of the run (:func:`process_env`, the experiment's
+    ``environment_variables``), with the trial's ``DET_*`` of docs/reference/master.md §3.1.
+    ``DET_RESOURCES_ID`` is the container's index, which it gives the rendezvous endpoint."""
     user_env = spec.config.environment.environment_variables.as_dict("cuda" if spec.gpu else "cpu")
-    env.update(user_env)
+    ids = {
+        "DET_MASTER": master_url,
+        "DET_CLUSTER_ID": cluster_id,
+        "DET_TASK_ID": spec.task_id,
+        "DET_ALLOCATION_ID": spec.allocation_id,
+        "DET_CONTAINER_ID": container_id(spec.allocation_id, container),
+        "DET_TASK_TYPE": "TRIAL",
+    }
+    env = process_env(
+        user_env,
+        work_dir,
+        gpu=spec.gpu,
+        slot_ids=spec.containers[container],
+        ids=ids,
+        token=spec.token,
+    )
     if not user_env.keys() & set(ZMQ_PORT_ENV):
         # Every DistributedContext of the run, also one built directly, binds these.
         for name, base in zip(ZMQ_PORT_ENV, BASE_PORTS, strict=False):
             env[name] = str(base + spec.port_offset)
     # `python3` in an entrypoint is the master's interpreter, which has `determined`.
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(work_dir), env.get("PYTHONPATH")] if p)
-    if spec.gpu:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in slot_ids)
     env.update(
-        DET_MASTER=master_url,
-        DET_CLUSTER_ID=cluster_id,
-        DET_AGENT_ID="local",
-        DET_SLOT_IDS=json.dumps(slot_ids),
-        DET_TASK_ID=spec.task_id,
-        DET_ALLOCATION_ID=spec.allocation_id,
         DET_RESOURCES_ID=str(container),
-        DET_RESOURCES_TYPE="local-process",
-        DET_CONTAINER_ID=container_id(spec.allocation_id, container),
-        DET_SESSION_TOKEN=spec.token,
-        DET_TASK_TYPE="TRIAL",
         DET_TRIAL_ID=str(spec.trial_id),
         DET_EXPERIMENT_ID=str(spec.experiment_id),
         DET_TRIAL_RUN_ID=str(spec.run_id),

@@ -1,6 +1,7 @@
 """What a master that stopped abruptly (kill -9, power loss, a full disk) left half done, finished
 when the next one starts on the same store.
 
+- :func:`kill_leftovers`: the processes a previous master (killed with -9) left running.
 - :func:`remove_work_dirs`: run work dirs under the work root (no run survives a restart:
   the resource manager kills a previous master's trials first).
 - :func:`remove_staging`: in every directory storage the store's experiments use, checkpoints
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pathlib
 import shutil
+import signal
 import threading
 from typing import Any
 
@@ -30,6 +33,32 @@ from determined.master.store import Store, _checkpoints, _experiments
 from determined.master.store._schema import storage_backends
 
 logger = logging.getLogger("determined.master")
+
+
+def kill_leftovers(allocation_ids: list[str], cluster_id: str) -> list[int]:
+    """SIGKILL the processes a previous master (killed with -9) left running for these
+    allocations, found by the ``DET_ALLOCATION_ID`` and ``DET_CLUSTER_ID`` in their
+    environment; returns their pids. Only this user's processes are readable, which is all a
+    master can have started.
+
+    The cluster id matters: allocation ids repeat across masters (the request id in them is
+    drawn from ``experiment_seed``, which defaults to the current second), and another master
+    on this machine may run an allocation of the same id right now."""
+    wanted = {f"DET_ALLOCATION_ID={a}".encode() for a in allocation_ids}
+    ours = f"DET_CLUSTER_ID={cluster_id}".encode()
+    killed = []
+    for proc in pathlib.Path("/proc").glob("[0-9]*"):
+        try:
+            env = set((proc / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if ours in env and env & wanted:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+            except OSError:
+                pass
+    return killed
 
 
 def remove_work_dirs(work_root: pathlib.Path) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import os
 import shlex
 import shutil
@@ -28,7 +27,7 @@ from typing import Any
 
 from determined.common import expconf
 from determined.master.resources import _envs
-from determined.master.resources._launcher import LaunchError, link_bind_mounts
+from determined.master.resources._launcher import LaunchError, link_bind_mounts, process_env
 
 SSHD_PATHS = ("/usr/sbin/sshd", "/usr/bin/sshd")
 
@@ -262,24 +261,17 @@ def prepare(
         work_dir,
     )
     kind = str(task["type"])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_") or k == "DET_HOME"}
-    env.update(_user_env(config, gpu))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(work_dir), env.get("PYTHONPATH")] if p)
-    if gpu:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in slot_ids)
-    env.update(
-        DET_MASTER=master_url,
-        DET_CLUSTER_ID=cluster_id,
-        DET_AGENT_ID="local",
-        DET_SLOT_IDS=json.dumps(slot_ids),
-        DET_TASK_ID=str(task["id"]),
-        DET_ALLOCATION_ID=allocation_id,
-        DET_CONTAINER_ID=allocation_id,
-        DET_RESOURCES_TYPE="local-process",
-        DET_SESSION_TOKEN=token,
-        DET_USER_TOKEN=token,
-        DET_TASK_TYPE=kind,
-    )
+    ids = {
+        "DET_MASTER": master_url,
+        "DET_CLUSTER_ID": cluster_id,
+        "DET_TASK_ID": str(task["id"]),
+        "DET_ALLOCATION_ID": allocation_id,
+        "DET_CONTAINER_ID": allocation_id,
+        "DET_TASK_TYPE": kind,
+    }
+    user_env = _user_env(config, gpu)
+    env = process_env(user_env, work_dir, gpu=gpu, slot_ids=slot_ids, ids=ids, token=token)
+    env["DET_USER_TOKEN"] = token
     _envs.activate(env, environment)
     python = str(_envs.python_of(environment))
     ports: dict[str, int | str] = {}
