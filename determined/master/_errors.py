@@ -17,53 +17,43 @@ from __future__ import annotations
 
 
 class ApiError(Exception):
-    """An error the master answers with; ``status`` is HTTP, ``code`` the gRPC code."""
+    """An error the master answers with; ``status`` is HTTP, ``code`` the gRPC code. A
+    subclass names its own: ``class Gone(ApiError, status=410, code=5)``."""
 
     status = 500
     code = 13  # INTERNAL
+
+    def __init_subclass__(cls, *, status: int | None = None, code: int | None = None) -> None:
+        super().__init_subclass__()
+        cls.status = cls.status if status is None else status
+        cls.code = cls.code if code is None else code
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
-class InvalidArgument(ApiError):
-    status = 400
-    code = 3
+# The domain's errors (see the hierarchy above), by gRPC code.
+class InvalidArgument(ApiError, status=400, code=3): ...
 
 
-class FailedPrecondition(ApiError):
-    status = 400
-    code = 9
+class FailedPrecondition(ApiError, status=400, code=9): ...
 
 
-class Unauthenticated(ApiError):
-    status = 401
-    code = 16
+class Unauthenticated(ApiError, status=401, code=16): ...
 
 
-class PermissionDenied(ApiError):
-    status = 403
-    code = 7
+class PermissionDenied(ApiError, status=403, code=7): ...
 
 
-class NotFound(ApiError):
-    status = 404
-    code = 5
+class NotFound(ApiError, status=404, code=5): ...
 
 
-class Conflict(ApiError):
-    status = 409
-    code = 6
+class Conflict(ApiError, status=409, code=6): ...
 
 
-class Unavailable(ApiError):
-    status = 503
-    code = 14
+class Unavailable(ApiError, status=503, code=14): ...
 
 
-class Unimplemented(ApiError):
+class Unimplemented(ApiError, status=501, code=12):
     """A route of 0.37 this master serves only to say it does not do that yet."""
-
-    status = 501
-    code = 12

@@ -30,9 +30,7 @@ _FORMATS = {
 _ANY = ("", "*/*", "application/*")
 
 
-class UnsupportedMediaType(ApiError):
-    status = 415
-    code = 3
+class UnsupportedMediaType(ApiError, status=415, code=3): ...
 
 
 def build_archive(store: Store, uuid: str, fmt: str, top: str) -> pathlib.Path:

@@ -264,27 +264,51 @@ def _task_lines(
     desc: bool,
     follow: bool,
     keep: Callable[[dict[str, Any]], bool],
+) -> Iterator[bytes]:
+    """The task's kept lines (``limit`` of them, newest first if ``desc``), then with
+    ``follow`` the lines that come after them until the task has ended."""
+    return _log_lines(
+        store,
+        task_id,
+        lambda rows: _select(rows, 0, 0, limit, desc),
+        follow,
+        keep,
+        render=task_log_response,
+        ended=lambda conn: _task_ended(conn, task_id),
+    )
+
+
+def _log_lines(
+    store: Store,
+    task_id: _logs.TaskIds,
+    picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    follow: bool,
+    keep: Callable[[dict[str, Any]], bool],
+    *,
+    render: Callable[[dict[str, Any]], dict[str, Any]],
+    ended: Callable[[sa.Connection], bool | None],
     newest: int | None = None,
 ) -> Iterator[bytes]:
-    """``picked`` of the task's kept lines (of its ``newest`` lines only, if given), then with
-    ``follow`` the lines that come after them."""
+    """``picked`` of the task's kept lines (of its ``newest`` lines only, if given), each
+    ``{"result": render(line)}``; then with ``follow`` the lines that come after them, until
+    ``ended(conn)`` has held for ``FOLLOW_GRACE_S`` with no new line (None: the owner is gone,
+    and its lines with it: stop at once)."""
     with store.read() as conn:
-        rows = _logs.read(conn, task_id) if newest is None else _logs.newest(conn, task_id, newest)
-    after = rows[-1]["id"] if rows else 0
-    rows = _select([r for r in rows if keep(r)], 0, 0, limit, desc)
-    for row in rows:
-        yield (json.dumps({"result": task_log_response(row)}) + "\n").encode()
+        first, after = _first_lines(conn, task_id, picked, keep, newest, render)
+    yield from first
     quiet_since: float | None = None
     while follow:
         time.sleep(FOLLOW_POLL_S)
         with store.read() as conn:
             rows = _logs.read(conn, task_id, after_id=after)
-            ended = _task_ended(conn, task_id)
+            over = ended(conn)
+        if over is None:
+            return
         for row in rows:
             if keep(row):
-                yield (json.dumps({"result": task_log_response(row)}) + "\n").encode()
+                yield (json.dumps({"result": render(row)}) + "\n").encode()
             after = row["id"]
-        if rows or not ended:
+        if rows or not over:
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.monotonic()
@@ -294,18 +318,18 @@ def _task_lines(
 
 def _first_lines(
     conn: sa.Connection,
-    trial_id: int,
     task_id: _logs.TaskIds,
     picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
     keep: Callable[[dict[str, Any]], bool],
     newest: int | None,
+    render: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> tuple[list[bytes], int]:
-    """The NDJSON lines of ``picked`` of the task's kept lines (of its ``newest`` only, if
-    given), and the id of the last line read."""
+    """The NDJSON lines (``{"result": render(line)}``) of ``picked`` of the task's kept lines
+    (of its ``newest`` only, if given), and the id of the last line read."""
     rows = _logs.read(conn, task_id) if newest is None else _logs.newest(conn, task_id, newest)
     after = rows[-1]["id"] if rows else 0
     lines = [
-        (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
+        (json.dumps({"result": render(row)}) + "\n").encode()
         for row in picked([r for r in rows if keep(r)])
     ]
     return lines, after
@@ -327,7 +351,10 @@ def trial_log_body(
     def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return _select(rows, head, tail, limit, desc)
 
-    lines, _ = _first_lines(conn, trial_id, task_id, picked, lambda _: True, newest)
+    def render(row: dict[str, Any]) -> dict[str, Any]:
+        return trial_log_json(row, trial_id)
+
+    lines, _ = _first_lines(conn, task_id, picked, lambda _: True, newest, render)
     return b"".join(lines)
 
 
@@ -368,29 +395,23 @@ def _trial_lines(
     keep: Callable[[dict[str, Any]], bool],
     newest: int | None = None,
 ) -> Iterator[bytes]:
-    """``picked`` of the task's kept lines (of its ``newest`` lines only, if given), then with
-    ``follow`` the lines that come after them."""
-    with store.read() as conn:
-        first, after = _first_lines(conn, trial_id, task_id, picked, keep, newest)
-    yield from first
-    quiet_since: float | None = None
-    while follow:
-        time.sleep(FOLLOW_POLL_S)
-        with store.read() as conn:
-            rows = _logs.read(conn, task_id, after_id=after)
-            trial = _trials.get_trial(conn, trial_id)
-        if trial is None:
-            return  # deleted with its experiment (and its lines): nothing more will come
-        for row in rows:
-            if keep(row):
-                yield (json.dumps({"result": trial_log_json(row, trial_id)}) + "\n").encode()
-            after = row["id"]
-        if rows or not State(trial["state"]).is_terminal:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= FOLLOW_GRACE_S:
-            return
+    """``picked`` of the trial's kept lines (of its ``newest`` lines only, if given), then with
+    ``follow`` the lines that come after them until the trial has ended (or is deleted)."""
+
+    def ended(conn: sa.Connection) -> bool | None:
+        trial = _trials.get_trial(conn, trial_id)
+        return None if trial is None else State(trial["state"]).is_terminal
+
+    return _log_lines(
+        store,
+        task_id,
+        picked,
+        follow,
+        keep,
+        render=lambda row: trial_log_json(row, trial_id),
+        ended=ended,
+        newest=newest,
+    )
 
 
 @router.get("/trials/{trial_id}/logs/fields")

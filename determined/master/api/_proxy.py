@@ -56,11 +56,8 @@ CHUNK = 64 * 1024
 CONNECT_WAIT_S = 10.0
 
 
-class BadGateway(ApiError):
+class BadGateway(ApiError, status=502, code=14):  # 14: UNAVAILABLE
     """The task's service did not answer."""
-
-    status = 502
-    code = 14  # UNAVAILABLE
 
 
 def _proxy_ports(config: dict[str, Any]) -> dict[int, bool]:

@@ -132,14 +132,8 @@ class PostModel(_Body):
     workspace_name: str | None = None
 
 
-class PatchModel(_Body):
-    name: str | None = None
-    description: str | None = None
-    metadata: dict[str, Any] | None = None
-    labels: list[str] | None = None
-    notes: str | None = None
-    workspace_id: int | None = None
-    workspace_name: str | None = None
+class PatchModel(PostModel):
+    pass  # the same fields: those present change
 
 
 class MoveModel(_Body):
