@@ -36,13 +36,16 @@ class Lifecycle:
         read). Raises InvalidArgument for a searcher section that cannot run."""
         method = search_method(typed)
         config = typed.to_json_dict()
-        row = dict(config=config, original_config=original_config, owner_id=owner_id)
         with self._events.new_experiment(
-            method, **row, model_definition=model_definition, project_id=project_id
+            method,
+            config=config,
+            original_config=original_config,
+            model_definition=model_definition,
+            owner_id=owner_id,
+            project_id=project_id,
         ) as event:
-            act.warm_start_of(
-                event.conn, config
-            )  # a source that does not exist: nothing is created
+            # A warm-start source that does not exist: nothing is created.
+            act.warm_start_of(event.conn, config)
             act.apply(event, method.initial_operations())
             self._events.save(event)
             exp_id = int(event.exp["id"])

@@ -91,9 +91,13 @@ class Unmanaged:
                         )
                     _reopen(event)
                 return found
-        row = dict(config=typed.to_json_dict(), original_config=original_config)
         with self._events.new_experiment(
-            method, **row, model_definition=None, owner_id=owner_id, project_id=project_id
+            method,
+            config=typed.to_json_dict(),
+            original_config=original_config,
+            model_definition=None,
+            owner_id=owner_id,
+            project_id=project_id,
         ) as event:
             exp_id = int(event.exp["id"])
             _unmanaged.mark_experiment(event.conn, exp_id, external_id)
