@@ -25,8 +25,9 @@ from determined.master.resources import (
     _sandbox,
     _tasks,
 )
+from determined.master.resources._backend import Run
 from determined.master.resources._log_capture import LogSink
-from determined.master.resources._manager import Manager, Run
+from determined.master.resources._manager import Manager
 from determined.master.store import Store, TrialRow, _experiments, _log_policies, _trials
 from determined.master.store import _tasks as _task_rows
 
@@ -97,7 +98,7 @@ class LocalBackend:
         for allocation_id in stale:
             m.exits[allocation_id] = (-1, True)
         m.record_exits()
-        m.end_stale_tasks()
+        m.tasks.end_stale()
         # No run of ours is going: whatever runs left half done is garbage now.
         _recovery.remove_work_dirs(m.work_root)
         _recovery.remove_staging(m.store)
@@ -123,7 +124,7 @@ class LocalBackend:
     def occupancy(self) -> dict[int, str]:
         m = self._m
         used = {slot: aid for aid, run in list(m.runs.items()) for slot in run.slots}
-        for run in list(m.task_runs.values()):
+        for run in list(m.tasks.runs.values()):
             used.update({slot: run.allocation_id for slot in run.slots})
         return used
 
@@ -262,10 +263,10 @@ class LocalBackend:
                 agent = self._zero_slot_agent()
                 if agent is None:
                     continue  # every agent is disabled: it waits, as in 0.37
-            if not m.launch_task(task, slots):
+            if not m.tasks.launch(task, slots):
                 m.free.extend(slots)
             elif agent:
-                m.task_runs[str(task["id"])].agent = agent
+                m.tasks.runs[str(task["id"])].agent = agent
 
     def _zero_slot_agent(self) -> str | None:
         """The agent a task without slots runs on (0.37 places those on an agent too): the

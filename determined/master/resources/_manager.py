@@ -1,10 +1,10 @@
 """The resource manager: one loop over the runs of trials and tasks, whatever runs them.
 
 :class:`Manager` holds what every cluster shares: the runs, the exits not yet recorded, the
-agents and slots the API shows (and an admin disables), the tasks' lifecycle and the stop. Its
-:class:`Backend` decides the rest: where a run goes and how it starts, is killed and is found
-again after a restart: local process groups (``_local.LocalBackend``) or Slurm jobs
-(``_slurm.SlurmBackend``).
+agents and slots the API shows (and an admin disables), the tasks (``_task_runs``) and the
+stop. Its :class:`~_backend.Backend` decides the rest: where a run goes and how it starts, is
+killed and is found again after a restart: local process groups (``_local.LocalBackend``) or
+Slurm jobs (``_slurm.SlurmBackend``).
 
 One thread does everything, on a short tick or when an experiment event wakes it: reap exited
 runs (-> :meth:`Experiments.allocation_exited`), enforce kills and the preemption timeout, then
@@ -17,17 +17,15 @@ restart counted), as 0.37 kills the containers of an agent disabled without ``--
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
-import os
 import shutil
 import signal
 import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -38,11 +36,16 @@ from determined.master.resources import (
     _identity,
     _launcher,
     _queue,
-    _recovery,
     _sandbox,
-    _tasks,
+)
+from determined.master.resources._backend import (
+    STOP_GRACE_S,
+    Backend,
+    Run,
+    resources_stopped_line,
 )
 from determined.master.resources._log_capture import LogHook, LogSink, LogWriter
+from determined.master.resources._task_runs import TaskRuns
 from determined.master.store import (
     AllocationRow,
     Store,
@@ -52,116 +55,14 @@ from determined.master.store import (
     _trials,
     _users,
 )
-from determined.master.store import _tasks as _task_rows
 
 logger = logging.getLogger("determined.master")
 TICK_S = 0.5
-STOP_GRACE_S = 3.0
 # Why a run is asked to stop, by its trial's state (else a pause or a searcher's stop).
 _STOP_REASONS = {
     State.STOPPING_COMPLETED.value: "the trial's work is done",
     State.STOPPING_CANCELED.value: "canceled",
 }
-
-
-def resources_stopped_line(code: int) -> str:
-    """0.37's last log line of an allocation that ended by itself (its e2e tests and users grep
-    for these words)."""
-    if code == 0:
-        return "resources exited successfully with a zero exit code"
-    return (
-        "crashed: resources failed with non-zero exit code: container failed "
-        f"with non-zero exit code: {code} (exit code {code})"
-    )
-
-
-class Process(Protocol):
-    """What runs a container: a local process group (``_launcher.TrialProcess``) or a Slurm
-    job (``_slurm_jobs.SlurmJob``)."""
-
-    pid: int
-    work_dir: Path
-
-    def poll(self) -> int | None: ...
-
-    def signal_group(self, sig: int = ...) -> None: ...
-
-    def finish(self, timeout: float = 5.0) -> None: ...
-
-
-@dataclasses.dataclass
-class Run:
-    """One allocation: a process per container (one, unless it spans agents)."""
-
-    procs: list[Process]
-    sink: LogSink
-    slots: list[int]
-    timeout_s: float
-    port_offset: int = 0
-    preempted_at: float | None = None
-    killed: bool = False
-    allocation_id: str = ""  # a task's (trials' runs are keyed by theirs)
-    agent: str = ""  # the agent a task without slots was placed on
-    # A Slurm job: it keeps running when the master stops (the next master adopts it).
-    detached: bool = False
-
-    def exit_code(self) -> int | None:
-        """None while any container runs; else the first non-zero code, or 0."""
-        codes = [p.poll() for p in self.procs]
-        if any(c is None for c in codes):
-            return None
-        return next((c for c in codes if c), 0)
-
-    def failed_container(self) -> bool:
-        return any(p.poll() not in (None, 0) for p in self.procs)
-
-    def signal(self, sig: int) -> None:
-        for p in self.procs:
-            p.signal_group(sig)
-
-    def finish(self, timeout: float = 5.0) -> None:
-        for p in self.procs:
-            p.finish(timeout)
-
-
-class Backend(Protocol):
-    """Where and how runs start and stop; handed its :class:`Manager` when built."""
-
-    gpu: bool  # slots are GPUs
-
-    def recover(self) -> None:
-        """At start, before the loop: close or adopt what a previous master left running, and
-        end the tasks it ran (:meth:`Manager.end_stale_tasks`)."""
-
-    def poll(self) -> None:
-        """At each tick, before the runs are reaped: refresh what their exit codes come from."""
-
-    def plan(self) -> None:
-        """Before a tick's trials are started: read which agents take no new work."""
-
-    def run_trial(self, trial: TrialRow, need: int) -> None:
-        """Start a run of ``trial`` on ``need`` slots if they can be had now (else it waits)."""
-
-    def schedule_tasks(self) -> None:
-        """Start the queued non-trial tasks it can."""
-
-    def kill(self, allocation_id: str, run: Run) -> None:
-        """Kill a trial's run (it is marked killed and its log says why already)."""
-
-    def doomed(self) -> set[str]:
-        """The allocations running where an agent or slot was disabled without draining."""
-
-    def occupancy(self) -> dict[int, str]:
-        """Slot -> the id of the allocation running on it, for the slots in use now."""
-
-    def capacity(self) -> int:
-        """The most slots one trial can ever get."""
-
-    def knows_pool(self, name: str) -> bool:
-        """Whether ``name`` is one of its resource pools."""
-
-    def task_refusal(self, kind: str) -> str | None:
-        """Why it cannot run a task of ``kind``, or None."""
 
 
 class Manager:
@@ -203,8 +104,7 @@ class Manager:
         self.free: list[int] = []  # slots no run holds
         self.started_at = time.time()
         self.runs: dict[str, Run] = {}  # a trial's, by allocation id
-        # Non-trial tasks (commands, notebooks, ...): task id -> its run.
-        self.task_runs: dict[str, Run] = {}
+        self.tasks = TaskRuns(self)  # non-trial tasks (commands, notebooks, ...)
         # Exits not yet recorded (the store failed, e.g. a full disk): ``allocation id ->
         # (exit code, killed)``, retried every tick until written.
         self.exits: dict[str, tuple[int, bool]] = {}
@@ -250,7 +150,7 @@ class Manager:
         """SIGTERM every run that must not outlive the master (all but Slurm's jobs, which a
         restarted master adopts); :meth:`stop` follows."""
         self.stopping.set()
-        for run in [*self.runs.values(), *self.task_runs.values()]:
+        for run in [*self.runs.values(), *self.tasks.runs.values()]:
             if not run.detached:
                 run.signal(signal.SIGTERM)
 
@@ -261,20 +161,20 @@ class Manager:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(10)
-        for run in [*self.runs.values(), *self.task_runs.values()]:
+        for run in [*self.runs.values(), *self.tasks.runs.values()]:
             if run.detached:
                 run.finish()  # the output it wrote so far
-        runs = [r for r in [*self.runs.values(), *self.task_runs.values()] if not r.detached]
+        runs = [r for r in [*self.runs.values(), *self.tasks.runs.values()] if not r.detached]
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and any(r.exit_code() is None for r in runs):
             time.sleep(0.05)
         for run in runs:
             run.finish(timeout=1.0)
-        for task_id, run in list(self.task_runs.items()):
+        for task_id, run in list(self.tasks.runs.items()):
             if run.detached:
                 continue
             try:
-                self._task_ended(task_id, self.task_runs.pop(task_id), "the master stopped")
+                self.tasks.ended(task_id, self.tasks.runs.pop(task_id), "the master stopped")
             except Exception:  # the store is going too: the next master ends it
                 logger.exception("cannot record the end of task %s", task_id)
         self.logs.close()
@@ -292,8 +192,8 @@ class Manager:
                 self._reap,
                 self.record_exits,
                 self._enforce,
-                self._reap_tasks,
-                self._enforce_tasks,
+                self.tasks.reap,
+                self.tasks.enforce,
                 self.backend.schedule_tasks,
                 self._schedule,
             )
@@ -547,175 +447,3 @@ class Manager:
         if net is not None:
             env["DET_MASTER"] = f"http://127.0.0.1:{net.master_port}"
         return net
-
-    def task_identity(self, task: dict[str, Any]) -> _identity.Identity | None:
-        """Whom ``task`` runs as (its owner, in its workspace); raises LaunchError when the
-        sandbox refuses its owner."""
-        with self.store.read() as conn:
-            self.check_owner(conn, int(task["owner_id"]))
-            workspace = (task.get("data") or {}).get("workspaceId")
-            return self.identity_of(conn, int(task["owner_id"]), workspace)
-
-    # ------------------------------------------------------------ non-trial tasks
-
-    def end_stale_tasks(self, keep: Collection[str] = ()) -> None:
-        """Tasks a previous master ran are over (but those in ``keep``, adopted): their
-        processes are killed, rows ended."""
-        with self.store.read() as conn:
-            stale = [
-                t
-                for t in _task_rows.live(conn)
-                if t["state"] == "RUNNING" and str(t["id"]) not in keep
-            ]
-        stale_ids = [str(t["allocation_id"]) for t in stale]
-        for pid in _recovery.kill_leftovers(stale_ids, self.store.cluster_id):
-            logger.warning("killed task process %d left running by a previous master", pid)
-        with self.store.tx() as conn:
-            for task in stale:
-                _task_rows.terminate(conn, str(task["id"]), "the master restarted")
-                _users.revoke_allocation_tokens(conn, str(task["allocation_id"]))
-
-    def launch_task(self, task: dict[str, Any], slots: list[int]) -> bool:
-        """Start ``task`` as a process group here; False (the task ended as failed to start)
-        if it cannot be."""
-        task_id = str(task["id"])
-        allocation_id = _task_rows.allocation_of(task)
-        # Held: the process's first lines come after the "have started" note below.
-        sink = LogSink(self.logs, task_id, allocation_id, held=True)
-        work_dir = self.work_root / allocation_id
-        try:
-            identity = self.task_identity(task)
-            launch = self.prepare_task(task, work_dir, slots)
-            for sockets in _tasks.socket_dirs(launch.ports):
-                if identity is not None:  # its service makes the socket there, as them
-                    os.chown(sockets, identity.uid, identity.gid)
-            wrap = self.sandbox_for(
-                task["config"] or {},
-                work_dir,
-                _envs.task_env_dir(self.env_root, task_id),
-                read_only=list(((task.get("data") or {}).get("logdirs") or {}).values()),
-                caps=_sandbox.SSHD_CAPS if task["type"] == "SHELL" else (),
-                groups=_identity.tty_groups() if task["type"] == "SHELL" else (),
-                writable=_tasks.socket_dirs(launch.ports),  # a notebook's or TensorBoard's socket
-                identity=identity,
-                net=self.private_net(allocation_id, task["config"] or {}, launch.env),
-            )
-            proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink, wrap)
-        except Exception as e:
-            sink.release()
-            self.task_not_started(task, sink, work_dir, e)
-            return False
-        with self.store.tx() as conn:
-            _task_rows.set_running(conn, task_id, allocation_id, launch.ports)
-        run = Run([proc], sink, slots, STOP_GRACE_S, allocation_id=allocation_id)
-        self.task_runs[task_id] = run
-        sink.master(
-            f"Resources for {task['description']} have started "
-            f"(slots {slots}, pid {proc.pid}, ports {launch.ports})"
-        )
-        sink.release()
-        return True
-
-    def prepare_task(
-        self, task: dict[str, Any], work_dir: Path, slots: list[int]
-    ) -> _tasks.TaskLaunch:
-        """The task's token, environment and work dir, and what it runs (``_tasks.prepare``)."""
-        task_id = str(task["id"])
-        allocation_id = _task_rows.allocation_of(task)
-        with self.store.tx() as conn:
-            token = _users.issue_token(
-                conn, int(task["owner_id"]), kind="user", allocation_id=allocation_id
-            )
-        environment = _envs.ensure_task(self.env_root, task_id)
-        return _tasks.prepare(
-            task,
-            work_dir,
-            environment=environment,
-            master_url=self.master_url,
-            cluster_id=self.store.cluster_id,
-            allocation_id=allocation_id,
-            token=token,
-            slot_ids=slots,
-            gpu=self.gpu,
-        )
-
-    def task_not_started(
-        self, task: dict[str, Any], sink: LogSink, work_dir: Path, e: Exception
-    ) -> None:
-        """The task could not be started: say why in its log and end it, leaving nothing."""
-        task_id = str(task["id"])
-        if not isinstance(e, _launcher.LaunchError):
-            logger.exception("launching task %s failed", task_id)
-        sink.master(f"crashed: {_launcher.describe(e)}")
-        self.logs.flush()
-        shutil.rmtree(work_dir, ignore_errors=True)
-        _envs.remove_task(self.env_root, task_id)
-        with self.store.tx() as conn:
-            _task_rows.terminate(conn, task_id, f"failed to start: {_launcher.describe(e)}")
-            _users.revoke_allocation_tokens(conn, _task_rows.allocation_of(task))
-
-    def _reap_tasks(self) -> None:
-        for task_id, run in list(self.task_runs.items()):
-            code = run.exit_code()
-            if code is None:
-                continue
-            del self.task_runs[task_id]
-            run.finish()
-            if not run.killed:
-                run.sink.master(resources_stopped_line(code))
-            status = "killed" if run.killed else f"exited with code {code}"
-            self._task_ended(task_id, run, status)
-
-    def _task_ended(self, task_id: str, run: Run, status: str) -> None:
-        self.free.extend(s for s in run.slots if s not in self.free)
-        # The last line goes out before the task is seen to end (a reader of its log then
-        # has it all).
-        with self.store.read() as conn:
-            row = _task_rows.get(conn, task_id)
-        pausing = row is not None and (row["data"] or {}).get("pause_requested")
-        run.sink.master(f"task {task_id} {'paused' if pausing else status}")
-        self.logs.flush()
-        with self.store.tx() as conn:
-            _task_rows.end_run(conn, task_id, status)  # PAUSED when a pause stopped it
-            _users.revoke_allocation_tokens(conn, run.allocation_id)
-        for proc in run.procs:
-            shutil.rmtree(proc.work_dir, ignore_errors=True)
-        for sockets in _tasks.socket_dirs(row["ports"] if row is not None else None):
-            shutil.rmtree(sockets, ignore_errors=True)
-        self.sandbox.drop_services(run.allocation_id)
-        _envs.remove_task(self.env_root, task_id)
-
-    def _tasks_on_disabled(self) -> set[str]:
-        """The running tasks on a slot or agent disabled without draining (killed, as 0.37
-        kills the containers there)."""
-        agents, _ = self.toggles()
-        _, doomed_slots = self.slot_blocks()
-        doomed_agents = {a for a, t in agents.items() if not t.enabled and not t.draining}
-        return {
-            task_id
-            for task_id, run in self.task_runs.items()
-            if doomed_slots.intersection(run.slots) or run.agent in doomed_agents
-        }
-
-    def _enforce_tasks(self) -> None:
-        """Kill the tasks whose kill (or pause) was asked for, and those whose row ended while
-        they were being started (a kill of a QUEUED task ends it at once): SIGTERM, then SIGKILL
-        after a grace."""
-        with self.store.read() as conn:
-            live = {str(t["id"]): t for t in _task_rows.live(conn)}
-        doomed = {task_id for task_id, t in live.items() if t["kill_requested"]}
-        doomed |= {task_id for task_id in self.task_runs if task_id not in live}
-        disabled = self._tasks_on_disabled() - doomed if self.task_runs else set()
-        now = time.monotonic()
-        for task_id in (doomed | disabled) & set(self.task_runs):
-            run = self.task_runs[task_id]
-            if run.preempted_at is None:
-                run.preempted_at = now
-                run.killed = True
-                pausing = ((live.get(task_id) or {}).get("data") or {}).get("pause_requested")
-                why = "stopping the task to pause it" if pausing else "killing the task"
-                cause = "its agent or slot was disabled" if task_id in disabled else None
-                run.sink.master(f"{why} ({cause or 'requested by a user'})")
-                run.signal(signal.SIGTERM)
-            elif now - run.preempted_at > run.timeout_s:
-                run.signal(signal.SIGKILL)

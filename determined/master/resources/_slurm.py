@@ -26,9 +26,10 @@ from typing import Any
 from determined.master.experiment import Experiments
 from determined.master.resources import _envs, _identity, _launcher, _recovery
 from determined.master.resources import _slurm_jobs as jobs
+from determined.master.resources._backend import STOP_GRACE_S, Run
 from determined.master.resources._local import local_slots
 from determined.master.resources._log_capture import LogSink
-from determined.master.resources._manager import STOP_GRACE_S, Manager, Run
+from determined.master.resources._manager import Manager
 from determined.master.resources._slurm_jobs import JOB_PREFIX, SlurmConfig, SlurmJob
 from determined.master.store import Store, TrialRow, _experiments, _trials, _users
 from determined.master.store import _tasks as _task_rows
@@ -72,7 +73,7 @@ class SlurmBackend:
                 m.exits[allocation_id] = (code, code == -1)
         m.record_exits()
         self._adopt_task_jobs(known)
-        m.end_stale_tasks(keep=set(m.task_runs))
+        m.tasks.end_stale(keep=set(m.tasks.runs))
         _recovery.remove_staging(m.store)
         self._load_nodes()
 
@@ -133,7 +134,7 @@ class SlurmBackend:
         taken: dict[int, str] = {}
         where = dict(zip(m.agent_ids, m.agents, strict=True))
         running = [*self._jobs.items()]
-        running += [(m.task_runs[t].allocation_id, j) for t, j in self._task_jobs.items()]
+        running += [(m.tasks.runs[t].allocation_id, j) for t, j in self._task_jobs.items()]
         for allocation_id, job in running:
             if job.state != "RUNNING" or not job.nodes:
                 continue
@@ -176,9 +177,9 @@ class SlurmBackend:
             else:
                 self._record_queued(allocation_id, job)
         for task_id, job in list(self._task_jobs.items()):
-            job.update(known, JOB_PREFIX + self._m.task_runs[task_id].allocation_id)
+            job.update(known, JOB_PREFIX + self._m.tasks.runs[task_id].allocation_id)
             if job.code is not None:
-                del self._task_jobs[task_id]  # its run is reaped next (_reap_tasks)
+                del self._task_jobs[task_id]  # its run is reaped next (TaskRuns.reap)
             elif job.state != "PENDING" and not job.recorded:
                 self._record_task_running(task_id)
                 job.recorded = "RUNNING"
@@ -307,7 +308,7 @@ class SlurmBackend:
         them); TensorBoards start here, as on the local resource manager."""
         m = self._m
         with m.store.read() as conn:
-            queued = [t for t in _task_rows.queued(conn) if str(t["id"]) not in m.task_runs]
+            queued = [t for t in _task_rows.queued(conn) if str(t["id"]) not in m.tasks.runs]
         if queued:
             self._blocked = m.agent_blocks()[0]
         for task in queued:
@@ -316,7 +317,7 @@ class SlurmBackend:
             if task["type"] in self.SLURM_TASKS:
                 self._submit_task(task)
             else:
-                m.launch_task(task, [])
+                m.tasks.launch(task, [])
 
     def _submit_task(self, task: dict[str, Any]) -> None:
         m = self._m
@@ -326,9 +327,9 @@ class SlurmBackend:
         work = m.work_root / allocation_id
         slots = int(task["slots"])
         try:
-            identity = m.task_identity(task)
+            identity = m.tasks.identity(task)
             work.mkdir(parents=True, exist_ok=True)
-            launch = m.prepare_task(task, work / "0", list(range(slots)))
+            launch = m.tasks.prepare(task, work / "0", list(range(slots)))
             launch.env.update(DET_RESOURCES_TYPE="slurm-job", DET_AGENT_ID="slurm")
             if self.gpu:
                 launch.env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm's gres sets it
@@ -348,17 +349,17 @@ class SlurmBackend:
                 exclude=self._blocked,
             )
         except Exception as e:
-            m.task_not_started(task, sink, work, e)
+            m.tasks.not_started(task, sink, work, e)
             return
         job = SlurmJob(job_id, work, sink)
         job.per_node = slots
         self._task_jobs[task_id] = job
-        m.task_runs[task_id] = _job_run(job, sink, STOP_GRACE_S, allocation_id)
+        m.tasks.runs[task_id] = _job_run(job, sink, STOP_GRACE_S, allocation_id)
         sink.master(f"Resources for {task['description']} were submitted as Slurm job {job_id}")
 
     def _record_task_running(self, task_id: str) -> None:
         """Slurm started the task's job: the task is RUNNING (QUEUED until then)."""
-        allocation_id = self._m.task_runs[task_id].allocation_id
+        allocation_id = self._m.tasks.runs[task_id].allocation_id
         self._m.store.write(lambda conn: _task_rows.set_running(conn, task_id, allocation_id, {}))
 
     def _adopt_task_jobs(self, known: dict[str, tuple[str, str, str]]) -> None:
@@ -378,7 +379,7 @@ class SlurmBackend:
                 job.skip_written()
                 job.recorded = "RUNNING" if task["state"] == "RUNNING" else ""
                 self._task_jobs[task_id] = job
-                m.task_runs[task_id] = _job_run(job, sink, STOP_GRACE_S, allocation_id)
+                m.tasks.runs[task_id] = _job_run(job, sink, STOP_GRACE_S, allocation_id)
                 sink.master(f"the restarted master adopted Slurm job {job.job_id}")
                 continue
             submitted = name in known or (work / "exit_code").exists()
