@@ -290,7 +290,9 @@ def add_logs(url: str, trials: list[dict[str, Any]], lines: int) -> None:
 
 
 class Conn:
-    """One keep-alive HTTP/1.1 connection; a request is bytes out, status and body back."""
+    """One keep-alive HTTP/1.1 connection for a reader's GETs; a request is bytes out, status
+    and body back. One that the master closed meanwhile (idle past its keep-alive timeout,
+    while this reader waited for a stream's sync) is opened again."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -298,12 +300,20 @@ class Conn:
         self.writer: asyncio.StreamWriter | None = None
 
     async def request(self, head: bytes, body: bytes) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        for _ in range(2):
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            assert self.reader is not None
+            self.writer.write(head + body)
+            status_line = await self.reader.readline()
+            if status_line:
+                return await self._answer(int(status_line.split()[1]))
+            self.writer.close()  # closed by the master: once more, on a new connection
+            self.reader = self.writer = None
+        raise ConnectionError("the master closed two connections in a row")
+
+    async def _answer(self, status: int) -> tuple[int, bytes]:
         assert self.reader is not None
-        self.writer.write(head + body)
-        status_line = await self.reader.readline()
-        status = int(status_line.split()[1])
         length, chunked = 0, False
         while True:
             line = await self.reader.readline()
