@@ -933,8 +933,8 @@ def _run(args: argparse.Namespace, data_dir: pathlib.Path, db_url: str) -> int:
             f", writer CPU {_spread(inside['commitCpuMs'])}; batch p50 "
             f"{inside['batchSize'].get('p50', 0):.0f} p99 {inside['batchSize'].get('p99', 0):.0f}"
         )
-        if run["reads"]:
-            every = sorted(x for lat in run["reads"].values() for x in lat)
+        every = sorted(x for lat in run["reads"].values() for x in lat)
+        if every:  # (a run shorter than the readers' start has none)
             print(
                 f"readers    {args.readers} readers ({args.reader_pause:g} s between reads), "
                 f"{len(every)} reads: p50 {_pct(every, 0.5):.1f} ms  p99 {_pct(every, 0.99):.1f} "
