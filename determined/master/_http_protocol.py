@@ -199,9 +199,13 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         if type(cycle) is not _HotRequest:
             super().on_message_complete()
             return
-        if not self.lane.run(
-            cycle.ticket, bytes(cycle.body), functools.partial(self._hot_done, cycle)
-        ):
+        done = functools.partial(self._hot_done, cycle)
+        try:
+            taken = self.lane.run(cycle.ticket, bytes(cycle.body), done)
+        except Exception as e:  # noqa: BLE001 - answered as the app answers it (a 500 if not)
+            done(e)
+            return
+        if not taken:
             self._to_app(cycle, self.app)
 
     def _hot_done(self, hot: _HotRequest, error: BaseException | None) -> None:

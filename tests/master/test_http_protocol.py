@@ -239,7 +239,8 @@ class _Routes:
 
 class _Lane:
     """Takes POSTs to /hot...: a body ``ok <seconds>`` is stored after that delay, ``err``
-    is refused, anything else is not taken (the app serves it)."""
+    is refused, ``raise`` makes ``run`` raise, anything else is not taken (the app serves
+    it)."""
 
     def __init__(self) -> None:
         self.routes = _Routes()
@@ -255,6 +256,8 @@ class _Lane:
             self.taken.append(ticket + b" " + raw)
             loop.call_later(float(raw.split()[1]), done, None)
             return True
+        if raw.startswith(b"raise"):
+            raise RuntimeError("the lane failed")
         if raw.startswith(b"err"):
             self.taken.append(ticket + b" " + raw)
             loop.call_later(0.01, done, ValueError(raw.decode()))
@@ -400,3 +403,14 @@ def test_a_client_gone_before_its_hot_answer_costs_the_server_nothing(
         sock.sendall(_post("/hot/after", b"ok 0"))
         assert _read_answers(sock, 1) == [(b"HTTP/1.1 200 OK", b"{}")]
     assert b"/hot/gone ok 0.2" in lane.taken
+
+
+def test_a_lane_that_raises_is_answered_as_the_app_answers_errors(
+    lane_server: tuple[int, _Lane],
+) -> None:
+    port, _ = lane_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_post("/hot/1", b"raise"))
+        assert _read_answers(sock, 1) == [(b"HTTP/1.1 409 Conflict", b"refused the lane failed")]
+        sock.sendall(_post("/hot/2", b"ok 0"))  # and the connection serves on
+        assert _read_answers(sock, 1) == [(b"HTTP/1.1 200 OK", b"{}")]
