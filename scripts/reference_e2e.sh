@@ -134,6 +134,10 @@ fi
 # --- our master ---------------------------------------------------------------------------------
 RUN=$E2E/runs/$(date -u +%Y%m%dT%H%M%SZ)-$$
 mkdir -p "$RUN/junit"
+# The suite's checkpoint storage (its fixtures' host_path): its tests expect the files of one
+# cluster there (0.37's CI ran on a fresh machine; test_experiment_delete picks the first
+# cluster id's tensorboard/ it finds). Left by an earlier run, another cluster's come first.
+rm -rf /tmp/determined-integration-checkpoints
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Two masters, each with its own DET_HOME and port: the main one (`--cpu-slots 4`, the issue's
 # cluster), and, only for the files in ONE_SLOT, one with a single slot, started when the first
