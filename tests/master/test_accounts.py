@@ -85,6 +85,11 @@ def test_only_admins_create_and_edit_others(shared_master: MasterProcess) -> Non
     assert r.status_code == 403 and "another user" in r.json()["message"]
     r = alice.patch(url + f"/api/v1/users/{uid}", json={"admin": True})
     assert r.status_code == 403 and "admin" in r.json()["message"]
+    # Rights before values: a link with a name that would not pass is still a 403 (0.37).
+    link = {"agentUid": 1, "agentGid": 1, "agentUser": "9-not-a-name", "agentGroup": "g"}
+    for target in (uid, bob_id):
+        r = alice.patch(url + f"/api/v1/users/{target}", json={"agentUserGroup": link})
+        assert r.status_code == 403, r.text
     r = alice.patch(url + f"/api/v1/users/{uid}", json={"displayName": "Alice A."})
     assert r.status_code == 200 and r.json()["user"]["displayName"] == "Alice A."
     admin = shared_master.session()

@@ -197,12 +197,30 @@ def _may_edit(caller: Principal, user_id: int, fields: set[str]) -> None:
         raise PermissionDenied(f"only an admin may change {names}, even their own")
 
 
+_PATCH_FIELDS = {
+    "username": "username",
+    "displayName": "display_name",
+    "admin": "admin",
+    "active": "active",
+    "password": "password",
+}
+
+
+def _patched_fields(body: dict[str, Any]) -> set[str]:
+    """The fields a ``PATCH /users/{id}`` body changes, by their stored names."""
+    fields = {name for key, name in _PATCH_FIELDS.items() if body.get(key) is not None}
+    return fields | ({"agent_user_group"} if "agentUserGroup" in body else set())
+
+
 @router.patch("/users/{user_id}")
 def patch_user(
     user_id: int, caller: Caller, store: StoreDep, body: dict[str, Any] = Body(...)
 ) -> dict[str, Any]:
     """``v1PatchUser`` -> ``{user}``: the fields present change. Deactivating a user or
-    changing a password ends the user's sessions (the caller's own one stays)."""
+    changing a password ends the user's sessions (the caller's own one stays). Who may
+    change the fields sent is checked before their values (0.37: a plain user's link to an
+    agent user is forbidden, whatever names it holds)."""
+    _may_edit(caller, user_id, _patched_fields(body))
     values: dict[str, Any] = {}
     if body.get("username") is not None:
         values["username"] = _check_username(body["username"])
@@ -218,7 +236,6 @@ def patch_user(
         values["password"] = _password(body)
     if "agentUserGroup" in body:  # det user link-with-agent-user; {} or null unlinks
         values["agent_user_group"] = _identity.check_agent_user_group(body["agentUserGroup"])
-    _may_edit(caller, user_id, set(values))
     if user_id == caller.info.user_id and (
         values.get("active") is False or values.get("admin") is False
     ):
