@@ -97,6 +97,16 @@ def test_only_admins_create_and_edit_others(shared_master: MasterProcess) -> Non
     assert r.status_code == 409 and "already exists" in r.json()["message"]
     r = admin.post(url + "/api/v1/users", json={"user": {"username": "a b"}, "password": ""})
     assert r.status_code == 400 and "username" in r.json()["message"]
+    # Created already linked to an agent user (0.37's PostUser keeps agentUserGroup).
+    link = {"agentUid": 1000, "agentGid": 1001, "agentUser": "u1", "agentGroup": "g1"}
+    r = admin.post(
+        url + "/api/v1/users",
+        json={"user": {"username": "linked", "agentUserGroup": link}, "password": ""},
+    )
+    assert r.status_code == 200 and r.json()["user"]["agentUserGroup"] == link, r.text
+    bad = {"user": {"username": "badlink", "agentUserGroup": {**link, "agentUid": -1}}}
+    assert admin.post(url + "/api/v1/users", json=bad).status_code == 400
+    assert admin.get(url + "/api/v1/users", params={"name": "badlink"}).json()["users"] == []
     r = admin.patch(url + f"/api/v1/users/{bob_id}", json={"active": "no"})
     assert r.status_code == 400
 

@@ -158,8 +158,8 @@ def get_user_by_username(username: str, caller: Caller, store: StoreDep) -> dict
 
 @router.post("/users")
 def post_user(caller: Caller, store: StoreDep, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    """``PostUserRequest`` ``{user: {username, admin, active, displayName}, password,
-    isHashed}`` -> ``{user}``. Admins only."""
+    """``PostUserRequest`` ``{user: {username, admin, active, displayName, agentUserGroup},
+    password, isHashed}`` -> ``{user}``. Admins only."""
     caller.require_admin("create users")
     user = body.get("user")
     if not isinstance(user, dict):
@@ -169,6 +169,7 @@ def post_user(caller: Caller, store: StoreDep, body: dict[str, Any] = Body(...))
     username = _check_username(user.get("username"))
     hashed = _password(body)
     admin = bool(_flag(user, "admin"))
+    link = _identity.check_agent_user_group(user.get("agentUserGroup"))  # as PATCH's, 0.37
     with store.tx() as conn:
         display_name = None
         if user.get("displayName"):
@@ -183,6 +184,8 @@ def post_user(caller: Caller, store: StoreDep, body: dict[str, Any] = Body(...))
             active=_flag(user, "active") is not False,
             display_name=display_name,
         )
+        if link is not None:
+            _users.update_user(conn, user_id, agent_user_group=link)
         return {"user": _users.user_json(_users.require_user(conn, user_id))}
 
 
