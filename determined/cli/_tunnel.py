@@ -36,6 +36,8 @@ def connect(master: str, service: str, token: str) -> socket.socket:
     host = url.hostname or "localhost"
     port = url.port or (443 if secure else 80)
     sock: socket.socket = socket.create_connection((host, port))
+    # Keystrokes and prompts are small writes: without this each waits for the last one's ACK.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if secure:
         sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
     key = base64.b64encode(secrets.token_bytes(16)).decode()
@@ -144,6 +146,7 @@ def published(
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
                 client: socket.socket = self.request
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
                     sock = connect(master, service, token)
                 except (OSError, TunnelError) as e:
