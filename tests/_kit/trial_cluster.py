@@ -86,13 +86,15 @@ def model_definition(files: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def config(out: pathlib.Path, *, max_length: int = 3, **hparams: Any) -> dict[str, Any]:
-    """A single-searcher config running TRAIN_PY; ``hparams`` go to the trial."""
+    """A single-searcher config running TRAIN_PY; ``hparams`` go to the trial. ``out`` is
+    bound into the trial's sandbox (docs/security.md), where the test reads what it wrote."""
     return {
         "name": "lifecycle",
         "entrypoint": "python3 train.py",
         "max_restarts": 1,
         "searcher": {"name": "single", "metric": "loss", "max_length": max_length},
         "hyperparameters": {"out": str(out), **hparams},
+        "bind_mounts": [{"host_path": str(out), "container_path": str(out)}],
     }
 
 
