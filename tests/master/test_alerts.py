@@ -45,6 +45,7 @@ def _config(out: pathlib.Path) -> dict:
         "max_restarts": 0,
         "searcher": {"name": "single", "metric": "loss", "max_length": 2},
         "hyperparameters": {"out": str(out)},
+        "bind_mounts": [{"host_path": str(out), "container_path": str(out)}],  # the sandbox's
     }
 
 
