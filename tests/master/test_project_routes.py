@@ -30,7 +30,11 @@ import json, sys
 from determined.common.api import authentication, bindings
 sess = authentication.login(sys.argv[1], "admin", "")
 cols = bindings.get_GetProjectColumns(sess, id=1).columns
-print(json.dumps([[c.column, c.location.value, c.type.value] for c in cols]))
+ranges = bindings.get_GetProjectNumericMetricsRange(sess, id=1).ranges or []
+print(json.dumps({
+    "columns": [[c.column, c.location.value, c.type.value] for c in cols],
+    "ranges": {r.metricsName: [r.min, r.max] for r in ranges},
+}))
 """
 
 
@@ -116,8 +120,10 @@ def test_project_columns_with_the_reference_bindings(
     shared_master: MasterProcess, tmp_path: pathlib.Path
 ) -> None:
     run = Run(shared_master, _NESTED)
-    assert run.metrics("validation", 5, {"validation_error": 0.5, "note": "x"}).status_code == 200
-    got = Ref(shared_master, tmp_path / "ref").python(_COLUMNS)
+    reported = {"validation_error": 0.5, "loss": 0.25, "note": "x"}
+    assert run.metrics("validation", 5, reported).status_code == 200
+    out = Ref(shared_master, tmp_path / "ref").python(_COLUMNS)
+    got = out["columns"]
     columns = {c[0]: (c[1], c[2]) for c in got}
     assert got[0] == ["id", "LOCATION_TYPE_EXPERIMENT", "COLUMN_TYPE_NUMBER"]
     for hp in ("global_batch_size", "lr", "metrics_base.min_val", "metrics_base.max_val"):
@@ -130,6 +136,10 @@ def test_project_columns_with_the_reference_bindings(
         )
     assert columns["validation.note.last"][1] == "COLUMN_TYPE_TEXT"
     assert "validation.note.max" not in columns
+    # The ranges over each experiment's best trial (0.37's metric-ranges): numbers only.
+    assert out["ranges"]["validation.validation_error.min"] == [0.5, 0.5]
+    assert out["ranges"]["searcherMetricsVal"] == [0.25, 0.25]
+    assert not [name for name in out["ranges"] if ".note." in name]
     s = shared_master.session()
     assert s.get(shared_master.url + "/api/v1/projects/99999/columns").status_code == 404
 

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query
 
 from determined.master._errors import Unimplemented
+from determined.master.api import _wire
 from determined.master.api._auth import Caller
 from determined.master.api._deps import StoreDep
 from determined.master.store import _experiments, _projects, _trials
@@ -142,3 +143,36 @@ def get_project_columns(
         )
     with store.read() as conn:
         return {"columns": project_columns(conn, project_id)}
+
+
+@router.get("/projects/{project_id}/experiments/metric-ranges")
+def get_metric_ranges(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
+    """``GetProjectNumericMetricsRangeResponse`` ``{ranges: [{metricsName, min, max}]}``: over
+    each experiment's best trial, the range of every aggregate of a number it summarised
+    (named as the columns are) and of the searcher metric's best value
+    (``searcherMetricsVal``), as 0.37."""
+    caller.require_user()
+    values: dict[str, list[float]] = {}
+    with store.read() as conn:
+        _projects.require_project(conn, project_id)
+        by_id = _experiments.experiments_by_id(
+            conn, _projects.project_experiment_ids(conn, project_id)
+        )
+        for exp in _wire.experiment_jsons(conn, list(by_id.values())):
+            if exp["bestTrialId"] is None:
+                continue
+            best = exp["bestTrialSearcherMetric"]
+            if isinstance(best, int | float) and not isinstance(best, bool):
+                values.setdefault("searcherMetricsVal", []).append(float(best))
+            summary = _trials.require_trial(conn, int(exp["bestTrialId"]))["summary_metrics"]
+            for group, metrics in (summary or {}).items():
+                prefix = _GROUPS.get(group, (group, ""))[0]
+                for name, entry in (metrics if isinstance(metrics, dict) else {}).items():
+                    if not isinstance(entry, dict) or entry.get("type") != "number":
+                        continue
+                    for agg in ("last", "max", "mean", "min"):
+                        v = entry.get(agg)
+                        if isinstance(v, int | float) and not isinstance(v, bool):
+                            values.setdefault(f"{prefix}.{name}.{agg}", []).append(float(v))
+    ranges = [{"metricsName": n, "min": min(v), "max": max(v)} for n, v in values.items()]
+    return {"ranges": ranges}
