@@ -10,6 +10,7 @@ from typing import Any
 from determined import errors
 from determined.cli import _render
 from determined.common.api import Session, _routes
+from determined.experimental._sdk import _paging
 
 _PAGE = 500
 
@@ -25,20 +26,14 @@ def read_paginated(
     pagination: {endIndex, total}}``); with ``paging`` (parsed :func:`add_pagination_args`
     flags), from ``--offset`` in pages of ``--limit``, and only the first page with
     ``--pages 1``."""
-    items: list[dict[str, Any]] = []
-    offset = int(getattr(paging, "offset", 0) or 0)
-    limit = int(getattr(paging, "limit", 0) or limit or _PAGE)
-    one_page = getattr(paging, "pages", "all") == "1"
-    while True:
-        body = get_page(offset, limit)
-        page = body.get(key) or []
-        items.extend(page)
-        pagination = body.get("pagination") or {}
-        end = int(pagination.get("endIndex") or offset + len(page))
-        total = int(pagination.get("total") or 0)
-        if one_page or not page or end >= total:
-            return items
-        offset = end
+    size = int(getattr(paging, "limit", 0) or limit or _PAGE)
+    pages = _paging.read_paginated(
+        lambda offset: get_page(offset, size),
+        key,
+        single=getattr(paging, "pages", "all") == "1",
+        start=int(getattr(paging, "offset", 0) or 0),
+    )
+    return list(pages)
 
 
 def experiment_trials(sess: Session, experiment_id: int) -> Callable[[int, int], dict[str, Any]]:

@@ -10,9 +10,10 @@ Page = dict[str, Any]
 
 
 def read_paginated(
-    get_page: Callable[[int], Page], key: str, *, single: bool = False
+    get_page: Callable[[int], Page], key: str, *, single: bool = False, start: int = 0
 ) -> Iterator[Any]:
-    """Yield the items under ``key`` of every page, asking for ``get_page(offset)`` from 0.
+    """Yield the items under ``key`` of every page, asking for ``get_page(offset)`` from
+    ``start`` (the SDK and the CLI's ``--offset``, 0.37's ``det`` pager too).
 
     The next offset is the page's ``pagination.endIndex``; the listing ends when that reaches
     ``pagination.total``, when a page is empty, or (without a ``pagination`` object: a master
@@ -23,7 +24,7 @@ def read_paginated(
         ValueError: a page whose ``endIndex`` does not move past its offset while items remain
             (a master that would make this loop forever).
     """
-    offset = 0
+    offset = start
     while True:
         page = get_page(offset)
         items = page.get(key) or []
