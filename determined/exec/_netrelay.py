@@ -25,9 +25,11 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 CHUNK = 64 * 1024
+CONNECT_WAIT_S = 10.0
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -48,11 +50,18 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 
 def _join(client: socket.socket, connect: Callable[[], socket.socket]) -> None:
-    try:
-        upstream = connect()
-    except OSError:
-        client.close()  # nothing listens there (yet): the caller sees the connection close
-        return
+    # The service may still be starting when the master's proxy comes (it waits as long for a
+    # port on the host).
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    while True:
+        try:
+            upstream = connect()
+            break
+        except OSError:
+            if time.monotonic() >= deadline:
+                client.close()  # nothing listens there: the caller sees the connection close
+                return
+            time.sleep(0.2)
     back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
     back.start()
     _pump(client, upstream)
