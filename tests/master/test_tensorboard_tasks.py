@@ -74,3 +74,31 @@ def test_tensorboard_over_two_experiments(cluster: Cluster, tmp_path: pathlib.Pa
     cluster.post(f"/api/v1/tensorboards/{tb['id']}/kill")
     wait_state(cluster, "tensorboard", tb["id"], "STATE_TERMINATED")
     assert not sock.parent.exists()
+
+
+def test_a_tensorboard_takes_its_experiments_image_and_pull_secrets(
+    cluster: Cluster, tmp_path: pathlib.Path
+) -> None:
+    """0.37's e2e test_tensorboard_inherit_image_pull_secrets and
+    test_start_tensorboard_with_custom_image: an image given as one name is every
+    accelerator's; a TensorBoard without one takes its experiment's, with its pull secrets."""
+    cfg = config(tmp_path / "out")
+    cfg["environment"] = {
+        "image": "img:1",
+        "pod_spec": {"spec": {"imagePullSecrets": [{"name": "ips"}]}},
+    }
+    exp_id = cluster.create(cfg, activate=False)
+    r = cluster.s.post(cluster.url + "/api/v1/tensorboards", json={"experimentIds": [exp_id]})
+    assert r.status_code == 200, r.text
+    shown = cluster.get(f"/api/v1/tensorboards/{r.json()['tensorboard']['id']}")["config"]
+    env = shown["environment"]
+    assert env["image"] == {"cpu": "img:1", "cuda": "img:1", "rocm": "img:1"}
+    assert env["pod_spec"]["spec"]["imagePullSecrets"] == [{"name": "ips"}]
+    own = {"experimentIds": [exp_id], "config": {"environment": {"image": "mine:2"}}}
+    r = cluster.s.post(cluster.url + "/api/v1/tensorboards", json=own)
+    assert r.status_code == 200, r.text
+    env = cluster.get(f"/api/v1/tensorboards/{r.json()['tensorboard']['id']}")["config"][
+        "environment"
+    ]
+    assert env["image"] == {"cpu": "mine:2", "cuda": "mine:2", "rocm": "mine:2"}
+    assert "pod_spec" not in env  # its own image: nothing inherited

@@ -172,7 +172,51 @@ def _config(store: Store, body: dict[str, Any], kind: str) -> dict[str, Any]:
         _tasks.check_environment(config)
     except LaunchError as e:
         raise InvalidArgument(str(e)) from e
+    return _image_per_accelerator(config)
+
+
+_ACCELERATORS = ("cpu", "cuda", "rocm")
+
+
+def _image_per_accelerator(config: dict[str, Any]) -> dict[str, Any]:
+    """``environment.image`` given as one name stands for every accelerator's, as 0.37's
+    config shows it (``{cpu, cuda, rocm}``). This master runs no images: it is recorded."""
+    environment = config.get("environment")
+    if isinstance(environment, dict) and isinstance(environment.get("image"), str):
+        image = environment["image"]
+        config = {
+            **config,
+            "environment": {**environment, "image": dict.fromkeys(_ACCELERATORS, image)},
+        }
     return config
+
+
+def _inherit_environment(
+    store: Store, config: dict[str, Any], exp_ids: list[int]
+) -> dict[str, Any]:
+    """A TensorBoard without an image of its own takes its first experiment's image, with its
+    pod spec's imagePullSecrets, and its registry_auth when it has none (0.37)."""
+    if not exp_ids:
+        return config
+    with store.read() as conn:
+        exp_env = (_experiments.require_experiment(conn, exp_ids[0])["config"] or {}).get(
+            "environment"
+        ) or {}
+    environment = dict(config.get("environment") or {})
+    if not environment.get("image") and exp_env.get("image"):
+        image = exp_env["image"]
+        environment["image"] = (
+            dict.fromkeys(_ACCELERATORS, image) if isinstance(image, str) else dict(image)
+        )
+        secrets = ((exp_env.get("pod_spec") or {}).get("spec") or {}).get("imagePullSecrets")
+        if secrets:
+            pod = dict(environment.get("pod_spec") or {})
+            spec = dict(pod.get("spec") or {})
+            spec["imagePullSecrets"] = [*(spec.get("imagePullSecrets") or []), *secrets]
+            environment["pod_spec"] = {**pod, "spec": spec}
+    if environment.get("registry_auth") is None and exp_env.get("registry_auth") is not None:
+        environment["registry_auth"] = exp_env["registry_auth"]
+    return {**config, "environment": environment}
 
 
 def _sent_slots(body: dict[str, Any]) -> Any:
@@ -324,6 +368,7 @@ def _launch(
             "trialIds": trial_ids,
             "logdirs": _logdirs(store, exp_ids, trial_ids),
         }
+        config = _inherit_environment(store, config, exp_ids)
     if kind == "SHELL":
         extra = body.get("data")
         passphrase = str(extra.get("passphrase") or "") if isinstance(extra, dict) else ""
