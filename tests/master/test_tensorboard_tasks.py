@@ -102,3 +102,12 @@ def test_a_tensorboard_takes_its_experiments_image_and_pull_secrets(
     ]
     assert env["image"] == {"cpu": "mine:2", "cuda": "mine:2", "rocm": "mine:2"}
     assert "pod_spec" not in env  # its own image: nothing inherited
+    # An experiment without an image still passes its pull secrets on.
+    del cfg["environment"]["image"]
+    bare = cluster.create(cfg, activate=False)
+    r = cluster.s.post(cluster.url + "/api/v1/tensorboards", json={"experimentIds": [bare]})
+    assert r.status_code == 200, r.text
+    env = cluster.get(f"/api/v1/tensorboards/{r.json()['tensorboard']['id']}")["config"][
+        "environment"
+    ]
+    assert env["pod_spec"]["spec"]["imagePullSecrets"] == [{"name": "ips"}]

@@ -203,11 +203,12 @@ def _inherit_environment(
             "environment"
         ) or {}
     environment = dict(config.get("environment") or {})
-    if not environment.get("image") and exp_env.get("image"):
-        image = exp_env["image"]
-        environment["image"] = (
-            dict.fromkeys(_ACCELERATORS, image) if isinstance(image, str) else dict(image)
-        )
+    if not environment.get("image"):
+        image = exp_env.get("image")
+        if image:
+            environment["image"] = (
+                dict.fromkeys(_ACCELERATORS, image) if isinstance(image, str) else dict(image)
+            )
         secrets = ((exp_env.get("pod_spec") or {}).get("spec") or {}).get("imagePullSecrets")
         if secrets:
             pod = dict(environment.get("pod_spec") or {})
