@@ -58,6 +58,11 @@ def test_bulk_actions_by_ids_and_filters(master: MasterProcess) -> None:
     body: dict[str, Any] = {"experimentIds": [c], "filters": {"name": "BULK"}}
     assert _results(s.post(url + BASE + "/activate", json=body)) == {a: "", b: ""}
 
+    # Project -1 is every project (0.37's GlobalProjectID, which its e2e helpers send).
+    body = {"filters": {"name": "bulk-b"}}
+    assert _results(s.post(url + "/api/v1/projects/-1/experiments/pause", json=body)) == {b: ""}
+    assert _results(s.post(url + "/api/v1/projects/-1/experiments/activate", json=body)) == {b: ""}
+
     # Kill the ones labelled x except b.
     body = {"filters": {"labels": ["x"], "excludedExperimentIds": [b]}}
     assert _results(s.post(url + BASE + "/kill", json=body)) == {a: ""}

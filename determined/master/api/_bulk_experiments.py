@@ -66,6 +66,10 @@ def _matches(exp: ExperimentRow, f: BulkFilters, states: list[str]) -> bool:
     )
 
 
+# 0.37's projectId for a bulk action over every project (its e2e helpers send it).
+GLOBAL_PROJECT_ID = -1
+
+
 def selected_ids(store: Store, project_id: int, body: BulkRequest, states: list[str]) -> list[int]:
     """The ids to act on: the filters' matches (``states`` when the filters name none, as 0.37
     defaults them per action), else the ids given."""
@@ -79,7 +83,7 @@ def selected_ids(store: Store, project_id: int, body: BulkRequest, states: list[
         int(e["id"])
         for e in rows
         if e is not None
-        and (project_id == 0 or _project_of(e) == project_id)
+        and (project_id in (0, GLOBAL_PROJECT_ID) or _project_of(e) == project_id)
         and _matches(e, f, wanted)
     ]
 
