@@ -98,7 +98,9 @@ def test_a_dead_worker_rolls_back_and_comes_back(store: Store) -> None:
     worker, first, trial = _started(store)
     os.kill(first, signal.SIGKILL)
     _wait_for(lambda: _state(first) == "Z")
-    with pytest.raises(RolledBack, match="not running"):
+    # Seen dead before the send, or when the send finds the pipe broken (its exit status can
+    # come a moment after the kill): either way nothing was written and it is started again.
+    with pytest.raises(RolledBack, match="not running|could not hand the writes"):
         worker.run(write_plain_reports, _plain(trial, 2))
     assert _rows(store, trial) == [1]
     _wait_for(lambda: worker.pid not in (None, first))  # started again in the background

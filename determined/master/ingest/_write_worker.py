@@ -219,7 +219,9 @@ class WriteWorker:
             try:
                 conn.send((fn, arg, generation))
             except Exception as e:  # noqa: BLE001 - unpicklable, or the pipe is gone
-                if not process.is_alive():
+                # A broken pipe is a dead worker even while is_alive() still says otherwise (a
+                # fork server's child: its exit status reaches this process a moment later).
+                if isinstance(e, OSError) or not process.is_alive():
                     self._restart_later()
                 raise RolledBack(f"could not hand the writes to the write worker: {e!r}") from e
             try:
