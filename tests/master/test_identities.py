@@ -125,6 +125,20 @@ def test_agent_user_group(master: MasterProcess, tmp_path: pathlib.Path) -> None
     assert "someuser:200:somegroup:300" in _id_of_command(det)
 
 
+def test_a_workspace_that_sets_only_a_group_keeps_the_users_uid(
+    master: MasterProcess, tmp_path: pathlib.Path
+) -> None:
+    """A workspace's partial agent user/group overrides only the fields it names (0.37's
+    e2e test_workspace_post_gid: gid and group only), over the user's link or the default."""
+    admin = Det(tmp_path / "admin", master.url, user="admin")
+    admin.ok("workspace", "create", "wsgid", "--agent-gid", "1234", "--agent-group", "group1234")
+    det = _linked(master, tmp_path, "gidonly", "--agent-uid", "201", "--agent-gid", "301",
+                  "--agent-user", "someuser2", "--agent-group", "somegroup2")  # fmt: skip
+    assert "someuser2:201:group1234:1234" in _id_of_command(det, "-w", "wsgid")
+    assert "someuser2:201:somegroup2:301" in _id_of_command(det)
+    assert ":group1234:1234" in _id_of_command(admin, "-w", "wsgid")  # unlinked: the default's uid
+
+
 def test_non_root_shell(master: MasterProcess, tmp_path: pathlib.Path) -> None:
     """A linked user's shell: its sshd runs as that user and logs them in (0.37's test)."""
     if not shutil.which("ssh") or not os.access("/usr/sbin/sshd", os.X_OK):

@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import sqlalchemy as sa
 
@@ -129,24 +129,49 @@ def _of(group: Any) -> Identity | None:
     )
 
 
-def resolve(conn: sa.Connection, owner_id: int, workspace_id: int | None) -> Identity | None:
-    """The identity the owner's task in ``workspace_id`` runs as when the master is root:
-    the workspace's agent user/group, else the user's; None: not linked."""
+def _override(base: Identity, group: Any) -> Identity:
+    """``base`` with the pairs a workspace's partial ``agentUserGroup`` sets (agentUid with
+    agentUser, agentGid with agentGroup; 0.37's workspace settings override the user's field by
+    field): a workspace that names only a group runs its tasks in that group."""
+    if not isinstance(group, dict):
+        return base
+    uid, user = group.get("agentUid"), group.get("agentUser")
+    gid, name = group.get("agentGid"), group.get("agentGroup")
+    if _valid_id(uid) and isinstance(user, str) and _NAME.match(user):
+        base = dataclasses.replace(base, uid=uid, user=user)
+    if _valid_id(gid) and isinstance(name, str) and _NAME.match(name):
+        base = dataclasses.replace(base, gid=gid, group=name)
+    return base
+
+
+def _valid_id(v: Any) -> TypeGuard[int]:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _MAX_ID
+
+
+def resolve(
+    conn: sa.Connection, owner_id: int, workspace_id: int | None, default: Identity | None = None
+) -> Identity | None:
+    """The identity the owner's task in ``workspace_id`` runs as when the master is root: the
+    user's linked one (else ``default``), with what the workspace's agent user/group sets
+    over it; None: neither is linked and there is no default."""
     from determined.master.store import _schema
 
+    row = conn.execute(
+        sa.select(_schema.users.c.agent_user_group).where(_schema.users.c.id == owner_id)
+    ).first()
+    base = (_of(row[0]) if row is not None else None) or default
+    ws = None
     if workspace_id:
-        ws = conn.execute(
+        found = conn.execute(
             sa.select(_schema.workspaces.c.agent_user_group).where(
                 _schema.workspaces.c.id == workspace_id
             )
         ).first()
-        found = _of(ws[0]) if ws is not None else None
-        if found is not None:
-            return found
-    row = conn.execute(
-        sa.select(_schema.users.c.agent_user_group).where(_schema.users.c.id == owner_id)
-    ).first()
-    return _of(row[0]) if row is not None else None
+        ws = found[0] if found is not None else None
+    whole = _of(ws)
+    if whole is not None:
+        return whole
+    return None if base is None else _override(base, ws)
 
 
 def experiment_workspace(conn: sa.Connection, experiment_id: int) -> int | None:

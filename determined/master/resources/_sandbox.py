@@ -142,12 +142,13 @@ class Sandbox:
         self, conn: Any, owner_id: int, workspace_id: int | None
     ) -> _identity.Identity | None:
         """The OS identity the owner's task runs as: on a root master with a sandbox, the
-        workspace's or the user's linked one, else ``default_task``; None (the master's own
-        user) elsewhere: a master that is not root cannot change users, and without a sandbox
+        user's linked one (else ``default_task``) with the workspace's agent user/group over
+        it; None (the master's own user) elsewhere: a master that is not root cannot change
+        users, and without a sandbox
         the task could not reach its work dir in the master's data dir (0700)."""
         if not self.active or not _identity.applies():
             return None
-        return _identity.resolve(conn, owner_id, workspace_id) or self.default_task
+        return _identity.resolve(conn, owner_id, workspace_id, self.default_task)
 
     def open_storage(self, paths: Iterable[str | Path], identity: _identity.Identity) -> None:
         """Storage directories the master made (those inside its data dir, as the default
