@@ -6,16 +6,21 @@ from __future__ import annotations
 import enum
 
 
-class OrderBy(enum.Enum):
+class _WireEnum(enum.Enum):
+    """An enum a listing request takes: ``_to_bindings()`` gives the wire value (0.37 gives its
+    bindings' enum member, whose value is this one)."""
+
+    def _to_bindings(self) -> str:
+        return str(self.value)
+
+
+class OrderBy(_WireEnum):
     """Ascending or descending order of a sorted listing."""
 
     ASCENDING = "ORDER_BY_ASC"
     ASC = "ORDER_BY_ASC"
     DESCENDING = "ORDER_BY_DESC"
     DESC = "ORDER_BY_DESC"
-
-    def _to_bindings(self) -> str:
-        return self.value
 
 
 # 0.37 deprecates these three in favour of OrderBy; they are the same enum here.
@@ -25,7 +30,7 @@ CheckpointOrderBy = OrderBy
 ModelOrderBy = OrderBy
 
 
-class ExperimentState(enum.Enum):
+class ExperimentState(_WireEnum):
     ACTIVE = "STATE_ACTIVE"
     PAUSED = "STATE_PAUSED"
     STOPPING_COMPLETED = "STATE_STOPPING_COMPLETED"
@@ -43,9 +48,6 @@ class ExperimentState(enum.Enum):
     STARTING = "STATE_STARTING"
     RUNNING = "STATE_RUNNING"
 
-    def _to_bindings(self) -> str:
-        return self.value
-
 
 # Experiment.wait() returns on these (0.37's set: DELETING and DELETE_FAILED included).
 TERMINAL_STATES = frozenset(
@@ -60,7 +62,7 @@ TERMINAL_STATES = frozenset(
 )
 
 
-class ExperimentSortBy(enum.Enum):
+class ExperimentSortBy(_WireEnum):
     ID = "SORT_BY_ID"
     DESCRIPTION = "SORT_BY_DESCRIPTION"
     START_TIME = "SORT_BY_START_TIME"
@@ -76,9 +78,6 @@ class ExperimentSortBy(enum.Enum):
     CHECKPOINT_SIZE = "SORT_BY_CHECKPOINT_SIZE"
     CHECKPOINT_COUNT = "SORT_BY_CHECKPOINT_COUNT"
     SEARCHER_METRIC_VAL = "SORT_BY_SEARCHER_METRIC_VAL"
-
-    def _to_bindings(self) -> str:
-        return self.value
 
 
 class TrialState(enum.Enum):
@@ -97,7 +96,7 @@ class TrialState(enum.Enum):
     RUNNING = "STATE_RUNNING"
 
 
-class TrialSortBy(enum.Enum):
+class TrialSortBy(_WireEnum):
     ID = "SORT_BY_ID"
     START_TIME = "SORT_BY_START_TIME"
     END_TIME = "SORT_BY_END_TIME"
@@ -109,9 +108,6 @@ class TrialSortBy(enum.Enum):
     RESTARTS = "SORT_BY_RESTARTS"
     CHECKPOINT_SIZE = "SORT_BY_CHECKPOINT_SIZE"
     LOG_RETENTION_DAYS = "SORT_BY_LOG_RETENTION_DAYS"
-
-    def _to_bindings(self) -> str:
-        return self.value
 
 
 class LogLevel(enum.Enum):
@@ -131,16 +127,13 @@ class CheckpointState(enum.Enum):
     PARTIALLY_DELETED = "STATE_PARTIALLY_DELETED"
 
 
-class CheckpointSortBy(enum.Enum):
+class CheckpointSortBy(_WireEnum):
     UUID = "SORT_BY_UUID"
     TRIAL_ID = "SORT_BY_TRIAL_ID"
     BATCH_NUMBER = "SORT_BY_BATCH_NUMBER"
     END_TIME = "SORT_BY_END_TIME"
     STATE = "SORT_BY_STATE"
     SEARCHER_METRIC = "SORT_BY_SEARCHER_METRIC"
-
-    def _to_bindings(self) -> str:
-        return self.value
 
 
 class DownloadMode(enum.Enum):
@@ -159,13 +152,10 @@ class DownloadMode(enum.Enum):
         return self.value
 
 
-class ModelSortBy(enum.Enum):
+class ModelSortBy(_WireEnum):
     NAME = "SORT_BY_NAME"
     DESCRIPTION = "SORT_BY_DESCRIPTION"
     CREATION_TIME = "SORT_BY_CREATION_TIME"
     LAST_UPDATED_TIME = "SORT_BY_LAST_UPDATED_TIME"
     NUM_VERSIONS = "SORT_BY_NUM_VERSIONS"
     WORKSPACE = "SORT_BY_WORKSPACE"
-
-    def _to_bindings(self) -> str:
-        return self.value
