@@ -15,6 +15,7 @@ from determined.master._errors import (
 )
 from determined.master.api._auth import Caller
 from determined.master.api._deps import ExperimentsDep, ResourceManagerDep, StoreDep
+from determined.master.api._experiments import experiment_action
 from determined.master.api._models import PatchExperiment
 from determined.master.api._wire import experiment_json
 from determined.master.experiment import Experiments, State
@@ -32,23 +33,13 @@ _GC_POLICY = {
 }
 
 
-@router.post("/experiments/{experiment_id}/archive")
-def archive(
-    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
-) -> dict[str, Any]:
-    """Hide an ended experiment from default listings (400 unless terminal and unarchived)."""
-    caller.check_owner(store, experiment_id, "archive")
-    exps.set_archived(experiment_id, True)
-    return {}
-
-
-@router.post("/experiments/{experiment_id}/unarchive")
-def unarchive(
-    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
-) -> dict[str, Any]:
-    caller.check_owner(store, experiment_id, "unarchive")
-    exps.set_archived(experiment_id, False)
-    return {}
+archive = experiment_action(
+    router,
+    "archive",
+    lambda exps, i: exps.set_archived(i, True),
+    "Hide an ended experiment from default listings (400 unless terminal and unarchived).",
+)
+unarchive = experiment_action(router, "unarchive", lambda exps, i: exps.set_archived(i, False))
 
 
 def _renamed(fields: dict[str, Any] | None, names: dict[str, str]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ searcher's best validation, and the task context directory a trial downloads."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,7 +14,7 @@ from determined.common.expconf import ExperimentConfig
 from determined.master import experiment, resources
 from determined.master._errors import FailedPrecondition, InvalidArgument, NotFound
 from determined.master.api import _experiment_filters, _templates, _unmanaged, _wire
-from determined.master.api._auth import Caller
+from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import ExperimentsDep, Limit, ReadsDep, StoreDep
 from determined.master.api._model_definition import tar_model_definition
 from determined.master.api._models import CreateExperiment
@@ -22,8 +22,8 @@ from determined.master.api._resolve import resolve
 from determined.master.api._responses import ExperimentAnswer, ExperimentsAnswer, TrialsAnswer
 from determined.master.api._services import services
 from determined.master.api._wire import EMPTY_EXPERIMENT, experiment_json, trial_json
-from determined.master.experiment import State
-from determined.master.store import _experiments, _metrics, _projects, _trials
+from determined.master.experiment import Experiments, State
+from determined.master.store import Store, _experiments, _metrics, _projects, _trials
 
 router = APIRouter(prefix="/api/v1")
 
@@ -254,39 +254,39 @@ def get_experiment_trials(
     return {"trials": chunk, "pagination": pagination}
 
 
-@router.post("/experiments/{experiment_id}/activate")
-def activate(
-    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
-) -> dict[str, Any]:
-    caller.check_owner(store, experiment_id, "activate")
-    exps.set_state(experiment_id, State.ACTIVE)
-    return {}
+# What an action route has done to the experiment, by the experiments' runner.
+Act = Callable[[Experiments, int], None]
+Handler = Callable[[int, Principal, Experiments, Store], dict[str, Any]]
 
 
-@router.post("/experiments/{experiment_id}/pause")
-def pause(
-    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
-) -> dict[str, Any]:
-    caller.check_owner(store, experiment_id, "pause")
-    exps.set_state(experiment_id, State.PAUSED)
-    return {}
+def experiment_action(router: APIRouter, action: str, act: Act, doc: str | None = None) -> Handler:
+    """Serves ``POST /experiments/{experiment_id}/{action}``: for its owner (or an admin), has
+    ``act`` done to the experiment and answers ``{}``. Returns the handler, which the bulk and
+    run routes call for each experiment."""
+
+    def handler(
+        experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
+    ) -> dict[str, Any]:
+        caller.check_owner(store, experiment_id, action)
+        act(exps, experiment_id)
+        return {}
+
+    handler.__name__ = handler.__qualname__ = action
+    handler.__doc__ = doc
+    return router.post(f"/experiments/{{experiment_id}}/{action}")(handler)
 
 
-@router.post("/experiments/{experiment_id}/cancel")
-def cancel(
-    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
-) -> dict[str, Any]:
-    """Stop gracefully: running trials are preempted (checkpoint, then exit); ends CANCELED."""
-    caller.check_owner(store, experiment_id, "cancel")
-    exps.stop(experiment_id, State.STOPPING_CANCELED)
-    return {}
-
-
-@router.post("/experiments/{experiment_id}/kill")
-def kill(
-    experiment_id: int, caller: Caller, exps: ExperimentsDep, store: StoreDep
-) -> dict[str, Any]:
-    """Stop now: trial processes are killed; trials and experiment end CANCELED."""
-    caller.check_owner(store, experiment_id, "kill")
-    exps.stop(experiment_id, State.STOPPING_KILLED)
-    return {}
+activate = experiment_action(router, "activate", lambda exps, i: exps.set_state(i, State.ACTIVE))
+pause = experiment_action(router, "pause", lambda exps, i: exps.set_state(i, State.PAUSED))
+cancel = experiment_action(
+    router,
+    "cancel",
+    lambda exps, i: exps.stop(i, State.STOPPING_CANCELED),
+    "Stop gracefully: running trials are preempted (checkpoint, then exit); ends CANCELED.",
+)
+kill = experiment_action(
+    router,
+    "kill",
+    lambda exps, i: exps.stop(i, State.STOPPING_KILLED),
+    "Stop now: trial processes are killed; trials and experiment end CANCELED.",
+)

@@ -34,6 +34,7 @@ from determined.master.api import (
 )
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import ExperimentsDep, Limit, ResourceManagerDep, StoreDep
+from determined.master.api._flag_routes import flag_routes
 from determined.master.api._models import _Body
 from determined.master.api._services import services
 from determined.master.store import Store, _experiments, _projects, _time, _users
@@ -420,6 +421,7 @@ def _refuse_unended(conn: sa.Connection, exp_ids: list[int], where: str) -> None
         )
 
 
+@flag_routes(router, "/workspaces/{workspace_id}", ("archive_workspace", "unarchive_workspace"))
 def _set_workspace_archived(store: Store, caller: Principal, workspace_id: int, to: bool) -> None:
     with store.tx() as conn:
         ws = _projects.require_workspace(conn, workspace_id)
@@ -430,36 +432,17 @@ def _set_workspace_archived(store: Store, caller: Principal, workspace_id: int, 
         _projects.update_workspace(conn, workspace_id, archived=to)
 
 
-@router.post("/workspaces/{workspace_id}/archive")
-def archive_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    _set_workspace_archived(store, caller, workspace_id, True)
-    return {}
-
-
-@router.post("/workspaces/{workspace_id}/unarchive")
-def unarchive_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    _set_workspace_archived(store, caller, workspace_id, False)
-    return {}
-
-
+@flag_routes(
+    router,
+    "/workspaces/{workspace_id}",
+    ("pin_workspace", "unpin_workspace"),
+    doc_on="Pins the workspace for the caller (``pinned: true`` in what they read).",
+)
 def _pin(store: Store, caller: Principal, workspace_id: int, pinned: bool) -> None:
     caller.require_user()
     with store.tx() as conn:
         _projects.require_workspace(conn, workspace_id)
         _projects.set_pinned(conn, workspace_id, caller.info.user_id, pinned)
-
-
-@router.post("/workspaces/{workspace_id}/pin")
-def pin_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    """Pins the workspace for the caller (``pinned: true`` in what they read)."""
-    _pin(store, caller, workspace_id, True)
-    return {}
-
-
-@router.post("/workspaces/{workspace_id}/unpin")
-def unpin_workspace(workspace_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    _pin(store, caller, workspace_id, False)
-    return {}
 
 
 # --- projects -----------------------------------------------------------------------------
@@ -610,6 +593,7 @@ def delete_project(
     return {"completed": True}
 
 
+@flag_routes(router, "/projects/{project_id}", ("archive_project", "unarchive_project"))
 def _set_project_archived(store: Store, caller: Principal, project_id: int, to: bool) -> None:
     with store.tx() as conn:
         p = _projects.require_project(conn, project_id)
@@ -624,18 +608,6 @@ def _set_project_archived(store: Store, caller: Principal, project_id: int, to: 
             state = "archived" if to else "unarchived"
             raise FailedPrecondition(f"project ({project_id}) is already {state}")
         _projects.update_project(conn, project_id, archived=to)
-
-
-@router.post("/projects/{project_id}/archive")
-def archive_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    _set_project_archived(store, caller, project_id, True)
-    return {}
-
-
-@router.post("/projects/{project_id}/unarchive")
-def unarchive_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    _set_project_archived(store, caller, project_id, False)
-    return {}
 
 
 class MoveProject(_Body):

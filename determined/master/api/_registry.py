@@ -19,8 +19,9 @@ from determined.master._errors import FailedPrecondition, InvalidArgument, Permi
 from determined.master.api import _wire
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, StoreDep
+from determined.master.api._flag_routes import flag_routes
 from determined.master.api._models import _Body
-from determined.master.store import _checkpoints, _models, _projects, _time, _users
+from determined.master.store import Store, _checkpoints, _models, _projects, _time, _users
 
 router = APIRouter(prefix="/api/v1")
 
@@ -270,23 +271,12 @@ def delete_model(model_name: str, caller: Caller, store: StoreDep) -> dict[str, 
     return {}
 
 
-def _set_archived(store: Any, caller: Principal, model_name: str, to: bool) -> None:
+@flag_routes(router, "/models/{model_name}", ("archive_model", "unarchive_model"))
+def _set_archived(store: Store, caller: Principal, model_name: str, to: bool) -> None:
     with store.tx() as conn:
         m = _models.require_model(conn, model_name)
         _check_owner(caller, m, "archive" if to else "unarchive")
         _models.update_model(conn, int(m["id"]), archived=to)
-
-
-@router.post("/models/{model_name}/archive")
-def archive_model(model_name: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    _set_archived(store, caller, model_name, True)
-    return {}
-
-
-@router.post("/models/{model_name}/unarchive")
-def unarchive_model(model_name: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    _set_archived(store, caller, model_name, False)
-    return {}
 
 
 @router.post("/models/{model_name}/move")
