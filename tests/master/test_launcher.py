@@ -17,7 +17,7 @@ import pytest
 
 from determined.common import expconf
 from determined.master._errors import InvalidArgument
-from determined.master.resources import _launcher
+from determined.master.resources import _launcher, _sandbox
 from determined.master.resources._log_capture import (
     BATCH_LINES,
     MAX_QUEUED_LINES,
@@ -87,10 +87,32 @@ def test_port_offsets_skip_live_runs_and_busy_ports() -> None:
 
 def test_bind_mount_rules(tmp_path: pathlib.Path) -> None:
     ok = {"bind_mounts": [{"host_path": str(tmp_path), "container_path": str(tmp_path)}]}
-    _launcher.check_bind_mounts(_config(ok))
-    bad = {"bind_mounts": [{"host_path": str(tmp_path), "container_path": "/data"}]}
-    with pytest.raises(InvalidArgument, match="Use a relative container_path"):
-        _launcher.check_bind_mounts(_config(bad))
+    _launcher.check_bind_mounts(_config(ok), sandboxed=False)
+    moved = {"bind_mounts": [{"host_path": str(tmp_path), "container_path": "/data"}]}
+    with pytest.raises(InvalidArgument, match="Use a relative container_path.*bubblewrap"):
+        _launcher.check_bind_mounts(_config(moved), sandboxed=False)
+    _launcher.check_bind_mounts(_config(moved), sandboxed=True)  # the sandbox mounts it there
+
+
+def test_moved_mounts_are_seen_only_at_their_container_path() -> None:
+    """An absolute container_path other than the host_path is a Mount of the sandbox, not a
+    path bound where it is; a directory storage inside it is reached through it."""
+    cfg = {
+        "bind_mounts": [
+            {"host_path": "/srv/a/", "container_path": "/tmp/work_dir"},
+            {"host_path": "/srv/b", "container_path": "/data", "read_only": True},
+            {"host_path": "/srv/c", "container_path": "/srv/c"},
+            {"host_path": "/srv/d", "container_path": "rel", "read_only": True},
+        ],
+        "checkpoint_storage": {"type": "directory", "container_path": "/tmp/work_dir/ckpt"},
+    }
+    assert _sandbox.moved_mounts(cfg) == [
+        _sandbox.Mount("/srv/a", "/tmp/work_dir"),
+        _sandbox.Mount("/srv/b", "/data", read_only=True),
+    ]
+    assert _sandbox.storage_paths(cfg) == (["/srv/c"], ["/srv/d"])
+    cfg["checkpoint_storage"]["container_path"] = "/ckpt"
+    assert _sandbox.storage_paths(cfg) == (["/ckpt", "/srv/c"], ["/srv/d"])
 
 
 def test_work_dir_unpacks_and_links(tmp_path: pathlib.Path) -> None:
@@ -99,15 +121,17 @@ def test_work_dir_unpacks_and_links(tmp_path: pathlib.Path) -> None:
     (host / "f.txt").write_text("x")
     cfg = {"bind_mounts": [{"host_path": str(host), "container_path": "data/in"}]}
     work = tmp_path / "work"
-    _launcher.prepare_work_dir(work, _spec(cfg, _tgz({"train.py": "print(1)", "pkg/m.py": ""})))
+    _launcher.prepare_work_dir(
+        work, _spec(cfg, _tgz({"train.py": "print(1)", "pkg/m.py": ""})), False
+    )
     assert (work / "train.py").read_text() == "print(1)"
     assert (work / "pkg" / "m.py").exists()
     assert (work / "data" / "in" / "f.txt").read_text() == "x"
     escape = {"bind_mounts": [{"host_path": str(host), "container_path": "../out"}]}
     with pytest.raises(_launcher.LaunchError, match="leaves the work dir"):
-        _launcher.prepare_work_dir(tmp_path / "w2", _spec(escape))
+        _launcher.prepare_work_dir(tmp_path / "w2", _spec(escape), False)
     with pytest.raises(_launcher.LaunchError, match="cannot unpack"):
-        _launcher.prepare_work_dir(tmp_path / "w3", _spec({}, b"not a tarball"))
+        _launcher.prepare_work_dir(tmp_path / "w3", _spec({}, b"not a tarball"), False)
 
 
 def test_launch_environment(tmp_path: pathlib.Path) -> None:

@@ -103,6 +103,7 @@ def test_absolute_bind_mount_elsewhere_is_refused(cluster: Cluster, tmp_path: pa
     )
     assert r.status_code == 400
     assert "container_path '/data' is absolute" in r.json()["message"]
+    assert "without the task sandbox" in r.json()["message"]
 
 
 def test_a_trial_larger_than_the_cluster_is_queued_with_a_warning(

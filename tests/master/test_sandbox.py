@@ -10,6 +10,7 @@ import pathlib
 import shutil
 import stat
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -289,3 +290,64 @@ def test_proxy_ports_answer_only_through_the_master(sandboxed: MasterProcess) ->
     assert proxied(alice, f"/proxy/{task}/y", timeout=90).text == f"served /proxy/{task}/y"
     assert _refused(trial_port)
     alice.wait_experiment(exp_id, "STATE_COMPLETED", timeout=90)
+
+
+def test_absolute_bind_mounts_are_mounted_at_their_container_path(
+    sandboxed: MasterProcess,
+) -> None:
+    """0.37's container mounted a bind mount's host_path at an absolute container_path; the
+    sandbox does the same in the task's view: a new top-level path (made on the sandbox's own
+    root, nothing made on the host), one inside its /tmp read-only; the host path itself stays
+    out of sight (it is under the hidden /tmp here)."""
+    m, url = sandboxed, sandboxed.url
+    shared = m.data_dir.parent / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # the task runs as the default task account on a root master
+    (shared / "hello.txt").write_text("hello-from-host\n")
+    top = f"/det-mount-{uuid.uuid4().hex[:8]}"
+    probe = (
+        f"cat {top}/hello.txt; echo w > {top}/w.txt && echo WROTE; "
+        "cat /tmp/somepath/hello.txt | sed 's/^/ro:/'; "
+        "echo x > /tmp/somepath/x || echo READ-ONLY; "
+        f"ls {shared} || echo HOST-HIDDEN; echo done"
+    )
+    mounts = [
+        {"host_path": str(shared), "container_path": top},
+        {"host_path": str(shared), "container_path": "/tmp/somepath", "read_only": True},
+    ]
+    config = {"entrypoint": probe, "resources": {"slots": 0}, "bind_mounts": mounts}
+    admin = m.session()
+    r = admin.post(url + "/api/v1/commands", json={"config": config})
+    assert r.status_code == 200, r.text
+    log = _wait_log(admin, url, r.json()["command"]["id"], "done")
+    assert "hello-from-host" in log and "WROTE" in log, log
+    assert "ro:hello-from-host" in log and "READ-ONLY" in log, log
+    assert "HOST-HIDDEN" in log, log
+    assert (shared / "w.txt").read_text() == "w\n"
+    assert not (shared / "x").exists() and not os.path.exists(top)
+
+
+def test_a_trial_checkpoints_into_directory_storage_under_a_moved_mount(
+    sandboxed: MasterProcess,
+) -> None:
+    """0.37's fixtures: ``checkpoint_storage: {type: directory, container_path: /tmp/work_dir}``
+    with a bind mount of a host directory there. The trial is accepted on a sandboxed master
+    and its checkpoint lands in the host directory."""
+    from _kit.trial_cluster import TRAIN_PY, Cluster, config
+
+    cluster = Cluster(sandboxed)
+    out = sandboxed.data_dir.parent / "out"
+    host = sandboxed.data_dir.parent / "ckpts"
+    host.mkdir()
+    host.chmod(0o777)  # the trial runs as the default task account on a root master
+    cfg = config(out, max_length=2)
+    cfg["checkpoint_storage"] = {"type": "directory", "container_path": "/tmp/work_dir"}
+    cfg["bind_mounts"] = [
+        {"host_path": str(out), "container_path": str(out)},
+        {"host_path": str(host), "container_path": "/tmp/work_dir"},
+    ]
+    exp_id = cluster.create(cfg, {"train.py": TRAIN_PY})
+    cluster.wait_experiment(exp_id, "STATE_COMPLETED", timeout=90)
+    [trial] = cluster.trials(exp_id)
+    [ckpt] = cluster.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    assert (host / ckpt["uuid"]).is_dir(), list(host.iterdir())

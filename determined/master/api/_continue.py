@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from determined import errors
 from determined.common import storage
@@ -18,10 +18,10 @@ from determined.master import experiment, resources
 from determined.master._errors import InvalidArgument
 from determined.master.api import _redact
 from determined.master.api._auth import Caller
-from determined.master.api._deps import ExperimentsDep, StoreDep
+from determined.master.api._deps import StoreDep
 from determined.master.api._models import ContinueExperiment
+from determined.master.api._services import services
 from determined.master.api._wire import experiment_json
-from determined.master.experiment import Experiments
 from determined.master.searcher import (
     max_length_units,
     optional_max_length,
@@ -54,7 +54,7 @@ def _unit(searcher: dict[str, Any]) -> str:
 
 
 def continued_config(
-    exp: ExperimentRow, trials: list[TrialRow], override: dict[str, Any]
+    exp: ExperimentRow, trials: list[TrialRow], override: dict[str, Any], sandboxed: bool
 ) -> dict[str, Any]:
     """The experiment's config with ``override`` merged in, validated, and checked for what a
     continue may change (as 0.37): a single-searcher experiment may change anything but the
@@ -100,7 +100,7 @@ def continued_config(
         # host_path under s3, say, would be unknown keys); the same type merges key by key.
         merged["checkpoint_storage"] = merge_storage(storage, old.get("checkpoint_storage"))
     typed = experiment.parse_config(_redact.restore(merged, old))
-    resources.check_bind_mounts(typed)
+    resources.check_bind_mounts(typed, sandboxed)
     config = typed.to_json_dict()
     new, was = config["searcher"], old["searcher"]
     if new.get("name") != "single":
@@ -124,7 +124,9 @@ def continued_config(
     return config
 
 
-def _carry_checkpoint(store: Store, experiment_id: int, override: dict[str, Any]) -> None:
+def _carry_checkpoint(
+    store: Store, experiment_id: int, override: dict[str, Any], sandboxed: bool
+) -> None:
     """A continue into storage of another type: copy the checkpoint the trial resumes from
     (its newest completed one) into the new storage first, so the trial finds it there.
     The override is checked (a 400 when refused) before anything is copied."""
@@ -138,7 +140,7 @@ def _carry_checkpoint(store: Store, experiment_id: int, override: dict[str, Any]
         if moved["type"] == old.get("type") or len(trials) != 1:
             return
         latest = _checkpoints.latest_completed(conn, int(trials[0]["id"]))
-    continued_config(exp, trials, override)  # refused here, nothing is copied
+    continued_config(exp, trials, override, sandboxed)  # refused here, nothing is copied
     if latest is None:
         return
     uuid = str(latest["uuid"])
@@ -154,12 +156,14 @@ def _carry_checkpoint(store: Store, experiment_id: int, override: dict[str, Any]
         ) from e
 
 
-def _continue(
-    experiment_id: int, body: ContinueExperiment, exps: Experiments, store: Store
-) -> dict[str, Any]:
+def _continue(experiment_id: int, body: ContinueExperiment, request: Request) -> dict[str, Any]:
+    found = services(request)
+    exps, store, sandboxed = found.experiments, found.store, found.sandbox.active
     override = _override(body.override_config)
-    _carry_checkpoint(store, experiment_id, override)
-    exps.continue_trial(experiment_id, lambda exp, trials: continued_config(exp, trials, override))
+    _carry_checkpoint(store, experiment_id, override, sandboxed)
+    exps.continue_trial(
+        experiment_id, lambda exp, trials: continued_config(exp, trials, override, sandboxed)
+    )
     with store.read() as conn:
         exp = _experiments.require_experiment(conn, experiment_id)
         return {"experiment": experiment_json(conn, exp), "warnings": []}  # redacted
@@ -167,14 +171,14 @@ def _continue(
 
 @router.post("/experiments/continue")
 def continue_experiment(
-    body: ContinueExperiment, caller: Caller, exps: ExperimentsDep, store: StoreDep
+    body: ContinueExperiment, caller: Caller, store: StoreDep, request: Request
 ) -> dict[str, Any]:
     """``{experiment, warnings}`` once the trials are ACTIVE again (400 when refused)."""
     caller.require_user()
     if body.id is None:
         raise InvalidArgument("id: the experiment to continue is required")
     caller.check_owner(store, body.id, "continue")
-    return _continue(body.id, body, exps, store)
+    return _continue(body.id, body, request)
 
 
 @router.post("/experiments/{experiment_id}/continue")
@@ -182,10 +186,10 @@ def continue_experiment_by_path(
     experiment_id: int,
     body: ContinueExperiment,
     caller: Caller,
-    exps: ExperimentsDep,
     store: StoreDep,
+    request: Request,
 ) -> dict[str, Any]:
     caller.check_owner(store, experiment_id, "continue")
     if body.id is not None and body.id != experiment_id:
         raise InvalidArgument(f"body id {body.id} does not match experiment {experiment_id}")
-    return _continue(experiment_id, body, exps, store)
+    return _continue(experiment_id, body, request)

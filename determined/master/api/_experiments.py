@@ -67,7 +67,7 @@ def create_experiment(
     if resolved.restored:
         caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
     config = resolved.config
-    resources.check_bind_mounts(config)
+    resources.check_bind_mounts(config, found.sandbox.active)
     warnings = _launch_warnings(config, found.rm)
     if body.validate_only:
         return {"experiment": dict(EMPTY_EXPERIMENT), "config": None, "warnings": warnings}

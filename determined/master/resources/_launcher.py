@@ -114,19 +114,24 @@ def command(python: str = sys.executable) -> list[str]:
     return [python, "-m", "determined.exec.launch"]
 
 
-def check_bind_mounts(config: expconf.ExperimentConfig) -> None:
-    """Refuse bind mounts a local process cannot honour.
+def check_bind_mounts(config: expconf.ExperimentConfig, sandboxed: bool) -> None:
+    """Refuse bind mounts this master cannot honour: an absolute ``container_path`` other
+    than its ``host_path`` needs the task sandbox (``sandboxed``), which mounts it there in
+    the trial's view (``_sandbox.Sandbox.wrap``).
 
     Raises:
-        InvalidArgument: an absolute ``container_path`` other than its ``host_path``.
+        InvalidArgument: such a mount on a master without the sandbox.
     """
+    if sandboxed:
+        return
     for mount in config.bind_mounts:
         host, target = mount.host_path, mount.container_path
         if os.path.isabs(target) and os.path.normpath(target) != os.path.normpath(host):
             raise InvalidArgument(
-                f"bind_mounts: container_path {target!r} is absolute; trials of this master run "
-                f"as local processes and cannot mount {host!r} there. Use a relative "
-                f"container_path (linked inside the trial's work dir) or set it to the host_path"
+                f"bind_mounts: container_path {target!r} is absolute; this master runs trials "
+                f"without the task sandbox (task_isolation), so nothing can mount {host!r} "
+                f"there. Use a relative container_path (linked inside the trial's work dir), "
+                f"set it to the host_path, or run the master with bubblewrap (docs/security.md)"
             )
 
 
@@ -237,8 +242,9 @@ def trial_env(
     return env
 
 
-def prepare_work_dir(work_dir: Path, spec: LaunchSpec) -> None:
-    """Unpack the model definition into ``work_dir`` and link relative bind mounts there.
+def prepare_work_dir(work_dir: Path, spec: LaunchSpec, sandboxed: bool) -> None:
+    """Unpack the model definition into ``work_dir`` and link relative bind mounts there
+    (``sandboxed``: absolute ones are the sandbox's, ``check_bind_mounts``).
 
     Raises:
         LaunchError: a bad archive or bind mount.
@@ -251,7 +257,7 @@ def prepare_work_dir(work_dir: Path, spec: LaunchSpec) -> None:
         except (tarfile.TarError, OSError) as e:
             raise LaunchError(f"cannot unpack the model definition: {e}") from e
     try:
-        check_bind_mounts(spec.config)
+        check_bind_mounts(spec.config, sandboxed)
     except InvalidArgument as e:
         raise LaunchError(e.message) from e
     link_bind_mounts([(m.host_path, m.container_path) for m in spec.config.bind_mounts], work_dir)

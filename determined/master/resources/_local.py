@@ -217,7 +217,7 @@ class LocalBackend:
         work_dir = m.work_root / spec.allocation_id
         if len(spec.containers) > 1:
             work_dir = work_dir / str(i)  # like separate machines: no shared work dir
-        _launcher.prepare_work_dir(work_dir, spec)
+        _launcher.prepare_work_dir(work_dir, spec, m.sandbox.active)
         env = _launcher.trial_env(spec, m.master_url, m.store.cluster_id, work_dir, i)
         environment = _envs.ensure(m.env_root, spec.experiment_id)
         _envs.activate(env, environment)

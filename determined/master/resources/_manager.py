@@ -429,6 +429,7 @@ class Manager:
             per_rank=per_rank,
             net=net,
             groups=list(groups),
+            mounts=_sandbox.moved_mounts(config),
         )
 
     def identity_of(

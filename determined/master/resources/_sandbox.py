@@ -69,6 +69,16 @@ class PrivateNet:
         return [*out, "--", *argv]
 
 
+@dataclasses.dataclass(frozen=True)
+class Mount:
+    """A ``bind_mounts`` entry whose ``container_path`` is an absolute path other than its
+    ``host_path``: bound there in the sandbox's view only."""
+
+    host_path: str
+    container_path: str
+    read_only: bool = False
+
+
 class SandboxError(Exception):
     """``task_isolation: bubblewrap`` where bubblewrap cannot run, or a bad setting."""
 
@@ -231,10 +241,13 @@ class Sandbox:
         per_rank: bool = False,
         net: PrivateNet | None = None,
         groups: Sequence[int] = (),
+        mounts: Sequence[Mount] = (),
     ) -> list[str]:
         """``argv`` run inside the sandbox (itself when there is none). ``writable``: the
         task's work dir, storage paths and read-write bind mounts; ``read_only``: its
-        environment and read-only mounts; ``caps``: capabilities it keeps (a root sshd's);
+        environment and read-only mounts; ``mounts``: bind mounts whose ``container_path`` is
+        another absolute path (there only in the sandbox's view, as in 0.37's container);
+        ``caps``: capabilities it keeps (a root sshd's);
         ``identity``: the OS user it runs as (``_identity``), ``accounts`` the ``passwd`` and
         ``group`` files that name it inside; ``per_rank``: ``chdir`` holds one directory per
         Slurm task rank (``$SLURM_PROCID``), entered by the identity; ``net``: its own network
@@ -249,7 +262,7 @@ class Sandbox:
             argv = net.relay(argv)
             writable = [*writable, net.service_dir]
             read_only = [*read_only, net.api_socket]
-        out = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        out = [self.bwrap, "--dev", "/dev", "--proc", "/proc"]
         hidden = ["/tmp", "/var/tmp", "/dev/shm"]
         if self.data_dir is not None:
             hidden.append(str(self.data_dir))
@@ -261,22 +274,38 @@ class Sandbox:
             hidden += homes
             read_only = [*_python_paths(), *read_only]
         read_only, writable = list(read_only), list(writable)
+        targets = [m.container_path for m in mounts]
         # Mounts outer ones first (by depth): a deeper one lands on what the outer one made, so
         # a hidden data dir inside a bound checkout (on the PYTHONPATH) stays hidden, and a
         # work dir bound inside the hidden data dir shows.
-        mounts: list[tuple[int, int, list[str]]] = []
+        binds: list[tuple[int, int, list[str]]] = []
+        # The root is bubblewrap's own tmpfs with the host's top-level entries bound read-only
+        # on it (not the host's / itself), so that a mount's container_path such as /data can
+        # be made there.
+        for name in sorted(os.listdir("/")):
+            path = f"/{name}"
+            if path in ("/proc", "/dev") or path in hidden:
+                continue
+            if os.path.islink(path):
+                binds.append((2, -1, ["--symlink", os.readlink(path), path]))
+            else:
+                binds.append((2, 2, ["--ro-bind-try", path, path]))
         for path in hidden:
             perms = ["--perms", "1777"] if path in ("/tmp", "/var/tmp", "/dev/shm") else []
-            mounts.append((len(Path(path).parts), 0, [*perms, "--tmpfs", path]))
+            binds.append((len(Path(path).parts), 0, [*perms, "--tmpfs", path]))
         # The directories leading to a bound path inside an emptied one: 0755, so that a task
         # running as its own OS user (``_identity``) can reach its work dir.
-        for parent in _parents_within([*read_only, *writable], hidden):
-            mounts.append((len(Path(parent).parts), 1, ["--perms", "0755", "--dir", parent]))
+        for parent in _parents_within([*read_only, *writable, *targets], hidden):
+            binds.append((len(Path(parent).parts), 1, ["--perms", "0755", "--dir", parent]))
         for path in dict.fromkeys(str(p) for p in read_only):
-            mounts.append((len(Path(path).parts), 2, ["--ro-bind-try", path, path]))
+            binds.append((len(Path(path).parts), 2, ["--ro-bind-try", path, path]))
         for path in dict.fromkeys(str(p) for p in writable):
-            mounts.append((len(Path(path).parts), 3, ["--bind-try", path, path]))
-        for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
+            binds.append((len(Path(path).parts), 3, ["--bind-try", path, path]))
+        for m in mounts:
+            how = "--ro-bind" if m.read_only else "--bind"
+            depth = len(Path(m.container_path).parts)
+            binds.append((depth, 4, [how, m.host_path, m.container_path]))
+        for _, _, args in sorted(binds, key=lambda b: (b[0], b[1])):
             out += args
         if accounts is not None:
             out += ["--ro-bind", str(accounts[0]), "/etc/passwd"]
@@ -292,10 +321,13 @@ class Sandbox:
         return [*out, "--", *argv]
 
 
+def _as_dict(config: Any) -> dict[str, Any]:
+    return config if isinstance(config, dict) else config.to_json_dict()  # a typed config
+
+
 def proxy_ports(config: Any) -> list[int]:
     """The ports of ``environment.proxy_ports`` (numbers or ``{proxy_port: N}``), in order."""
-    if not isinstance(config, dict):  # a typed experiment config
-        config = config.to_json_dict()
+    config = _as_dict(config)
     environment = config.get("environment")
     entries = environment.get("proxy_ports") if isinstance(environment, dict) else None
     out: list[int] = []
@@ -393,14 +425,31 @@ def configure_sandbox(
     return Sandbox(setting, None, reason, data_dir, default)
 
 
+def _moved(entry: Any) -> Mount | None:
+    """A ``bind_mounts`` entry as a :class:`Mount` when its ``container_path`` is absolute
+    and not its ``host_path`` (relative ones are links in the work dir, ``_launcher``)."""
+    if not isinstance(entry, dict) or not entry.get("host_path"):
+        return None
+    host, target = str(entry["host_path"]), str(entry.get("container_path") or "")
+    if not os.path.isabs(target) or os.path.normpath(target) == os.path.normpath(host):
+        return None
+    return Mount(os.path.normpath(host), os.path.normpath(target), bool(entry.get("read_only")))
+
+
+def moved_mounts(config: Any) -> list[Mount]:
+    """The ``bind_mounts`` of ``config`` that :func:`_moved` keeps."""
+    return [m for e in _as_dict(config).get("bind_mounts") or [] if (m := _moved(e))]
+
+
 def storage_paths(config: Any) -> tuple[list[str], list[str]]:
-    """(writable, read-only) host paths a task of ``config`` may use: its checkpoint storage
-    directory (``shared_fs``: ``host_path`` joined with ``storage_path``; ``directory``:
-    ``container_path``) and its ``bind_mounts`` (``read_only`` ones read-only)."""
-    if not isinstance(config, dict):  # a typed experiment config
-        config = config.to_json_dict()
+    """(writable, read-only) host paths a task of ``config`` may use where they are: its
+    checkpoint storage directory (``shared_fs``: ``host_path`` joined with ``storage_path``;
+    ``directory``: ``container_path``, unless a moved mount holds it) and its ``bind_mounts``
+    (``read_only`` ones read-only) other than the moved ones (:func:`moved_mounts`)."""
+    config = _as_dict(config)
     writable: list[str] = []
     read_only: list[str] = []
+    targets = [Path(m.container_path) for m in moved_mounts(config)]
     storage = config.get("checkpoint_storage")
     if isinstance(storage, dict):
         kind = storage.get("type")
@@ -409,11 +458,13 @@ def storage_paths(config: Any) -> tuple[list[str], list[str]]:
             sub = storage.get("storage_path")
             writable.append(str(base / str(sub)) if sub else str(base))
         elif kind == "directory" and storage.get("container_path"):
-            writable.append(str(storage["container_path"]))
-    for mount in config.get("bind_mounts") or []:
-        if isinstance(mount, dict) and mount.get("host_path"):
-            target = read_only if mount.get("read_only") else writable
-            target.append(str(mount["host_path"]))
+            path = Path(str(storage["container_path"]))
+            if not any(path.is_relative_to(t) for t in targets):
+                writable.append(str(path))
+    for entry in config.get("bind_mounts") or []:
+        if isinstance(entry, dict) and entry.get("host_path") and _moved(entry) is None:
+            target = read_only if entry.get("read_only") else writable
+            target.append(str(entry["host_path"]))
     return writable, read_only
 
 

@@ -280,7 +280,7 @@ class SlurmBackend:
         environment = _envs.ensure(m.env_root, spec.experiment_id)
         for i in range(len(spec.containers)):
             cwork = work / str(i)
-            _launcher.prepare_work_dir(cwork, spec)
+            _launcher.prepare_work_dir(cwork, spec, m.sandbox.active)
             env = _launcher.trial_env(spec, m.master_url, m.store.cluster_id, cwork, i)
             env["DET_RESOURCES_TYPE"] = "slurm-job"
             env["DET_AGENT_ID"] = "slurm"
