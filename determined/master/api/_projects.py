@@ -34,8 +34,8 @@ from determined.master.api import (
 )
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import ExperimentsDep, Limit, ResourceManagerDep, StoreDep
-from determined.master.api._flag_routes import flag_routes
 from determined.master.api._models import _Body
+from determined.master.api._object_routes import flag_routes, get_route
 from determined.master.api._services import services
 from determined.master.store import Store, _experiments, _projects, _time, _users
 from determined.master.store import _tasks as _task_rows
@@ -99,6 +99,11 @@ def project_json(conn: sa.Connection, p: dict[str, Any]) -> dict[str, Any]:
         "errorMessage": "",
         "key": p["key"],
     }
+
+
+def project_answer(conn: sa.Connection, project_id: int) -> dict[str, Any]:
+    """``{project}``: what the project routes answer, the project as it is now."""
+    return {"project": project_json(conn, _projects.require_project(conn, project_id))}
 
 
 # --- checks -------------------------------------------------------------------------------
@@ -525,7 +530,7 @@ def create_project(
             description=body.description or "",
             key=_check_key(body.key),
         )
-        return {"project": project_json(conn, _projects.require_project(conn, project_id))}
+        return project_answer(conn, project_id)
 
 
 def _check_key(key: str | None) -> str | None:
@@ -536,11 +541,7 @@ def _check_key(key: str | None) -> str | None:
     return key.upper()
 
 
-@router.get("/projects/{project_id}")
-def get_project(project_id: int, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    caller.require_user()
-    with store.read() as conn:
-        return {"project": project_json(conn, _projects.require_project(conn, project_id))}
+get_route(router, "/projects/{project_id}", "get_project", project_answer, ("project_id", int))
 
 
 @router.patch("/projects/{project_id}")
@@ -563,7 +564,7 @@ def patch_project(
             values["key"] = _check_key(body.key)
         if values:
             _projects.update_project(conn, project_id, **values)
-        return {"project": project_json(conn, _projects.require_project(conn, project_id))}
+        return project_answer(conn, project_id)
 
 
 @router.delete("/projects/{project_id}")

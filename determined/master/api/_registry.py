@@ -19,8 +19,8 @@ from determined.master._errors import FailedPrecondition, InvalidArgument, Permi
 from determined.master.api import _wire
 from determined.master.api._auth import Caller, Principal
 from determined.master.api._deps import Limit, StoreDep
-from determined.master.api._flag_routes import flag_routes
 from determined.master.api._models import _Body
+from determined.master.api._object_routes import flag_routes, get_route
 from determined.master.store import Store, _checkpoints, _models, _projects, _time, _users
 
 router = APIRouter(prefix="/api/v1")
@@ -75,6 +75,11 @@ def version_json(conn: sa.Connection, m: dict[str, Any], v: dict[str, Any]) -> d
     }
 
 
+def _model_answer(conn: sa.Connection, identifier: int | str) -> dict[str, Any]:
+    """``{model}``: what the model routes answer, the model as it is now."""
+    return {"model": model_json(conn, _models.require_model(conn, identifier))}
+
+
 # --- checks -------------------------------------------------------------------------------
 
 
@@ -91,12 +96,17 @@ def _check_name(name: str | None) -> str:
     return text
 
 
-def _check_owner(caller: Principal, m: dict[str, Any], action: str) -> None:
+def _owned_model(
+    conn: sa.Connection, caller: Principal, identifier: int | str, action: str
+) -> dict[str, Any]:
+    """The model, which the caller may ``action``: its owner or an admin."""
+    m = _models.require_model(conn, identifier)
     caller.require_user()
     if not caller.info.admin and int(m["user_id"]) != caller.info.user_id:
         raise PermissionDenied(
             f"model {m['name']!r} is not yours: only its owner or an admin may {action} it"
         )
+    return m
 
 
 def _workspace_id(conn: sa.Connection, ws_id: int | None, ws_name: str | None) -> int | None:
@@ -220,7 +230,7 @@ def create_model(body: PostModel, caller: Caller, store: StoreDep) -> dict[str, 
             labels=_labels(body.labels),
             notes=body.notes or "",
         )
-        return {"model": model_json(conn, _models.require_model(conn, model_id))}
+        return _model_answer(conn, model_id)
 
 
 @router.get("/model/labels")
@@ -230,11 +240,7 @@ def model_labels(caller: Caller, store: StoreDep) -> dict[str, Any]:
         return {"labels": _models.labels_in_use(conn)}
 
 
-@router.get("/models/{model_name}")
-def get_model(model_name: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
-    caller.require_user()
-    with store.read() as conn:
-        return {"model": model_json(conn, _models.require_model(conn, model_name))}
+get_route(router, "/models/{model_name}", "get_model", _model_answer, ("model_name", str))
 
 
 @router.patch("/models/{model_name}")
@@ -243,8 +249,7 @@ def patch_model(
 ) -> dict[str, Any]:
     """Change the fields present (``metadata`` and ``labels`` are replaced whole)."""
     with store.tx() as conn:
-        m = _models.require_model(conn, model_name)
-        _check_owner(caller, m, "edit")
+        m = _owned_model(conn, caller, model_name, "edit")
         values: dict[str, Any] = {}
         if body.name is not None and body.name != m["name"]:
             values["name"] = _check_name(body.name)
@@ -258,15 +263,14 @@ def patch_model(
             values["workspace_id"] = ws_id
         if values:
             _models.update_model(conn, int(m["id"]), **values)
-        return {"model": model_json(conn, _models.require_model(conn, int(m["id"])))}
+        return _model_answer(conn, int(m["id"]))
 
 
 @router.delete("/models/{model_name}")
 def delete_model(model_name: str, caller: Caller, store: StoreDep) -> dict[str, Any]:
     """Remove the model and its versions; the checkpoints stay (and GC may collect them)."""
     with store.tx() as conn:
-        m = _models.require_model(conn, model_name)
-        _check_owner(caller, m, "delete")
+        m = _owned_model(conn, caller, model_name, "delete")
         _models.delete_model(conn, int(m["id"]))
     return {}
 
@@ -274,16 +278,14 @@ def delete_model(model_name: str, caller: Caller, store: StoreDep) -> dict[str, 
 @flag_routes(router, "/models/{model_name}", ("archive_model", "unarchive_model"))
 def _set_archived(store: Store, caller: Principal, model_name: str, to: bool) -> None:
     with store.tx() as conn:
-        m = _models.require_model(conn, model_name)
-        _check_owner(caller, m, "archive" if to else "unarchive")
+        m = _owned_model(conn, caller, model_name, "archive" if to else "unarchive")
         _models.update_model(conn, int(m["id"]), archived=to)
 
 
 @router.post("/models/{model_name}/move")
 def move_model(model_name: str, body: MoveModel, caller: Caller, store: StoreDep) -> dict[str, Any]:
     with store.tx() as conn:
-        m = _models.require_model(conn, model_name)
-        _check_owner(caller, m, "move")
+        m = _owned_model(conn, caller, model_name, "move")
         ws_id = _workspace_id(conn, body.destination_workspace_id or None, None)
         if ws_id is None:
             raise InvalidArgument("destinationWorkspaceId must name a workspace")
