@@ -149,7 +149,7 @@ def start_master(
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "determined.master"]
     if profile:
-        cmd = [sys.executable, "-c", _PROFILED_MASTER, profile]
+        cmd = [sys.executable, "-c", _PROFILED_MASTER, os.path.abspath(profile)]
     cmd += ["--port", str(port)]
     cmd += ["--data-dir", str(data_dir), "--dev-endpoints", "--resource-manager", "none"]
     if db_url:
@@ -159,7 +159,8 @@ def start_master(
     env["PYTHONPATH"] = str(tree)
     env["DET_HOME"] = str(data_dir)
     log = open(data_dir / "master.log", "ab")  # noqa: SIM115 - lives as long as the master
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    # In ``tree``: ``-m`` puts the working directory ahead of PYTHONPATH.
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tree)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -43,3 +43,31 @@ def test_incremental_summary_matches_a_fold(seq: list[dict[str, object]]) -> Non
             nums = [float(v) for v in same_kind]  # type: ignore[arg-type]
             assert entry["min"] == min(nums) and entry["max"] == max(nums)
             assert math.isclose(entry["sum"], sum(nums), rel_tol=1e-9, abs_tol=1e-6)
+
+
+def test_an_entry_keeps_its_keys_in_order_and_restarts_on_a_change_of_kind() -> None:
+    summary = add_to_summary({}, {"a": 2, "b": "x"})
+    summary = add_to_summary(summary, {"a": 0.5, "b": "y"})
+    assert list(summary["a"].items()) == [
+        ("type", "number"),
+        ("count", 2),
+        ("sum", 2.5),
+        ("min", 0.5),
+        ("max", 2.0),
+        ("mean", 1.25),
+        ("last", 0.5),
+    ]
+    assert summary["b"] == {"type": "string", "count": 2, "last": "y"}
+    summary = add_to_summary(summary, {"a": "text", "b": math.inf})
+    assert summary["a"] == {"type": "string", "count": 1, "last": "text"}
+    assert summary["b"] == {"type": "object", "count": 1, "last": math.inf}
+    summary = add_to_summary(summary, {"a": -0.0})
+    assert summary["a"] == {
+        "type": "number",
+        "count": 1,
+        "sum": 0.0,
+        "min": -0.0,
+        "max": -0.0,
+        "mean": 0.0,
+        "last": -0.0,
+    }

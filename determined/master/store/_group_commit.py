@@ -62,7 +62,7 @@ class RolledBack(Exception):
     """An offload committed nothing (its writes may run here instead): why."""
 
 
-MAX_BATCH = 256  # bounds how long one commit keeps the writer lock
+MAX_BATCH = 1024  # bounds how long one commit keeps the writer lock
 # Under a stream of writes (the last commit ended less than BUSY_S ago), the writer waits up to
 # LINGER_S for more before it commits: each commit costs a transaction, its statements and an
 # fsync whatever its size, and writes arriving one by one (2,000 reports a second from 200

@@ -380,22 +380,29 @@ def _metric_of(conn: sa.Connection, row_id: int | None, name: str) -> float | No
 def add_to_summary(summary: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """Fold one report's values into a group's summary (``{name: {type, count, ...}}``)."""
     for name, value in values.items():
-        entry = dict(summary.get(name) or {})
-        if _is_number(value) and math.isfinite(float(value)):
-            if entry.get("type") != "number":
-                entry = {"type": "number", "count": 0, "sum": 0.0}
-            entry["count"] += 1
-            entry["sum"] += float(value)
-            entry["min"] = min(float(value), entry.get("min", float(value)))
-            entry["max"] = max(float(value), entry.get("max", float(value)))
-            entry["mean"] = entry["sum"] / entry["count"]
-            entry["last"] = value
-        else:
-            kind = {bool: "boolean", str: "string"}.get(type(value), "object")
-            if entry.get("type") != kind:
-                entry = {"type": kind, "count": 0}
-            entry["count"] += 1
-            entry["last"] = value
+        old = summary.get(name) or {}
+        if _is_number(value) and math.isfinite(number := float(value)):
+            # One new dict per entry, built at once: this runs for every key of every report.
+            if old.get("type") == "number":
+                count, total = old["count"] + 1, old["sum"] + number
+                low, high = old.get("min", number), old.get("max", number)
+            else:
+                old, count, total, low, high = {}, 1, 0.0 + number, number, number
+            summary[name] = {
+                **old,
+                "type": "number",
+                "count": count,
+                "sum": total,
+                "min": min(number, low),
+                "max": max(number, high),
+                "mean": total / count,
+                "last": value,
+            }
+            continue
+        kind = {bool: "boolean", str: "string"}.get(type(value), "object")
+        entry: dict[str, Any] = dict(old) if old.get("type") == kind else {"type": kind, "count": 0}
+        entry["count"] += 1
+        entry["last"] = value
         summary[name] = entry
     return summary
 
