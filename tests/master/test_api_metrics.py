@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import math
+from typing import Any
+
 import pytest
 from _kit.master import MasterProcess, Run
 
@@ -68,6 +72,32 @@ def test_generic_groups_and_aliases(shared_master: MasterProcess) -> None:
     trial = run.get(f"/api/v1/trials/{run.trial_id}")["trial"]
     assert trial["totalBatchesProcessed"] == 7
     assert trial["summaryMetrics"]["inference"]["x"]["last"] == 1
+
+
+def test_non_finite_and_nested_values_are_stored_json_safe(shared_master: MasterProcess) -> None:
+    run = Run(shared_master)
+
+    def report(steps: int, avg: dict[str, Any]) -> int:
+        body = {
+            "group": "training",
+            "metrics": {"trialId": run.trial_id, "trialRunId": run.run_id, "stepsCompleted": steps,
+                        "metrics": {"avgMetrics": avg}},
+        }  # fmt: skip
+        # Bare NaN / Infinity in the body, as Python's json writes them (requests refuses to).
+        headers = {"Content-Type": "application/json"}
+        path = f"{shared_master.url}/api/v1/trials/{run.trial_id}/metrics"
+        return run.trial.post(path, data=json.dumps(body), headers=headers).status_code
+
+    assert report(1, {"loss": 1.0, "name": "a", "ok": True}) == 200  # (the hot lane takes these)
+    assert report(2, {"loss": math.nan, "x": None}) == 200
+    assert report(3, {"loss": -math.inf, "d": {"v": math.inf}}) == 200
+    assert report(4, {"l": [1.5, math.nan]}) == 200
+    assert _rows(run, "training") == [
+        (1, {"loss": 1.0, "name": "a", "ok": True}),
+        (2, {"loss": "NaN", "x": None}),
+        (3, {"loss": "-Infinity", "d": {"v": "Infinity"}}),
+        (4, {"l": [1.5, "NaN"]}),
+    ]
 
 
 def test_rollback_archives_old_runs_past_the_resume_point(shared_master: MasterProcess) -> None:

@@ -29,8 +29,8 @@ from determined.master._errors import PermissionDenied, Unauthenticated
 from determined.master.api._services import services
 from determined.master.store import Store, _experiments, _trials, _users
 
-_HEADERS = ("authorization", "grpc-metadata-x-allocation-token", "x-allocation-token")
-HEADER_NAMES = frozenset(h.encode() for h in _HEADERS)  # as raw ASGI headers name them
+TOKEN_HEADERS = ("authorization", "grpc-metadata-x-allocation-token", "x-allocation-token")
+HEADER_NAMES = frozenset(h.encode() for h in TOKEN_HEADERS)  # as raw ASGI headers name them
 # What a principal keeps of its allocation and trial: set when they are created, never updated.
 ALLOCATION_KEYS = ("id", "task_id", "trial_id", "run_id")
 TRIAL_KEYS = ("id", "experiment_id", "task_id", "warm_start_checkpoint")
@@ -133,12 +133,19 @@ class Principal:
 
 def bearer_token(header: Callable[[str], str | None]) -> str | None:
     """The first ``Bearer`` token of the token headers (``header(name)`` reads one)."""
-    for name in _HEADERS:
+    for name in TOKEN_HEADERS:
         value = header(name)
-        if value:
-            scheme, _, token = value.strip().partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
+        token = bearer_of(value) if value else None
+        if token:
+            return token
+    return None
+
+
+def bearer_of(value: str) -> str | None:
+    """The token of one token header's ``value`` (``Bearer <token>``), or None."""
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
     return None
 
 

@@ -201,22 +201,29 @@ class HotLane:
 def _cached_allocation(store: Store, headers: Mapping[bytes, bytes]) -> _auth.Principal | None:
     """The principal of the request's token if the token cache holds it and it is an
     allocation's; None sends the request the slow way (which reads the database)."""
-    token = _auth.bearer_token(lambda name: _text(headers.get(name.encode())))
-    if token is None:
+    digest = None
+    for name in _TOKEN_HEADERS:  # _auth.bearer_token's rule, on the raw header values
+        value = headers.get(name)
+        if value and (digest := _header_digest(value)) is not None:
+            break
+    if digest is None:
         return None
-    principal: _auth.Principal | None = store.tokens.get(_digest(token))
+    principal: _auth.Principal | None = store.tokens.get(digest)
     if principal is None or not principal.is_allocation:
         return None
     return principal
 
 
-# A token's digest, remembered: a trial sends the same token with each of its reports, and
-# hashing it was a few percent of the master's CPU per report.
-_digest = functools.lru_cache(maxsize=16384)(_users.token_digest)
+_TOKEN_HEADERS = tuple(h.encode() for h in _auth.TOKEN_HEADERS)
 
 
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("latin-1")
+# A header's token digest, remembered: a trial sends the same header with each of its reports,
+# and reading and hashing it was a few percent of the master's CPU per report.
+@functools.lru_cache(maxsize=16384)
+def _header_digest(value: bytes) -> str | None:
+    """The digest of the bearer token in one token header's raw ``value`` (None: none)."""
+    token = _auth.bearer_of(value.decode("latin-1"))
+    return None if token is None else _users.token_digest(token)
 
 
 async def _read_body(receive: Any) -> bytes | None:

@@ -61,8 +61,23 @@ def parsed_report(trial_id: int, group: str, body: TrialMetrics) -> ingest.Repor
         when = _time.parse(body.report_time)
     except ValueError as e:
         raise InvalidArgument(f"reportTime {body.report_time!r} is not an RFC 3339 time") from e
-    avg, batch = json_safe(body.metrics.avg_metrics), json_safe(body.metrics.batch_metrics)
+    avg, batch = _safe(body.metrics.avg_metrics), _safe(body.metrics.batch_metrics)
     return ingest.Report(trial_id, group, body.trial_run_id, body.steps_completed, avg, batch, when)
+
+
+def _safe(value: Any) -> Any:
+    """``json_safe(value)``, but a flat dict of finite numbers, strings, booleans and nulls (a
+    report's usual metrics) as it is: json_safe's walk was a seventh of the hot lane's CPU."""
+    if type(value) is not dict:
+        return None if value is None else json_safe(value)
+    for v in value.values():
+        kind = type(v)
+        if kind is float:
+            if not math.isfinite(v):
+                return json_safe(value)
+        elif kind is not int and kind is not str and kind is not bool and v is not None:
+            return json_safe(value)
+    return value
 
 
 async def record_report(found: Services, trial_id: int, group: str, body: TrialMetrics) -> None:
