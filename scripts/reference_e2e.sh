@@ -17,7 +17,8 @@
 #
 # What it builds once and then reuses: .e2e/venv (determined==0.37.0 and the suite's test
 # dependencies; never a dependency of ours, and apart from .refvenv). Each run starts its own master
-# (`det master up --cpu-slots 4`, this checkout's .venv, a fresh DET_HOME, a free port; a second one
+# (`det master up --cpu-slots 4` with the task container defaults of 0.37's own e2e_cpu cluster,
+# this checkout's .venv, a fresh DET_HOME, a free port; a second one
 # with one slot for the files in ONE_SLOT), writes one
 # junit file per test file under .e2e/runs/<time>/, prints a per-file table and the total, and
 # lists the tests it does not run with the reason (scripts/reference_e2e_skips.txt) and those the
@@ -153,12 +154,25 @@ alive() { curl -fsS "http://127.0.0.1:$(port_of "$1")/info" >/dev/null 2>&1; }
 # `det master up` starts the master in the background and returns once it answers.
 # This checkout's code first on the master's path (the .venv's editable install may point at
 # another checkout); the suite's own processes get no PYTHONPATH, so they import 0.37's client.
+# The task container defaults of 0.37's own e2e_cpu cluster (.circleci/devcluster/
+# double.devcluster.yaml): its test_resource_pools and test_logging's startup-hook tests read them.
+MASTER_CONFIG=$RUN/master.yaml
+cat >"$MASTER_CONFIG" <<'YAML'
+task_container_defaults:
+  startup_hook: "echo 'hello from master tcd startup hook'"
+resource_pools:
+  - pool_name: default
+    task_container_defaults:
+      environment_variables:
+        - SOMEVAR=SOMEVAL
+      startup_hook: "echo 'hello from rp tcd startup hook'"
+YAML
 start_master() { # 4 or 1 (slots)
   local home port
   home=$(home_of "$1") port=$(port_of "$1")
   mkdir -p "$home"
   DET_HOME=$home PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} "$ROOT/.venv/bin/det" master up \
-    --port "$port" --cpu-slots "$1" >>"$RUN/master.out" 2>&1 ||
+    --port "$port" --cpu-slots "$1" --config-file "$MASTER_CONFIG" >>"$RUN/master.out" 2>&1 ||
     die "the master did not start; see $RUN/master.out and $home/master.log"
   alive "$1" || die "the master does not answer on port $port; see $home/master.log"
   say "master with $1 slot(s) on 127.0.0.1:$port (DET_HOME $home, its log $home/master.log)"

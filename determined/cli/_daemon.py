@@ -123,9 +123,11 @@ def start(
     cpu_slots: int | None = None,
     db_url: str | None = None,
     host: str | None = None,
+    config_file: pathlib.Path | None = None,
     timeout: float = 60.0,
 ) -> LocalMaster:
-    """Start a master daemon from the data dir and wait until it answers ``/info``.
+    """Start a master daemon from the data dir and wait until it answers ``/info``;
+    ``config_file``: a master config YAML (the options given here win over it).
 
     Raises:
         CliError: one runs already, the port is taken, or the master exited or never answered
@@ -166,6 +168,8 @@ def start(
         cmd += ["--db-url", db_url]
     if host:
         cmd += ["--host", host]  # the master refuses non-loopback ones with blank passwords
+    if config_file is not None:
+        cmd += ["--config-file", str(config_file.expanduser().resolve())]
     env = dict(os.environ, DET_HOME=str(data_dir))
     env.pop("DET_MASTER", None)
     log_path = data_dir / LOG_FILE

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +16,13 @@ from determined.common.api import Session, _routes
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    master = _daemon.start(args.port, cpu_slots=args.cpu_slots, db_url=args.db_url, host=args.host)
+    master = _daemon.start(
+        args.port,
+        cpu_slots=args.cpu_slots,
+        db_url=args.db_url,
+        host=args.host,
+        config_file=args.config_file,
+    )
     print(f"Master running at {master.url} (pid {master.pid}, data dir {master.data_dir})")
     print(f"Logs: {master.data_dir / _daemon.LOG_FILE}; stop it with `det master down`")
 
@@ -136,6 +143,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="address to bind (default 127.0.0.1); another one needs passwords on the "
         "default users admin and determined",
+    )
+    up.add_argument(
+        "--config-file",
+        type=pathlib.Path,
+        default=None,
+        help="a master config YAML (docs/master.md: task_container_defaults, resource_pools, "
+        "security, ...); the options given here win over it",
     )
     up.set_defaults(func=cmd_up)
     migrate = cmds.add_parser(

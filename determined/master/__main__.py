@@ -126,6 +126,10 @@ _FILE_KEYS = {
     "unmanaged_trial_timeout": str,  # a Go duration
     "task_isolation": str,  # auto, bubblewrap or none (resources/_sandbox.py)
     "security": dict,  # {default_task: {user, uid, group, gid}} (resources/_identity.py)
+    # 0.37's defaults of every task's container, the master's and each pool's
+    # (experiment/_container_defaults.py)
+    "task_container_defaults": dict,
+    "resource_pools": list,
 }
 _WEBHOOK_KEYS = ("signing_key", "base_url")
 
@@ -157,6 +161,9 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
         if key == "security":
             out.update(_security_section(path, value))
             continue
+        if key in ("task_container_defaults", "resource_pools"):
+            out[key] = value  # checked below, with each other
+            continue
         if kind is dict:
             out[key] = _webhooks_section(path, value)
             continue
@@ -186,6 +193,13 @@ def _file_defaults(path: pathlib.Path) -> dict[str, Any]:
         if key == "allowed_hosts" and isinstance(value, list):
             value = ",".join(str(v) for v in value)
         out[key] = kind(value)
+    if "task_container_defaults" in out or "resource_pools" in out:
+        from determined.master.experiment import ContainerDefaults, ContainerDefaultsError
+
+        try:
+            ContainerDefaults.parse(out.get("task_container_defaults"), out.get("resource_pools"))
+        except ContainerDefaultsError as e:
+            raise ValueError(f"master config {str(path)!r}: {e}") from e
     return out
 
 
@@ -359,6 +373,11 @@ def main(argv: list[str] | None = None) -> int:
             "(docs/security.md)",
             file=sys.stderr,
         )
+    from determined.master.experiment import ContainerDefaults
+
+    container_defaults = ContainerDefaults.parse(
+        getattr(args, "task_container_defaults", None), getattr(args, "resource_pools", None)
+    )
     slurm = getattr(args, "slurm", None)
     if args.resource_manager == "slurm" and slurm is None:
         slurm = {"type": "slurm"}
@@ -380,8 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         write_worker=args.write_worker,
         unmanaged_trial_timeout=unmanaged_timeout,
         sandbox=sandbox if local else None,
+        container_defaults=container_defaults,
     )
-    app.services.master_config = shown_config(args, data_dir)
+    app.services.master_config = {**shown_config(args, data_dir), **container_defaults.shown()}
     from determined.master import _log_buffer
 
     app.services.master_log = _log_buffer.install()

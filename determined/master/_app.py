@@ -32,6 +32,7 @@ from determined.master.api._services import Services
 from determined.master.api._stream import Stamps
 from determined.master.experiment import (
     UNMANAGED_TRIAL_TIMEOUT_S,
+    ContainerDefaults,
     Experiments,
     scan_log_policies,
 )
@@ -361,6 +362,7 @@ def create_app(
     write_worker: bool = False,
     unmanaged_trial_timeout: float = UNMANAGED_TRIAL_TIMEOUT_S,
     sandbox: resources.Sandbox | None = None,
+    container_defaults: ContainerDefaults | None = None,
 ) -> MasterApp:
     """The master's HTTP API over ``store``.
 
@@ -383,6 +385,8 @@ def create_app(
         cpu_slots, slots_per_agent: see :class:`LocalResourceManager`.
         sandbox: what every trial and task process starts in (``resources._sandbox``; from
             ``task_isolation``); None: no sandbox, every user's tasks run.
+        container_defaults: the master config's ``task_container_defaults`` and its pools'
+            (``ContainerDefaults``), laid under every new config.
         webhooks_config: the master config's ``webhooks`` section (``signing_key``,
             ``base_url``), see :class:`~determined.master.webhooks.Webhooks`.
         host, allowed_hosts: the bound address and further names requests may carry in
@@ -397,6 +401,7 @@ def create_app(
     :func:`~determined.master.api._services.services`.
     """
     signals = Signals()
+    defaults = container_defaults or ContainerDefaults()
     experiments = Experiments(store, signals)
     experiments.subscribe(on_end=lambda exp_id: resources.collect_async(store, exp_id))
     hooks = webhooks.Webhooks(store, **dict(webhooks_config or {}))
@@ -419,6 +424,7 @@ def create_app(
             config=resources.SlurmConfig.parse(slurm),
             log_hook=on_logs,
             sandbox=sandbox,
+            container_defaults=defaults,
         )
     elif master_url is not None and work_root is not None:
         rm = resources.LocalResourceManager(
@@ -430,6 +436,7 @@ def create_app(
             slots_per_agent=slots_per_agent,
             log_hook=on_logs,
             sandbox=sandbox,
+            container_defaults=defaults,
         )
 
     retention = resources.LogRetention(store, log_retention_days, log_retention_every)
@@ -480,6 +487,7 @@ def create_app(
         write_worker=writer,
         ingest=ingest.Ingest(store, signals, experiments, hooks, writer),
         sandbox=sandbox or resources.Sandbox("none", None, "task_isolation: none"),
+        container_defaults=defaults,
         stream_stamps=Stamps(),
         master_id=str(uuid.uuid4()),
         cluster_name=cluster_name,

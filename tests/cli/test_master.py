@@ -74,6 +74,33 @@ def test_up_status_down_lifecycle(tmp_path: pathlib.Path) -> None:
         _cleanup(home)
 
 
+def test_up_takes_a_master_config_file(tmp_path: pathlib.Path) -> None:
+    """``det master up --config-file F``: the daemon reads the file (0.37's
+    ``task_container_defaults`` here); the command line's options win over it."""
+    home = tmp_path / "home"
+    config = tmp_path / "master.yaml"
+    config.write_text(
+        "cluster_name: from-file\ncpu_slots: 3\n"
+        "task_container_defaults: {startup_hook: echo from the file}\n"
+    )
+    port = free_port()
+    try:
+        Det(home).ok("master", "up", "--port", str(port), "--config-file", str(config))
+        url = f"http://127.0.0.1:{port}"
+        assert requests.get(url + "/info", timeout=5).json()["cluster_name"] == "from-file"
+        admin = requests.Session()
+        token = requests.post(
+            url + "/api/v1/auth/login", json={"username": "admin", "password": ""}, timeout=5
+        ).json()["token"]
+        admin.headers["Authorization"] = f"Bearer {token}"
+        shown = admin.get(url + "/api/v1/master/config", timeout=5).json()["config"]
+        assert shown["task_container_defaults"] == {"startup_hook": "echo from the file"}
+        assert shown["resource_manager"]["cpu_slots"] == 3
+    finally:
+        Det(home)("master", "down")
+        _cleanup(home)
+
+
 def test_up_reports_a_master_that_cannot_start(tmp_path: pathlib.Path) -> None:
     home = tmp_path / "home"
     # A database nothing serves (a port held by another program is refused before the master

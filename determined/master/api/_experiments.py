@@ -63,7 +63,7 @@ def create_experiment(
             ws_id = int(_projects.require_project(conn, project[0])["workspace_id"])
             return _projects.require_workspace(conn, ws_id)
 
-    resolved = resolve(body.config, parent, template, workspace_of)
+    resolved = resolve(body.config, parent, template, workspace_of, found.container_defaults)
     if resolved.restored:
         caller.check_owner(store, int(body.parent_id or 0), "reuse the secrets of")
     config = resolved.config

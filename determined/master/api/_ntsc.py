@@ -145,7 +145,9 @@ def _context(files: Any) -> bytes | None:
     return tar_model_definition(files)
 
 
-def _config(store: Store, body: dict[str, Any], kind: str) -> dict[str, Any]:
+def _config(
+    store: Store, body: dict[str, Any], kind: str, defaults: experiment.ContainerDefaults
+) -> dict[str, Any]:
     config = body.get("config") or {}
     if isinstance(config, str):
         config = experiment.load_yaml(config, "config") or {}
@@ -172,7 +174,7 @@ def _config(store: Store, body: dict[str, Any], kind: str) -> dict[str, Any]:
         _tasks.check_environment(config)
     except LaunchError as e:
         raise InvalidArgument(str(e)) from e
-    return _image_per_accelerator(config)
+    return _image_per_accelerator(defaults.apply(config, experiment=False))
 
 
 _ACCELERATORS = ("cpu", "cuda", "rocm")
@@ -351,7 +353,7 @@ def _launch(
         raise FailedPrecondition(refusal)
     if not isinstance(body, dict):
         raise InvalidArgument("the request body must be a JSON object")
-    config = _config(store, body, kind)
+    config = _config(store, body, kind, services(request).container_defaults)
     slots = _slots(request, config, _sent_slots(body))
     context = _context(body.get("files")) or context
     data: dict[str, Any] = {}
@@ -444,7 +446,8 @@ def _register(kind: str) -> None:
         if kind == "NOTEBOOK" and isinstance(body, dict) and body.get("preview"):
             # ``det notebook start --preview``: the config it would run with, nothing launched.
             caller.require_user()
-            preview = await run_in_threadpool(_config, store, body, kind)
+            defaults = services(request).container_defaults
+            preview = await run_in_threadpool(_config, store, body, kind, defaults)
             return {one: _EMPTY_TASK, "config": preview, "warnings": []}  # the caller's own
         task = await run_in_threadpool(_launch, request, caller, store, body, kind)
         given = body.get("config") if isinstance(body, dict) else None

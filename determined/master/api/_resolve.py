@@ -38,12 +38,15 @@ def resolve(
     parent: Mapping[str, Any] | None = None,
     template: Mapping[str, Any] | None = None,
     workspace: WorkspaceOf | None = None,
+    defaults: experiment.ContainerDefaults | None = None,
 ) -> Resolved:
     """Resolve ``text`` (YAML) into the config a new experiment runs under, loading and parsing
     it once, in 0.37's order: ``parent``'s secrets fill the placeholders of a config that was
     read redacted; the result is laid over ``template`` (mappings merge, the config wins); the
     workspace's checkpoint storage goes under the config's own and its default compute pool
-    becomes ``resources.resource_pool`` where the config names none; then every default.
+    becomes ``resources.resource_pool`` where the config names none; the master config's
+    ``task_container_defaults`` of that pool (``defaults``) go under what it leaves unset;
+    then every default.
 
     Raises:
         InvalidArgument: bad YAML, a placeholder with nothing to restore, or a config that does
@@ -69,6 +72,8 @@ def resolve(
             experiment.parse_config(merged)
             raise
         merged = _with_workspace_defaults(merged, found)
+    if defaults is not None:
+        merged = defaults.apply(merged)
     return Resolved(experiment.parse_config(merged), original, restored is not raw)
 
 

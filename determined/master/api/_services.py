@@ -15,7 +15,7 @@ from starlette.requests import HTTPConnection
 from determined.master._log_buffer import MasterLog
 from determined.master._read_workers import ReadWorkers
 from determined.master._signals import Signals
-from determined.master.experiment import Experiments
+from determined.master.experiment import ContainerDefaults, Experiments
 from determined.master.ingest import Ingest, WriteWorker
 from determined.master.resources import LogRetention, ResourceManager, Sandbox
 from determined.master.resources._log_capture import LogHook
@@ -45,6 +45,8 @@ class Services:
     ingest: Ingest
     # What trial and task processes start in (``task_isolation``).
     sandbox: Sandbox
+    # The master config's ``task_container_defaults``, laid under every new config.
+    container_defaults: ContainerDefaults
     # The ``seq`` of the /stream websocket's rows, shared by its connections.
     stream_stamps: Stamps
     master_id: str

@@ -13,6 +13,10 @@ from determined.master.experiment._config import (
     parse_unmanaged_config,
     searcher_metric,
 )
+from determined.master.experiment._container_defaults import (
+    ContainerDefaults,
+    ContainerDefaultsError,
+)
 from determined.master.experiment._events import preemption_key, searcher_events_key
 from determined.master.experiment._experiments import Experiments
 from determined.master.experiment._log_policies import scan as scan_log_policies
@@ -22,6 +26,8 @@ from determined.master.store import State
 
 __all__ = [
     "UNMANAGED_TRIAL_TIMEOUT_S",
+    "ContainerDefaults",
+    "ContainerDefaultsError",
     "ExitDecision",
     "Experiments",
     "State",
@@ -29,7 +35,6 @@ __all__ = [
     "check_size",
     "decide_exit",
     "load_yaml",
-    "merge_configs",
     "merge_configs",
     "parse_config",
     "parse_unmanaged_config",

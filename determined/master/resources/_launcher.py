@@ -280,11 +280,15 @@ def link_bind_mounts(mounts: list[tuple[str, str]], work_dir: Path) -> None:
         link.symlink_to(host, target_is_directory=True)
 
 
-def with_startup_hook(argv: list[str]) -> list[str]:
+def with_startup_hook(argv: list[str], first: str = "") -> list[str]:
     """``argv`` after the work dir's ``startup-hook.sh`` when there is one, sourced (what it
-    exports reaches the entrypoint) in the same process, so inside the same sandbox."""
+    exports reaches the entrypoint) in the same process, so inside the same sandbox; ``first``:
+    a shell command run before it the same way (the master config's
+    ``task_container_defaults.startup_hook``, ``experiment.ContainerDefaults``)."""
     check = f"if [ -f ./{STARTUP_HOOK} ]; then . ./{STARTUP_HOOK} || exit $?; fi"
-    return ["sh", "-c", f'{check}; exec "$@"', "sh", *argv]
+    if not first:
+        return ["sh", "-c", f'{check}; exec "$@"', "sh", *argv]
+    return ["sh", "-c", f'eval "$1" || exit $?; shift; {check}; exec "$@"', "sh", first, *argv]
 
 
 class TrialProcess:
@@ -301,10 +305,11 @@ class TrialProcess:
         env: dict[str, str],
         sink: LogSink,
         wrap: Callable[[list[str]], list[str]] | None = None,
+        startup_hook: str = "",
     ):
         self.work_dir = work_dir
-        if (work_dir / STARTUP_HOOK).exists():
-            argv = with_startup_hook(argv)
+        if startup_hook or (work_dir / STARTUP_HOOK).exists():
+            argv = with_startup_hook(argv, startup_hook)
         if wrap is not None:
             argv = wrap(argv)
         try:

@@ -233,7 +233,8 @@ class LocalBackend:
                 "host's 127.0.0.1, where any local user reaches them (docs/security.md)"
             )
         wrap = m.sandbox_for(spec.config, work_dir, environment, identity=identity, net=net)
-        return _launcher.TrialProcess(argv, work_dir, env, sink, wrap)
+        hook = m.startup_hook_of(spec.config)
+        return _launcher.TrialProcess(argv, work_dir, env, sink, wrap, hook)
 
     # ------------------------------------------------------------ non-trial tasks
 

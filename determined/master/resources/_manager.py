@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined.master._errors import ApiError
-from determined.master.experiment import Experiments, State
+from determined.master.experiment import ContainerDefaults, Experiments, State
 from determined.master.resources import (
     _envs,
     _identity,
@@ -76,6 +76,8 @@ class Manager:
         log_hook: called with each batch of the runs' log lines, inside the transaction that
             stores them (webhooks match task-log patterns there).
         sandbox: every trial and task process starts inside it (``_sandbox``); None: none.
+        container_defaults: the master config's ``task_container_defaults`` (their startup
+            hook runs before each process).
     """
 
     backend: Backend
@@ -89,9 +91,11 @@ class Manager:
         work_root: Path,
         log_hook: LogHook | None = None,
         sandbox: _sandbox.Sandbox | None = None,
+        container_defaults: ContainerDefaults | None = None,
     ) -> None:
         self.store = store
         self.sandbox = sandbox or _sandbox.Sandbox("none", None, "task_isolation: none")
+        self.container_defaults = container_defaults or ContainerDefaults()
         self.exps = experiments
         self.master_url = master_url
         self.work_root = work_root
@@ -431,6 +435,15 @@ class Manager:
             groups=list(groups),
             mounts=_sandbox.moved_mounts(config),
         )
+
+    def startup_hook_of(self, config: Any) -> str:
+        """The ``task_container_defaults.startup_hook`` of the pool ``config`` (a task's or an
+        experiment's) runs in; "" when none."""
+        if not isinstance(config, dict):  # a typed experiment config
+            config = config.to_json_dict()
+        resources = config.get("resources")
+        pool = resources.get("resource_pool") if isinstance(resources, dict) else None
+        return self.container_defaults.startup_hook(str(pool) if pool else None)
 
     def identity_of(
         self, conn: sa.Connection, owner_id: int, workspace_id: int | None

@@ -293,7 +293,7 @@ class SlurmBackend:
         return jobs.submit(
             self._config,
             work,
-            wrap(_launcher.with_startup_hook(_launcher.command(python))),
+            wrap(_launcher.with_startup_hook(_launcher.command(python), m.startup_hook_of(cfg))),
             name=spec.allocation_id,
             nodes=len(spec.containers),
             per_node=len(spec.containers[0]),
@@ -337,7 +337,7 @@ class SlurmBackend:
             cfg = dict(task["config"] or {})
             environment = _envs.task_env_dir(m.env_root, task_id)
             wrap = m.sandbox_for(cfg, work, environment, chdir=False, identity=identity)
-            argv = wrap(_launcher.with_startup_hook(launch.argv))
+            argv = wrap(_launcher.with_startup_hook(launch.argv, m.startup_hook_of(cfg)))
             job_id = jobs.submit(
                 self._config,
                 work,

@@ -83,7 +83,8 @@ class TaskRuns:
                 identity=identity,
                 net=self._m.private_net(allocation_id, task["config"] or {}, launch.env),
             )
-            proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink, wrap)
+            hook = self._m.startup_hook_of(task["config"] or {})
+            proc = _launcher.TrialProcess(launch.argv, work_dir, launch.env, sink, wrap, hook)
         except Exception as e:
             sink.release()
             self.not_started(task, sink, work_dir, e)
