@@ -173,10 +173,7 @@ class CloudStorageManager(StorageManager):
         listing, manifest = self._load(src)
         verify = manifest is not None
         if manifest is None:
-            manifest = Manifest(
-                {p: FileEntry(s, "") for p, s in listing.items() if not p.endswith("/")},
-                {p for p in listing if p.endswith("/")},
-            )
+            manifest = Manifest.unhashed(listing)
         chosen = manifest.select(selector)
         dst = pathlib.Path(dst)
         dst.mkdir(parents=True, exist_ok=True)
@@ -216,10 +213,7 @@ class CloudStorageManager(StorageManager):
             self.delete(storage_id)
             return {}
         if manifest is not None and globs:
-            kept = Manifest(
-                {p: e for p, e in manifest.files.items() if not named(p)},
-                {d for d in manifest.dirs if not named(d)},
-            )
+            kept = manifest.select(lambda p: not named(p))
             self._store.put_bytes(self._key(storage_id, MANIFEST_NAME), kept.to_json(storage_id))
         doomed = [self._key(storage_id, r) for r in files if r not in left]
         if doomed:

@@ -135,10 +135,7 @@ class DirectoryStorageManager(StorageManager):
         path, manifest = self._load(src)
         if manifest is None:
             listing = _manifest.list_directory(path)
-            manifest = Manifest(
-                {p: _manifest.FileEntry(s, "") for p, s in listing.items() if not p.endswith("/")},
-                {p for p in listing if p.endswith("/")},
-            )
+            manifest = Manifest.unhashed(listing)
             verify = False
         else:
             verify = True
@@ -176,10 +173,7 @@ class DirectoryStorageManager(StorageManager):
             self.delete(storage_id)
             return {}
         if manifest is not None and globs:
-            kept = Manifest(
-                {p: e for p, e in manifest.files.items() if not named(p)},
-                {d for d in manifest.dirs if not named(d)},
-            )
+            kept = manifest.select(lambda p: not named(p))
             tmp = final / f"{MANIFEST_NAME}.tmp"
             with open(tmp, "wb") as f:
                 f.write(kept.to_json(storage_id))

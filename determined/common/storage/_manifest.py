@@ -104,6 +104,15 @@ class Manifest:
                 path=MANIFEST_NAME,
             ) from e
 
+    @classmethod
+    def unhashed(cls, listing: dict[str, int]) -> Manifest:
+        """A checkpoint without a manifest (an older one) as its listing (``list_directory``'s
+        shape) gives it: sizes, no hashes, so nothing is verified against it."""
+        return cls(
+            {p: FileEntry(s, "") for p, s in listing.items() if not p.endswith("/")},
+            {p for p in listing if p.endswith("/")},
+        )
+
     def select(self, selector: Callable[[str], bool] | None) -> Manifest:
         if selector is None:
             return Manifest(dict(self.files), set(self.dirs))
