@@ -133,19 +133,24 @@ class ExperimentFacts:
     def __init__(self, conn: sa.Connection, exps: list[ExperimentRow], *, whole: bool) -> None:
         ids = [int(e["id"]) for e in exps]
         self.owners = _users.users_by_id(conn, {int(e["owner_id"]) for e in exps})
-        self.trials = _trials.trial_status_of_experiments(conn, ids)
-        trial_ids = [int(t["id"]) for ts in self.trials.values() for t in ts]
         self.external_ids = _unmanaged.external_ids(conn, ids)  # keys: the unmanaged ones
-        self.live = _trials.live_allocations_of(conn, trial_ids)
+        # Counted and checked by the database: a listing need not read every trial's row.
+        self.num_trials = _trials.trial_counts(conn, ids)
+        active = [int(e["id"]) for e in exps if e["state"] == State.ACTIVE.value]
+        self.running = _trials.running_experiments(conn, active, self.external_ids)
         self.projects = _projects.projects_by_id(conn, {_project_of(e) for e in exps})
         workspace_ids = {int(p["workspace_id"]) for p in self.projects.values()}
         self.workspaces = _projects.workspaces_by_id(conn, workspace_ids)
+        # whole: each experiment's (trial id, best_validation_id), checkpoints and best rows
+        self.trials: dict[int, list[tuple[int, int | None]]] = {}
         self.checkpoints: dict[int, list[CheckpointRow]] = {}
         self.best_rows: dict[int, dict[str, Any]] = {}
         if whole:
+            self.trials = _trials.trial_ids_of_experiments(conn, ids)
+            trial_ids = [t for ts in self.trials.values() for t, _ in ts]
             self.checkpoints = _checkpoints.of_trials(conn, trial_ids)
-            best = [t["best_validation_id"] for ts in self.trials.values() for t in ts]
-            self.best_rows = _metrics.rows_by_id(conn, [b for b in best if b is not None])
+            best = [b for ts in self.trials.values() for _, b in ts if b is not None]
+            self.best_rows = _metrics.rows_by_id(conn, best)
 
     def owner(self, exp: ExperimentRow) -> dict[str, Any]:
         owner = self.owners.get(int(exp["owner_id"]))
@@ -164,10 +169,7 @@ class ExperimentFacts:
         # else QUEUED. Every other state shows as stored.
         if exp["state"] != State.ACTIVE.value:
             return str(exp["state"])
-        unmanaged = int(exp["id"]) in self.external_ids
-        trials = self.trials[int(exp["id"])]
-        running = any(_runs(t, unmanaged, self.live.get(int(t["id"]))) for t in trials)
-        return "STATE_RUNNING" if running else "STATE_QUEUED"
+        return "STATE_RUNNING" if int(exp["id"]) in self.running else "STATE_QUEUED"
 
 
 def _project_of(exp: ExperimentRow) -> int:
@@ -194,7 +196,7 @@ def experiment_head(facts: ExperimentFacts, exp: ExperimentRow) -> dict[str, Any
         "userId": exp["owner_id"],
         "forkedFrom": exp["parent_id"],
         "resourcePool": (config.get("resources") or {}).get("resource_pool") or "default",
-        "numTrials": len(facts.trials[int(exp["id"])]),
+        "numTrials": facts.num_trials[int(exp["id"])],
         **facts.placement(exp),
     }
 
@@ -205,8 +207,8 @@ def _experiment_rest(facts: ExperimentFacts, exp: ExperimentRow, redacted: bool)
     trials = facts.trials[int(exp["id"])]
     ckpts = [
         c
-        for t in trials
-        for c in facts.checkpoints.get(int(t["id"]), [])
+        for t, _ in trials
+        for c in facts.checkpoints.get(t, [])
         if c["state"] != _checkpoints.DELETED
     ]
     best_trial, best_value = _best_trial(facts.best_rows, trials, metric, smaller)
@@ -229,7 +231,7 @@ def _experiment_rest(facts: ExperimentFacts, exp: ExperimentRow, redacted: bool)
         "searcherType": (config.get("searcher") or {}).get("name") or "",
         "searcherMetric": metric,
         "hyperparameters": config.get("hyperparameters") or {},
-        "trialIds": [int(t["id"]) for t in trials],
+        "trialIds": [t for t, _ in trials],
         "bestTrialId": best_trial,
         "bestTrialSearcherMetric": best_value,
         "checkpointCount": len(ckpts),
@@ -244,16 +246,19 @@ def _experiment_rest(facts: ExperimentFacts, exp: ExperimentRow, redacted: bool)
 
 
 def _best_trial(
-    rows: dict[int, dict[str, Any]], trials: list[dict[str, Any]], metric: str, smaller: bool
+    rows: dict[int, dict[str, Any]],
+    trials: list[tuple[int, int | None]],
+    metric: str,
+    smaller: bool,
 ) -> tuple[int | None, float | None]:
     best: tuple[int | None, float | None] = (None, None)
-    for t in trials:
-        row = None if t["best_validation_id"] is None else rows.get(t["best_validation_id"])
+    for trial_id, best_id in trials:
+        row = None if best_id is None else rows.get(best_id)
         value = None if row is None else (row["metrics"] or {}).get(metric)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if best[1] is None or (value < best[1] if smaller else value > best[1]):
-            best = (int(t["id"]), float(value))
+            best = (trial_id, float(value))
     return best
 
 
@@ -356,12 +361,18 @@ def _metrics_json(row: dict[str, Any] | None) -> dict[str, Any]:
 def page(rows: list[Any], offset: int, limit: int) -> tuple[list[Any], dict[str, int]]:
     """One page of a listing and the gateway's ``pagination`` object (``limit`` 0: all)."""
     chunk = rows[offset : offset + limit] if limit else rows[offset:]
-    start = min(offset, len(rows))
-    pagination = {
+    return chunk, pagination(len(rows), offset, limit)
+
+
+def pagination(total: int, offset: int, limit: int) -> dict[str, int]:
+    """The gateway's ``pagination`` object of the page at ``offset`` (``limit`` 0: all) of a
+    listing of ``total`` rows."""
+    start = min(offset, total)
+    count = max(0, min(total - start, limit) if limit else total - start)
+    return {
         "offset": offset,
         "limit": limit,
         "startIndex": start,
-        "endIndex": start + len(chunk),
-        "total": len(rows),
+        "endIndex": start + count,
+        "total": total,
     }
-    return chunk, pagination

@@ -121,34 +121,60 @@ def trials_of(conn: sa.Connection, experiment_id: int) -> list[TrialRow]:
     return [cast(TrialRow, dict(r)) for r in conn.execute(q).mappings()]
 
 
-# What a listing of experiments reads of their trials: not their hyperparameters or summaries.
-TRIAL_STATUS_COLUMNS = ("id", "experiment_id", "state", "run_id", "best_validation_id")
-
-
-def trial_status_of_experiments(
-    conn: sa.Connection, experiment_ids: Iterable[int]
-) -> dict[int, list[dict[str, Any]]]:
-    """The ``TRIAL_STATUS_COLUMNS`` of every trial of ``experiment_ids`` (each a key), by
-    experiment, in ``trials_of``'s order."""
-    out: dict[int, list[dict[str, Any]]] = {int(e): [] for e in experiment_ids}
-    columns = [trials.c[name] for name in TRIAL_STATUS_COLUMNS]
+def trial_counts(conn: sa.Connection, experiment_ids: Iterable[int]) -> dict[int, int]:
+    """How many trials each of ``experiment_ids`` (each a key) has: counted by the database,
+    not read row by row (10,000 trials' rows cost a listing ~40 ms)."""
+    out = {int(e): 0 for e in experiment_ids}
     for chunk in chunked(out):
-        q = sa.select(*columns).where(ids_in(trials.c.experiment_id, chunk)).order_by(trials.c.id)
-        for r in conn.execute(q).mappings():
-            out[int(r["experiment_id"])].append(dict(r))
+        q = (
+            sa.select(trials.c.experiment_id, sa.func.count())
+            .where(ids_in(trials.c.experiment_id, chunk))
+            .group_by(trials.c.experiment_id)
+        )
+        for exp_id, n in conn.execute(q):
+            out[int(exp_id)] = int(n)
     return out
 
 
-def live_allocations_of(conn: sa.Connection, trial_ids: Iterable[int]) -> dict[int, AllocationRow]:
-    """``live_allocation`` for many trials: those that have one."""
-    out: dict[int, AllocationRow] = {}
-    for chunk in chunked(trial_ids):
-        q = sa.select(allocations).where(
-            ids_in(allocations.c.trial_id, chunk),
-            allocations.c.state != AllocationState.TERMINATED.value,
+def running_experiments(
+    conn: sa.Connection, experiment_ids: Iterable[int], unmanaged: Iterable[int] = ()
+) -> set[int]:
+    """Those of ``experiment_ids`` of which an ACTIVE trial runs now: it has a RUNNING
+    allocation (not PENDING: its resources are not there yet), or, for the ``unmanaged``
+    ones (no allocations), its user's process has started a run (``run_id`` > 0)."""
+    wanted, own = set(map(int, experiment_ids)), set(map(int, unmanaged))
+    out: set[int] = set()
+    active = trials.c.state == State.ACTIVE.value
+    for chunk in chunked(wanted - own):
+        q = (
+            sa.select(trials.c.experiment_id)
+            .join(allocations, allocations.c.trial_id == trials.c.id)
+            .where(ids_in(trials.c.experiment_id, chunk), active)
+            .where(allocations.c.state == AllocationState.RUNNING.value)
+            .distinct()
         )
-        for r in conn.execute(q).mappings():
-            out.setdefault(int(r["trial_id"]), cast(AllocationRow, dict(r)))
+        out.update(int(r[0]) for r in conn.execute(q))
+    for chunk in chunked(wanted & own):
+        q = (
+            sa.select(trials.c.experiment_id)
+            .where(ids_in(trials.c.experiment_id, chunk), active, trials.c.run_id > 0)
+            .distinct()
+        )
+        out.update(int(r[0]) for r in conn.execute(q))
+    return out
+
+
+def trial_ids_of_experiments(
+    conn: sa.Connection, experiment_ids: Iterable[int]
+) -> dict[int, list[tuple[int, int | None]]]:
+    """``(trial id, best_validation_id)`` of every trial of ``experiment_ids`` (each a key),
+    by experiment, in ``trials_of``'s order."""
+    out: dict[int, list[tuple[int, int | None]]] = {int(e): [] for e in experiment_ids}
+    columns = (trials.c.id, trials.c.experiment_id, trials.c.best_validation_id)
+    for chunk in chunked(out):
+        q = sa.select(*columns).where(ids_in(trials.c.experiment_id, chunk)).order_by(trials.c.id)
+        for trial_id, exp_id, best in conn.execute(q):
+            out[int(exp_id)].append((int(trial_id), best))
     return out
 
 
