@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined.master.store import _time
+from determined.master.store._experiments import config_of
 from determined.master.store._schema import (
     experiments,
     metrics,
@@ -81,7 +82,7 @@ def _model_version(r: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _experiment(r: Mapping[str, Any]) -> dict[str, Any]:
-    config = r["config"] or {}
+    config = config_of(r["config_text"]) or {}
     return {
         "id": r["id"],
         "name": config.get("name", ""),
@@ -169,7 +170,10 @@ def _select(kind: str) -> tuple[sa.Select[Any], dict[str, Any], Callable[..., di
         }
         return q, cols, _model_version
     if kind == "experiments":
-        q = sa.select(experiments, projects.c.workspace_id).join(
+        # Not the model definition's bytes; the config as its text, decoded once (config_of).
+        columns = [c for c in experiments.c if c.name not in ("config", "model_definition")]
+        text = sa.cast(experiments.c.config, sa.Text).label("config_text")
+        q = sa.select(*columns, text, projects.c.workspace_id).join(
             projects, projects.c.id == experiments.c.project_id, isouter=True
         )
         cols = {
