@@ -21,9 +21,9 @@ training metrics (the web UI's chart: ``/trials/time-series`` of ``loss``, up to
 and the last 20 of one trial's log lines (``logs?tail=20``; every trial gets ``--log-lines``
 lines first), waiting ``--reader-pause`` seconds between answers: a room of people with
 dashboards and ``det`` open on a busy cluster. Each also asks, in turn, for ``det e list``'s
-first page (200 experiments), the web UI's experiment list (every unarchived experiment) and
-``/stream``'s initial sync (every experiment of the default project and one experiment's
-trials, from the websocket's connect to the sync's end).
+first page (200 experiments), the web UI's experiment list (its first page: the 100 newest
+unarchived experiments) and ``/stream``'s initial sync (every experiment of the default project
+and one experiment's trials, from the websocket's connect to the sync's end).
 
 ``--seed-trials N`` first gives the master a large cluster's history: N trials in experiments of
 ``--seed-per-experiment`` (10) trials each (a grid search, created through the API), each with
@@ -440,8 +440,9 @@ async def _drive_trial(
 # What a reader asks, in turn: a page of the experiment list, one experiment, one trial's
 # training metrics (the web UI's chart: up to 200 points), the last 20 lines of one trial's logs,
 # ``det e list`` (its first page: 200 of the caller's unarchived experiments), the web UI's first
-# page (its experiment list: every unarchived experiment) and ``/stream``'s initial sync (every
-# experiment of the default project and one experiment's trials, from connect to its sync).
+# page (its experiment list: the 100 newest unarchived experiments, as list.js asks for them) and
+# ``/stream``'s initial sync (every experiment of the default project and one experiment's
+# trials, from connect to its sync).
 READS = ("list", "describe", "metrics", "logs-tail", "det-e-list", "webui-list", "stream")
 
 
@@ -458,7 +459,7 @@ def _read_path(kind: str, trial: dict[str, Any]) -> str:
     if kind == "det-e-list":
         return "/api/v1/experiments?offset=0&archived=false&limit=200&users=admin"
     if kind == "webui-list":
-        return "/api/v1/experiments?archived=false"
+        return "/api/v1/experiments?limit=100&offset=0&orderBy=ORDER_BY_DESC&archived=false"
     return f"/api/v1/trials/{trial['id']}/logs?tail=20"
 
 

@@ -3,6 +3,7 @@ renders, its charts carry exactly the reported points, and actions reach the mas
 
 from __future__ import annotations
 
+import pathlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,7 @@ from urllib.parse import quote
 
 import pytest
 import yaml
+from _kit.master import MasterProcess
 from _kit.webui import (
     Cluster,
     chart_series,
@@ -360,3 +362,51 @@ def test_another_users_experiment_shows_a_permission_error(cluster: Cluster, bro
         assert cluster.experiment(exp_id)["state"] != "STATE_PAUSED"
     finally:
         admin.post(cluster.url + f"/api/v1/experiments/{exp_id}/kill")
+
+
+PAUSED = """
+name: paged-{n}
+entrypoint: python3 train.py
+searcher: {{name: single, metric: loss, max_length: 100}}
+hyperparameters: {{lr: 0.1}}
+"""
+
+
+def test_the_experiment_list_shows_a_page_newest_first_in_one_request(
+    tmp_path: pathlib.Path, browser: Any
+) -> None:
+    """103 experiments: the list shows the newest 100 and pages to the other 3 and back,
+    reading each page (with each experiment's best metric) in one request: no request per
+    experiment, however many the cluster holds."""
+    with MasterProcess(tmp_path / "master") as m:
+        s = m.session()
+        ids = []
+        for n in range(103):
+            body = {"config": PAUSED.format(n=n), "activate": False}
+            r = s.post(m.url + "/api/v1/experiments", json=body)
+            assert r.status_code == 200, r.text
+            ids.append(int(r.json()["experiment"]["id"]))
+        browser.get(m.url + "/")
+
+        def shown() -> list[int]:
+            rows = browser.find_elements(By.CSS_SELECTOR, "#experiments tr[data-exp-id]")
+            return [int(r.get_attribute("data-exp-id")) for r in rows]
+
+        newest = ids[::-1][:100]
+        wait_for(browser, lambda: shown() == newest, "the newest 100 experiments")
+        assert browser.find_element(By.ID, "shown").text == "1–100 of 103"
+        assert browser.find_element(By.CSS_SELECTOR, "[data-page='newer']").get_attribute(
+            "disabled"
+        )
+        browser.find_element(By.CSS_SELECTOR, "[data-page='older']").click()
+        wait_for(browser, lambda: shown() == ids[2::-1], "the oldest 3 experiments")
+        assert browser.find_element(By.ID, "shown").text == "101–103 of 103"
+        browser.find_element(By.CSS_SELECTOR, "[data-page='newer']").click()
+        wait_for(browser, lambda: shown() == newest, "the newest 100 again")
+        time.sleep(2.5)  # a poll more
+        asked = browser.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)"
+        )
+        lists = [a for a in asked if "/api/v1/experiments?" in a]
+        assert lists and all("limit=100" in a for a in lists), lists
+        assert not [a for a in asked if "searcher/best_searcher_validation_metric" in a]

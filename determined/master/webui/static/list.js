@@ -1,20 +1,11 @@
 // The experiment list: polled every 2 s, so states and progress change without a reload.
+// One request a poll: a page of the newest experiments, each with its best searcher metric
+// (bestTrialSearcherMetric), however many the cluster holds.
 "use strict";
 
 const POLL_MS = 2000;
-const best = new Map(); // experiment id -> best searcher metric (refetched while it can change)
-
-async function bestMetric(exp) {
-  if (best.has(exp.id) && isTerminal(exp.state)) return best.get(exp.id);
-  try {
-    const r = await getJSON(`/api/v1/experiments/${exp.id}/searcher/best_searcher_validation_metric`);
-    best.set(exp.id, r.metric);
-  } catch (e) {
-    if (e.status !== 404) throw e;
-    best.set(exp.id, null);
-  }
-  return best.get(exp.id);
-}
+const PAGE = 100; // experiments a page shows, newest first
+let offset = 0;
 
 async function act(expId, action) {
   if (action === "kill" && !confirm(`Kill experiment ${expId}? Its running trials are stopped at once.`)) return;
@@ -61,30 +52,52 @@ async function loadProjects() {
   select.value = [...select.options].some((o) => o.value === wanted) ? wanted : "0";
 }
 
+// "1–100 of 1,234" and the buttons to the newer and older pages.
+function showPager(p) {
+  const box = document.getElementById("pager");
+  const go = (to) => () => {
+    offset = to;
+    refresh();
+  };
+  const shown = p.total ? `${p.startIndex + 1}–${p.endIndex} of ${p.total}` : "";
+  box.replaceChildren(
+    el("button", { "data-page": "newer", disabled: offset <= 0, onclick: go(Math.max(0, offset - PAGE)) }, "Newer"),
+    " ",
+    el("span", { class: "muted", id: "shown" }, shown),
+    " ",
+    el("button", { "data-page": "older", disabled: p.endIndex >= p.total, onclick: go(offset + PAGE) }, "Older")
+  );
+}
+
 function onProjectChange() {
   const id = document.getElementById("project").value;
   const url = new URL(location.href);
   if (id === "0") url.searchParams.delete("projectId");
   else url.searchParams.set("projectId", id);
   history.replaceState(null, "", url);
+  offset = 0;
   refresh();
 }
 
 async function refresh() {
   const archived = document.getElementById("show-archived").checked;
   const project = document.getElementById("project").value;
-  const query = new URLSearchParams();
+  const query = new URLSearchParams({ limit: PAGE, offset, orderBy: "ORDER_BY_DESC" });
   if (!archived) query.set("archived", "false");
   if (project !== "0") query.set("projectId", project);
-  let exps;
+  let exps, pagination;
   try {
-    exps = (await getJSON("/api/v1/experiments" + (query.toString() ? "?" + query : ""))).experiments;
+    ({ experiments: exps, pagination } = await getJSON("/api/v1/experiments?" + query));
   } catch (e) {
     showError(e);
     return;
   }
-  const metrics = await Promise.all(exps.map((e) => bestMetric(e).catch(() => null)));
-  exps.forEach((e, i) => (e.bestMetric = metrics[i]));
+  if (!exps.length && offset > 0 && pagination.total > 0) {
+    offset = Math.max(0, Math.floor((pagination.total - 1) / PAGE) * PAGE); // the list shrank
+    return refresh();
+  }
+  exps.forEach((e) => (e.bestMetric = e.bestTrialSearcherMetric));
+  showPager(pagination);
   const columns = [
     { key: "id", label: "ID", value: (e) => e.id, render: (e) => el("a", { href: `/experiments/${e.id}` }, String(e.id)) },
     { key: "name", label: "Name", value: (e) => e.name, render: (e) => el("a", { href: `/experiments/${e.id}` }, e.name || "(unnamed)") },
@@ -108,7 +121,10 @@ async function refresh() {
 }
 
 document.addEventListener("DOMContentLoaded", async () => {
-  document.getElementById("show-archived").addEventListener("change", refresh);
+  document.getElementById("show-archived").addEventListener("change", () => {
+    offset = 0;
+    refresh();
+  });
   document.getElementById("project").addEventListener("change", onProjectChange);
   showWho();
   await loadProjects();
