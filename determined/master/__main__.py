@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="USER:UID:GROUP:GID",
         help="the OS account an unlinked user's tasks run as when the master runs as root with "
-        "a sandbox (0.37's security.default_task; default det-nobody:65533:det-nobody:65533; "
+        "a sandbox (0.37's security.default_task; default det_nobody:65533:det_nobody:65533; "
         "root:0:root:0 is 0.37's own default, docs/security.md)",
     )
     p.add_argument("--config-file", type=pathlib.Path, default=None, help="YAML master config")

@@ -149,7 +149,12 @@ PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
         ).stdout
 
     def stop(self) -> None:
-        subprocess.run(["scancel", f"--user={os.getuid()}"], env=self.env, capture_output=True)
+        # Every job, whoever it runs for (a root master submits for its tasks' OS users).
+        jobs = subprocess.run(
+            ["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=self.env
+        ).stdout.split()
+        if jobs:
+            subprocess.run(["scancel", *jobs], env=self.env, capture_output=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             out = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=self.env)

@@ -85,13 +85,14 @@ def test_link_with_large_uid(master: MasterProcess, tmp_path: pathlib.Path) -> N
 
 @pytest.fixture
 def os_account() -> Iterator[tuple[int, str]]:
-    """A real OS account (useradd), removed afterwards."""
-    name = "det-nobody35"
+    """A real OS account (useradd), removed afterwards (not the default task account's uid,
+    65533, which the Slurm resource manager makes on the host)."""
+    name = "det_existing35"
     try:
         pwd.getpwnam(name)
         made = False
     except KeyError:
-        subprocess.run(["useradd", "-u", "65533", "-U", "-M", name], check=True)
+        subprocess.run(["useradd", "-u", "65530", "-U", "-M", name], check=True)
         made = True
     try:
         yield pwd.getpwnam(name).pw_uid, name
@@ -169,13 +170,13 @@ def test_an_unlinked_users_tasks_run_as_the_default_account(
     master: MasterProcess, tmp_path: pathlib.Path
 ) -> None:
     """A root master never runs an unlinked user's task as root: it runs as
-    ``security.default_task`` (det-nobody, 65533, unless configured), an admin's too; its trial
+    ``security.default_task`` (det_nobody, 65533, unless configured), an admin's too; its trial
     checkpoints into the default storage in the master's data dir."""
     _create(master, "unlinked")
     det = Det(tmp_path / "unlinked", master.url, user="unlinked")
-    assert "det-nobody:65533:det-nobody:65533" in _id_of_command(det)
+    assert "det_nobody:65533:det_nobody:65533" in _id_of_command(det)
     admin = Det(tmp_path / "admin", master.url, user="admin")
-    assert "det-nobody:65533:det-nobody:65533" in _id_of_command(admin)
+    assert "det_nobody:65533:det_nobody:65533" in _id_of_command(admin)
     from _kit.trial_cluster import Cluster, config
 
     cluster = Cluster(master)
@@ -212,3 +213,52 @@ def test_default_task_root_is_the_operators_choice(tmp_path: pathlib.Path) -> No
     cmd += ["--data-dir", str(tmp_path / "b")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "default_task" in done.stderr, done.stderr
+
+
+def test_the_default_account_on_the_host_is_made_or_renamed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Slurm resource manager needs the default task account on its host
+    (``_identity.ensure_account``): made where neither its ids nor its names exist; an earlier
+    setup's account of the old name (``det-nobody``, not a word: 0.37's e2e tests parse ``id``
+    with ``\\w+``) renamed, with its group; an id another account holds left alone. Real
+    accounts (``useradd``), under test names."""
+    import grp
+
+    from determined.master.resources import _identity
+
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("makes host accounts: needs root and useradd")
+    assert _identity.DEFAULT_TASK.user == "det_nobody" == _identity.DEFAULT_TASK.group
+    monkeypatch.setattr(_identity, "OLD_DEFAULT_NAME", "det-old36")
+    new = _identity.Identity(64036, 64036, "det_new36", "det_new36")
+
+    def gone() -> None:
+        for name in ("det_new36", "det-old36"):
+            subprocess.run(["userdel", name], capture_output=True)
+            subprocess.run(["groupdel", name], capture_output=True)
+
+    gone()
+    try:
+        assert "made the host account det_new36" in " ".join(_identity.ensure_account(new))
+        assert pwd.getpwnam("det_new36")[2:4] == (64036, 64036)
+        assert grp.getgrgid(64036).gr_name == "det_new36"
+        assert _identity.ensure_account(new) == []  # nothing left to do
+        gone()
+        subprocess.run(["groupadd", "-g", "64036", "det-old36"], check=True)
+        subprocess.run(["useradd", "-u", "64036", "-g", "64036", "-M", "det-old36"], check=True)
+        done = " ".join(_identity.ensure_account(new))
+        assert "renamed the host account det-old36 to det_new36" in done, done
+        assert pwd.getpwuid(64036).pw_name == "det_new36"
+        assert grp.getgrgid(64036).gr_name == "det_new36"
+        gone()
+        subprocess.run(["useradd", "-u", "64036", "-U", "-M", "someone36"], check=True)
+        try:
+            done = " ".join(_identity.ensure_account(new))
+            assert "uid 64036 is the host account 'someone36'" in done, done
+            assert pwd.getpwuid(64036).pw_name == "someone36"
+        finally:
+            subprocess.run(["userdel", "someone36"], check=False)
+            subprocess.run(["groupdel", "someone36"], capture_output=True)
+    finally:
+        gone()

@@ -114,7 +114,7 @@ def test_a_data_dir_inside_a_bound_checkout_stays_hidden(tmp_path: pathlib.Path)
     the PYTHONPATH; scripts/reference_e2e.sh keeps its data dirs in .e2e/) stays hidden, and a
     task running as the unprivileged default OS user still reaches its work dir. Bound after
     the data dir was emptied, the checkout brought it back: the task read it (as root) or
-    could not enter its work dir (as det-nobody)."""
+    could not enter its work dir (as det_nobody)."""
     _needs_bwrap()
     checkout = tmp_path / "checkout"
     data = checkout / ".e2e" / "home"
@@ -122,7 +122,7 @@ def test_a_data_dir_inside_a_bound_checkout_stays_hidden(tmp_path: pathlib.Path)
     env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(checkout)])}
     args = ["--task-isolation", "bubblewrap"]
     if os.geteuid() == 0:
-        args += ["--default-task", "det-nobody:65533:det-nobody:65533"]
+        args += ["--default-task", "det_nobody:65533:det_nobody:65533"]
     with MasterProcess(data, cpu_slots=1, args=args, env=env) as m:
         bob = _users(m)["bob"]
         probe = f"cat {data}/master.db > /dev/null && echo DB-READ; pwd; echo done"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -16,7 +18,7 @@ from _kit.cli import Det
 from _kit.master import MasterProcess
 from _kit.slurm_cluster import SlurmCluster, missing
 from _kit.tasks import proxied, wait_state
-from _kit.trial_cluster import Cluster, config, env_of, wait_file
+from _kit.trial_cluster import TRAIN_PY, Cluster, config, env_of, wait_file
 
 pytestmark = [
     pytest.mark.e2e,
@@ -29,13 +31,17 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+def slurm() -> Iterator[SlurmCluster]:
+    # Not under pytest's own directory: a pytest session starting meanwhile makes that 0700,
+    # and a job submitted for another OS user could no longer reach munge's socket.
+    root = pathlib.Path(tempfile.mkdtemp(prefix="det-slurm-"))
+    cluster = SlurmCluster(root / "slurm")
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _master(tmp: pathlib.Path, slurm: SlurmCluster, **rm: object) -> MasterProcess:
@@ -415,8 +421,6 @@ def test_slurm_jobs_run_in_the_sandbox(tmp_path: pathlib.Path, slurm: SlurmClust
     one does: another user's command reads neither the master's database nor the first
     user's work dir, and a trial trains and checkpoints inside it (its output dir a bind
     mount of its config)."""
-    import shutil
-
     import requests
     from _kit.master import login
 
@@ -478,3 +482,100 @@ def test_slurm_jobs_run_in_the_sandbox(tmp_path: pathlib.Path, slurm: SlurmClust
         [trial] = cluster.trials(exp_id)
         assert env_of(out, trial["id"], 1)["DET_RESOURCES_TYPE"] == "slurm-job"
         assert _checkpoint_steps(cluster, trial["id"]) == [2]
+
+
+@pytest.fixture
+def slurm_account(slurm: SlurmCluster) -> Iterator[tuple[str, int, int]]:
+    """A real OS account (useradd, with its own group), removed afterwards (its jobs first)."""
+    import pwd
+
+    name, uid = "slurmu35", 64035
+    subprocess.run(["userdel", name], capture_output=True)
+    subprocess.run(["useradd", "-u", str(uid), "-U", "-M", name], check=True)
+    try:
+        yield name, uid, pwd.getpwnam(name).pw_gid
+    finally:
+        subprocess.run(["scancel", f"--user={name}"], env=slurm.env, capture_output=True)
+        deadline = time.monotonic() + 15
+        while slurm.run("squeue", "-h", "-u", name).strip() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        subprocess.run(["userdel", name], check=False)
+
+
+def test_a_root_master_submits_each_job_for_the_tasks_os_user(
+    slurm: SlurmCluster, slurm_account: tuple[str, int, int]
+) -> None:
+    """Issue #35: a root master submits a linked user's trial for that user (``sbatch
+    --uid``): squeue and sacct name them, the trial's ``id`` is theirs, and it trains and
+    checkpoints in its sandbox (bubblewrap started by that user); an unlinked user's (an
+    admin's) is the default task account's (resources/_identity.py)."""
+
+    from determined.master.resources import _sandbox
+
+    if os.geteuid() != 0:
+        pytest.skip("a master submits jobs for other OS users only when it runs as root")
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or _sandbox._probe(bwrap) is not None:
+        pytest.skip("needs a working bubblewrap (scripts/setup.sh --tests installs it)")
+    name, uid, gid = slurm_account
+    # Not under pytest's directory, which a pytest session starting meanwhile makes 0700 again:
+    # that would undo the master's search permission for the job's user (docs/security.md).
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="det-ids35-"))
+    try:
+        _submits_for_the_os_user(tmp_path, slurm, name, uid, gid)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _submits_for_the_os_user(
+    tmp_path: pathlib.Path, slurm: SlurmCluster, name: str, uid: int, gid: int
+) -> None:
+    import pwd
+
+    from _kit.master import login
+
+    from determined.master.resources import _identity
+
+    conf = tmp_path / "master.yaml"
+    conf.write_text(
+        yaml.safe_dump({"resource_manager": {"type": "slurm"}, "task_isolation": "bubblewrap"})
+    )
+    env = {"SLURM_CONF": slurm.env["SLURM_CONF"]}
+    train = "import subprocess\nsubprocess.run(['id'], check=True)\n" + TRAIN_PY
+    with MasterProcess(tmp_path / "master", config_file=conf, env=env) as m:
+        admin = Cluster(m)
+        r = admin.s.post(m.url + "/api/v1/users", json={"user": {"username": "carol"}})
+        assert r.status_code == 200, r.text
+        link = {"agentUid": uid, "agentGid": gid, "agentUser": name, "agentGroup": name}
+        carol_id = r.json()["user"]["id"]
+        r = admin.s.patch(m.url + f"/api/v1/users/{carol_id}", json={"agentUserGroup": link})
+        assert r.status_code == 200, r.text
+        carol = Cluster(m)
+        carol.s = m.session(login(m.url, "carol"))
+        # The master made the default account on this host (or found its uid taken).
+        nobody = pwd.getpwuid(_identity.DEFAULT_TASK.uid).pw_name
+        runs = {}
+        for who, c in ((name, carol), (nobody, admin)):
+            out = tmp_path / f"out-{who}"
+            exp_id = c.create(config(out, max_length=3, sleep=1.0), {"train.py": train})
+            runs[who] = (c, exp_id)
+        seen: dict[str, set[str]] = {}
+        deadline = time.monotonic() + 120
+        while not all(
+            c.experiment(e)["state"] in ("STATE_COMPLETED", "STATE_ERROR") for c, e in runs.values()
+        ):
+            assert time.monotonic() < deadline, [c.describe(e) for c, e in runs.values()]
+            for line in slurm.run("squeue", "-h", "-o", "%i|%u").split():
+                job, user = line.split("|")
+                seen.setdefault(job, set()).add(user)
+            time.sleep(0.2)
+        done = slurm.run("sacct", "-c", "-P", "-n", "-o", "JobID,User")
+        for who, (c, exp_id) in runs.items():
+            assert c.experiment(exp_id)["state"] == "STATE_COMPLETED", c.describe(exp_id)
+            [trial] = c.trials(exp_id)
+            job = _job_of(c, trial["taskId"])
+            assert seen.get(job) == {who}, (who, seen)
+            assert f"{job}|{who}(" in done, done
+            expect = f"uid={uid}({name}) gid={gid}({name})" if who == name else "uid=65533("
+            c.wait_log(trial["taskId"], expect)
+            assert _checkpoint_steps(c, trial["id"]) == [3]

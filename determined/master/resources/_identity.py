@@ -12,9 +12,15 @@ sandbox, runs every task as itself (``_sandbox.Sandbox.identity``).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import grp
+import logging
 import os
+import pwd
 import re
+import stat
+import struct
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -23,6 +29,7 @@ import sqlalchemy as sa
 
 from determined.master._errors import InvalidArgument
 
+logger = logging.getLogger("determined.master")
 _NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$", re.IGNORECASE)
 _MAX_ID = 2**32 - 2  # (uid_t)-1 means "no change" to the kernel
 SETPRIV = "setpriv"
@@ -40,9 +47,13 @@ class Identity:
 
 # What a root master's sandbox runs an unlinked user's tasks as, unless the master config's
 # ``security.default_task`` names another account: 0.37's documented unprivileged task user
-# (uid/gid 65533, named inside the sandbox even without a host account). 0.37's own default,
-# root, only when the operator asks for it (docs/security.md).
-DEFAULT_TASK = Identity(65533, 65533, "det-nobody", "det-nobody")
+# (uid/gid 65533, named inside the sandbox even without a host account; the Slurm resource
+# manager makes the host account, :func:`ensure_account`). Its name is word characters only:
+# 0.37's e2e tests parse ``id`` with ``\w+``. 0.37's own default, root, only when the operator
+# asks for it (docs/security.md).
+DEFAULT_TASK = Identity(65533, 65533, "det_nobody", "det_nobody")
+# The default account's name before (renamed on the host where it was made, ensure_account).
+OLD_DEFAULT_NAME = "det-nobody"
 
 
 def parse_default_task(value: Any) -> Identity:
@@ -193,7 +204,10 @@ def applies() -> bool:
 
 
 def hand_over(identity: Identity, work_dir: Path, environment: Path) -> None:
-    """The work dir (and all in it) becomes the identity's; the environment readable by it."""
+    """The work dir (and all in it) becomes the identity's; the environment readable by it:
+    its contents by everyone, its top directory (0700) by the identity only, through an ACL
+    entry (0755 where the file system has no ACLs), so that search permission on ``envs/``
+    (:func:`grant_search`) opens no other environment."""
     for root, dirs, files in os.walk(work_dir):
         os.chown(root, identity.uid, identity.gid)
         for name in [*dirs, *files]:
@@ -204,6 +218,133 @@ def hand_over(identity: Identity, work_dir: Path, environment: Path) -> None:
             path = os.path.join(root, name)
             if not os.path.islink(path):
                 os.chmod(path, os.stat(path).st_mode | 0o444)
+    if environment.is_dir() and identity.uid != os.geteuid():
+        try:
+            os.chmod(environment, 0o700)
+            _acl_allow(environment, identity.uid, 0o5)
+        except OSError:
+            os.chmod(environment, 0o755)
+
+
+# POSIX ACLs as Linux stores them (``system.posix_acl_access``: a version, then entries of
+# tag, permissions and id, sorted by tag and id); no dependency on the acl tools.
+_ACL_XATTR = "system.posix_acl_access"
+_ACL_VERSION = 2
+_USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+_NO_ID = 0xFFFFFFFF
+
+
+def _acl_allow(path: str | Path, uid: int, perms: int) -> None:
+    """Add ``perms`` (rwx bits) for ``uid`` to ``path``'s access ACL (made from its mode when
+    it has none); the mask opens to what the named entries need, the owning group keeps its
+    own entry. Raises OSError (``ENOTSUP`` where the file system has no ACLs)."""
+    try:
+        raw = os.getxattr(path, _ACL_XATTR)
+    except OSError as e:
+        if e.errno not in (errno.ENODATA, errno.ENOTSUP):
+            raise
+        raw = b""
+    entries: dict[tuple[int, int], int] = {}
+    if len(raw) >= 4 and struct.unpack_from("<I", raw)[0] == _ACL_VERSION:
+        for off in range(4, len(raw) - 7, 8):
+            tag, perm, ident = struct.unpack_from("<HHI", raw, off)
+            entries[(tag, ident)] = perm
+    else:
+        mode = os.stat(path).st_mode
+        entries = {(_USER_OBJ, _NO_ID): (mode >> 6) & 7, (_GROUP_OBJ, _NO_ID): (mode >> 3) & 7,
+                   (_OTHER, _NO_ID): mode & 7}  # fmt: skip
+    entries[(_USER, uid)] = entries.get((_USER, uid), 0) | perms
+    entries[(_MASK, _NO_ID)] = 0
+    mask = 0
+    for (tag, _), perm in entries.items():
+        if tag in (_USER, _GROUP_OBJ, _GROUP):
+            mask |= perm
+    entries[(_MASK, _NO_ID)] = mask
+    out = struct.pack("<I", _ACL_VERSION)
+    for (tag, ident), perm in sorted(entries.items()):
+        out += struct.pack("<HHI", tag, perm, ident)
+    os.setxattr(path, _ACL_XATTR, out)
+
+
+def grant_search(paths: Sequence[str | Path], uid: int) -> None:
+    """Search permission (``x``, never read: nothing there can be listed) for ``uid`` on every
+    directory leading to ``paths`` that it could not search otherwise (mode bits checked for
+    its owner and others), so a process of ``uid`` reaches them by name: a Slurm job submitted
+    for a task's identity, whose bubblewrap binds them. Files and directories on the way keep
+    their own modes (the master's are 0600 and 0700). Raises OSError: no ACLs there."""
+    seen: set[Path] = set()
+    for path in paths:
+        for parent in reversed(Path(os.path.abspath(path)).parents):
+            if parent in seen:
+                continue
+            seen.add(parent)
+            try:
+                st = os.stat(parent)
+            except FileNotFoundError:
+                break
+            if st.st_mode & stat.S_IXOTH or (st.st_uid == uid and st.st_mode & stat.S_IXUSR):
+                continue
+            _acl_allow(parent, uid, 0o1)
+
+
+def host_account(identity: Identity) -> bool:
+    """Whether this host knows the identity's uid and gid (Slurm submits a job only for ids
+    it can name)."""
+    try:
+        pwd.getpwuid(identity.uid)
+        grp.getgrgid(identity.gid)
+    except KeyError:
+        return False
+    return True
+
+
+def ensure_account(identity: Identity) -> list[str]:
+    """The default task account on this host, for Slurm (which runs jobs only for ids it
+    knows): its group and user made (system ones, no home, no login shell) where neither
+    the name nor the id exists; an older master's default (``det-nobody``, same id) renamed.
+    An id another account holds is left as it is (its name is what Slurm shows). Returns what
+    was done, for the master's log; raises nothing (a failure is said there too)."""
+    done: list[str] = []
+    try:
+        group = grp.getgrgid(identity.gid).gr_name
+    except KeyError:
+        group = None
+    try:
+        user = pwd.getpwuid(identity.uid).pw_name
+    except KeyError:
+        user = None
+    try:
+        if group == OLD_DEFAULT_NAME:
+            _run(["groupmod", "-n", identity.group, OLD_DEFAULT_NAME])
+            done.append(f"renamed the host group {OLD_DEFAULT_NAME} to {identity.group}")
+        elif group is None and not _exists(grp.getgrnam, identity.group):
+            _run(["groupadd", "--system", "-g", str(identity.gid), identity.group])
+            done.append(f"made the host group {identity.group} (gid {identity.gid})")
+        if user == OLD_DEFAULT_NAME:
+            _run(["usermod", "-l", identity.user, OLD_DEFAULT_NAME])
+            done.append(f"renamed the host account {OLD_DEFAULT_NAME} to {identity.user}")
+        elif user is None and not _exists(pwd.getpwnam, identity.user):
+            _run(["useradd", "--system", "-u", str(identity.uid), "-g", str(identity.gid), "-M",
+                  "-d", "/nonexistent", "-s", "/usr/sbin/nologin", identity.user])  # fmt: skip
+            done.append(f"made the host account {identity.user} (uid {identity.uid})")
+        elif user not in (None, OLD_DEFAULT_NAME, identity.user):
+            done.append(f"uid {identity.uid} is the host account {user!r}: Slurm shows that name")
+    except (OSError, subprocess.SubprocessError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        done.append(f"cannot make the host account {identity.user}: {str(detail).strip()}")
+    return done
+
+
+def _exists(lookup: Any, name: str) -> bool:
+    try:
+        lookup(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _run(args: list[str]) -> None:
+    subprocess.run(args, check=True, capture_output=True, text=True, timeout=30)
 
 
 def account_files(identity: Identity, into: Path, home: Path) -> tuple[Path, Path]:
@@ -245,20 +386,22 @@ def drop_to(
     cwd: str | Path | None = None,
     per_rank: bool = False,
     groups: Sequence[int] = (),
+    submitted: bool = False,
 ) -> list[str]:
     """``argv`` run as the identity (inside the sandbox, by setpriv), no supplementary
     groups but ``groups``, no capabilities left; in ``cwd`` (entered as the identity: its
     work dir is 0700 and its own, which root without capabilities cannot enter), or with
     ``per_rank`` in its ``$SLURM_PROCID`` subdirectory (a Slurm job's task), which is also its
-    ``HOME``."""
-    out = [
+    ``HOME``. ``submitted``: it runs as the identity already (a Slurm job submitted for it):
+    no setpriv, only the directory and ``HOME``."""
+    out = [] if submitted else [
         SETPRIV,
         f"--reuid={identity.uid}",
         f"--regid={identity.gid}",
         f"--groups={','.join(str(g) for g in groups)}" if groups else "--clear-groups",
         "--inh-caps=-all",
         "--",
-    ]
+    ]  # fmt: skip
     if cwd is not None:
         into = '"$0/$SLURM_PROCID"' if per_rank else '"$0"'
         # Its home is its work dir (the master's user's is hidden and not theirs).

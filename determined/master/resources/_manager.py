@@ -406,13 +406,17 @@ class Manager:
         identity: _identity.Identity | None = None,
         net: _sandbox.PrivateNet | None = None,
         groups: Collection[int] = (),
+        submitted: bool = False,
     ) -> Callable[[list[str]], list[str]]:
         """What wraps a process of ``config`` (a task's or an experiment's) in the sandbox:
         its work dir, storage paths and ``writable`` writable, its environment read-only;
         ``chdir``: start in the work dir (else where it was started); ``identity``: the OS
         user it runs as (its work dir becomes theirs, ``_identity``); ``net``: its own
         network namespace (a process with ``proxy_ports``); ``groups``: the identity's
-        supplementary groups (a shell's: ``tty``)."""
+        supplementary groups (a shell's: ``tty``); ``submitted``: the process starts as the
+        identity (a Slurm job submitted for it), which gets search permission on the
+        directories leading to every path its sandbox binds (``_identity.grant_search``;
+        raises OSError where the file system has no ACLs)."""
         storage, mounts = _sandbox.storage_paths(config)
         accounts = None
         per_rank = False
@@ -422,6 +426,11 @@ class Manager:
             accounts = _identity.account_files(identity, work_dir / ".det-accounts", work_dir)
             per_rank = not chdir  # a Slurm job's: the identity enters work/<rank> itself
         _sandbox.make_paths(storage)
+        moved = _sandbox.moved_mounts(config)
+        if identity is not None and submitted:
+            bound = [work_dir, environment, *storage, *writable, *mounts, *read_only]
+            bound += [m.host_path for m in moved]
+            _identity.grant_search([*bound, *_sandbox.python_paths()], identity.uid)
         return functools.partial(
             self.sandbox.wrap,
             writable=[work_dir, *storage, *writable],
@@ -433,7 +442,8 @@ class Manager:
             per_rank=per_rank,
             net=net,
             groups=list(groups),
-            mounts=_sandbox.moved_mounts(config),
+            mounts=moved,
+            submitted=submitted,
         )
 
     def startup_hook_of(self, config: Any) -> str:

@@ -242,6 +242,7 @@ class Sandbox:
         net: PrivateNet | None = None,
         groups: Sequence[int] = (),
         mounts: Sequence[Mount] = (),
+        submitted: bool = False,
     ) -> list[str]:
         """``argv`` run inside the sandbox (itself when there is none). ``writable``: the
         task's work dir, storage paths and read-write bind mounts; ``read_only``: its
@@ -251,10 +252,12 @@ class Sandbox:
         ``identity``: the OS user it runs as (``_identity``), ``accounts`` the ``passwd`` and
         ``group`` files that name it inside; ``per_rank``: ``chdir`` holds one directory per
         Slurm task rank (``$SLURM_PROCID``), entered by the identity; ``net``: its own network
-        namespace (``private_net``); ``groups``: the identity's supplementary groups."""
+        namespace (``private_net``); ``groups``: the identity's supplementary groups;
+        ``submitted``: bubblewrap starts as the identity already (a Slurm job submitted for
+        it: bubblewrap then makes a user namespace, and no capability is kept)."""
         if identity is not None:
-            argv = _identity.drop_to(identity, argv, chdir, per_rank, groups)
-            caps = [*caps, *_identity.SETPRIV_CAPS]
+            argv = _identity.drop_to(identity, argv, chdir, per_rank, groups, submitted)
+            caps = [] if submitted else [*caps, *_identity.SETPRIV_CAPS]
             chdir = None  # entered as the identity
         if self.bwrap is None:
             return list(argv)
@@ -272,7 +275,7 @@ class Sandbox:
             # its account's, 0700 for root): an empty writable one; the master's Python and
             # code stay where they are, read-only and reachable by a task's OS identity.
             hidden += homes
-            read_only = [*_python_paths(), *read_only]
+            read_only = [*python_paths(), *read_only]
         read_only, writable = list(read_only), list(writable)
         targets = [m.container_path for m in mounts]
         # Mounts outer ones first (by depth): a deeper one lands on what the outer one made, so
@@ -313,7 +316,7 @@ class Sandbox:
         out += ["--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
         if net is not None:
             out.append("--unshare-net")
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and not submitted:
             for cap in caps:
                 out += ["--cap-add", cap]
         if chdir is not None:
@@ -384,7 +387,7 @@ def _homes() -> list[str]:
     ]
 
 
-def _python_paths() -> list[str]:
+def python_paths() -> list[str]:
     """What a task needs of the master's own Python: its interpreter's prefixes, the
     ``determined`` package's source tree and the PYTHONPATH entries (read-only)."""
     import determined

@@ -11,15 +11,22 @@ Slurm's nodes are the agents (``sinfo``; their CPUs, or GPUs from the gres, are 
 node disabled (or with a disabled slot: Slurm places whole tasks) gets no new job (``sbatch
 --exclude``; a job waits while too few nodes are left), and without draining the jobs running
 on it are killed (the trial runs again elsewhere).
+
+A root master with a sandbox submits each job for the task's OS identity (``sbatch --uid
+--gid``): Slurm lists, accounts and limits it as that user's, and its bubblewrap runs as them
+(docs/security.md, "OS identities"). An identity without an account on this host, or a data
+dir without ACLs, is submitted by the master's user and dropped to inside, as before.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +60,21 @@ class SlurmBackend:
         self._jobs: dict[str, SlurmJob] = {}  # allocation id -> a trial's job
         self._task_jobs: dict[str, SlurmJob] = {}  # task id -> the job of a command or task
         self._blocked: set[str] = set()  # nodes disabled when this tick began
+        # Every job's comment: this master's jobs are found by it, whoever they run as.
+        self._tag = f"det:{manager.store.cluster_id}"
 
     def recover(self) -> None:
         """Adopt the jobs of live allocations and tasks still in Slurm; close the others."""
         m = self._m
+        if m.sandbox.active and _identity.applies():
+            default = m.sandbox.default_task
+            if default == _identity.DEFAULT_TASK:  # Slurm runs jobs only for host accounts
+                for done in _identity.ensure_account(default):
+                    logger.warning("default task account: %s", done)
         with m.store.read() as conn:
             stale = {str(a["id"]): a for a in _trials.live_allocations(conn)}
         try:
-            known = jobs.job_states()
+            known = jobs.job_states(self._tag)
         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
             logger.error("cannot ask Slurm for its jobs: %s", e)
             known = {}
@@ -169,7 +183,7 @@ class SlurmBackend:
         task whose job started is RUNNING."""
         if not (self._jobs or self._task_jobs):
             return
-        known = jobs.job_states()
+        known = jobs.job_states(self._tag)
         for allocation_id, job in list(self._jobs.items()):
             job.update(known, JOB_PREFIX + allocation_id)
             if job.code is not None:
@@ -253,7 +267,7 @@ class SlurmBackend:
         work = m.work_root / allocation_id
         try:
             spec, identity = m.launch_spec(alloc, token, containers)
-            job_id = self._sbatch(spec, work, cfg, identity)
+            job_id = self._sbatch(spec, work, cfg, sink, identity)
         except Exception as e:
             m.launch_failed(allocation_id, sink, e)
             return
@@ -272,6 +286,7 @@ class SlurmBackend:
         spec: _launcher.LaunchSpec,
         work: Path,
         cfg: dict[str, Any],
+        sink: LogSink,
         identity: _identity.Identity | None = None,
     ) -> str:
         m = self._m
@@ -289,7 +304,7 @@ class SlurmBackend:
         python = str(_envs.python_of(environment))
         # Each rank runs in its own work/<rank> (the batch script's cd): the sandbox binds
         # them all, and keeps that directory.
-        wrap = m.sandbox_for(cfg, work, environment, chdir=False, identity=identity)
+        wrap, user = self._wrap_for(cfg, work, environment, identity, sink)
         return jobs.submit(
             self._config,
             work,
@@ -299,7 +314,39 @@ class SlurmBackend:
             per_node=len(spec.containers[0]),
             cfg=cfg,
             exclude=self._blocked,
+            tag=self._tag,
+            user=user,
         )
+
+    def _wrap_for(
+        self,
+        cfg: dict[str, Any],
+        work: Path,
+        environment: Path,
+        identity: _identity.Identity | None,
+        sink: LogSink,
+    ) -> tuple[Callable[[list[str]], list[str]], tuple[int, int] | None]:
+        """The sandbox of a job's process, and whom the job is submitted for: the task's
+        identity when it has an account on this host (Slurm needs one) and its paths can be
+        opened to it (ACLs); else the master's user, and the sandbox drops to the identity
+        inside (the task's log says why)."""
+        m = self._m
+        if identity is None or identity.uid == os.geteuid():
+            return m.sandbox_for(cfg, work, environment, chdir=False, identity=identity), None
+        why = "" if _identity.host_account(identity) else "no account on this host"
+        if not why:
+            try:
+                wrap = m.sandbox_for(
+                    cfg, work, environment, chdir=False, identity=identity, submitted=True
+                )
+                return wrap, (identity.uid, identity.gid)
+            except OSError as e:
+                why = f"cannot open its paths to it ({e})"
+        sink.master(
+            f"the job is submitted by the master's user, not for uid {identity.uid} "
+            f"({identity.user}): {why}; its sandbox runs the task as that uid"
+        )
+        return m.sandbox_for(cfg, work, environment, chdir=False, identity=identity), None
 
     # ------------------------------------------------------------ non-trial tasks
 
@@ -336,7 +383,7 @@ class SlurmBackend:
             jobs.write_env(work / "env.0", launch.env)
             cfg = dict(task["config"] or {})
             environment = _envs.task_env_dir(m.env_root, task_id)
-            wrap = m.sandbox_for(cfg, work, environment, chdir=False, identity=identity)
+            wrap, user = self._wrap_for(cfg, work, environment, identity, sink)
             argv = wrap(_launcher.with_startup_hook(launch.argv, m.startup_hook_of(cfg)))
             job_id = jobs.submit(
                 self._config,
@@ -347,6 +394,8 @@ class SlurmBackend:
                 per_node=slots,
                 cfg=cfg,
                 exclude=self._blocked,
+                tag=self._tag,
+                user=user,
             )
         except Exception as e:
             m.tasks.not_started(task, sink, work, e)

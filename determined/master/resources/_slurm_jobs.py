@@ -76,17 +76,22 @@ def slurm_cmd(args: list[str], timeout: float = 20.0) -> subprocess.CompletedPro
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
 
 
-def job_states(prefix: str = JOB_PREFIX) -> dict[str, tuple[str, str, str]]:
-    """``job name -> (job id, state, where)`` of this user's jobs squeue knows: ``where`` is
-    the node list of a job that has nodes, else why it waits in parentheses (``(Resources)``,
-    ``(Priority)``: squeue's ``%R``)."""
-    out = slurm_cmd(["squeue", "-h", "-u", str(os.getuid()), "-o", "%j|%i|%T|%R"])
+def job_states(tag: str = "", prefix: str = JOB_PREFIX) -> dict[str, tuple[str, str, str]]:
+    """``job name -> (job id, state, where)`` of this master's jobs squeue knows: those with
+    its ``tag`` as their comment (a root master submits for other users, ``submit``), and
+    the untagged ones of its own user (submitted before tags). ``where`` is the node list of
+    a job that has nodes, else why it waits in parentheses (``(Resources)``, ``(Priority)``:
+    squeue's ``%R``)."""
+    out = slurm_cmd(["squeue", "-h", "-o", "%j|%i|%T|%U|%k|%R"])
     if out.returncode != 0:
         raise RuntimeError(f"squeue failed: {out.stderr.strip()}")
     jobs = {}
     for line in out.stdout.splitlines():
-        name, job_id, state, nodes = (line.split("|") + ["", "", "", ""])[:4]
-        if name.startswith(prefix):
+        # The reason (last) is Slurm's text; the comment is ours (no "|").
+        name, job_id, state, uid, comment, nodes = (line.split("|", 5) + [""] * 6)[:6]
+        if not name.startswith(prefix):
+            continue
+        if (tag and comment == tag) or (comment in ("", "(null)") and uid == str(os.getuid())):
             jobs[name] = (job_id, state, nodes)
     return jobs
 
@@ -270,14 +275,22 @@ def submit(
     per_node: int,
     cfg: dict[str, Any],
     exclude: set[str],
+    tag: str = "",
+    user: tuple[int, int] | None = None,
 ) -> str:
     """``sbatch`` a job of ``nodes`` tasks (one per node, each with ``per_node`` slots) that
     run ``argv`` in ``work/<rank>`` with the environment in ``work/env.<rank>``, on no node of
     ``exclude``; returns its job id. ``cfg``: the experiment's or task's config (its pool,
-    ``slurm`` section). Raises LaunchError when sbatch refuses it."""
+    ``slurm`` section); ``tag``: the job's comment (``job_states`` finds it by it); ``user``:
+    (uid, gid) a root master submits it for (``sbatch --uid --gid``: Slurm runs, lists and
+    accounts it as theirs), who owns ``work`` and gets its scripts. Raises LaunchError when
+    sbatch refuses it."""
     quoted = " ".join(shlex.quote(a) for a in argv)
     (work / "task.sh").write_text(_WRAPPER.format(work=work, argv=quoted))
     (work / "batch.sh").write_text(_BATCH.format(work=work, ntasks=nodes))
+    if user is not None:
+        for script in ("task.sh", "batch.sh"):
+            os.chown(work / script, *user)
     args = [
         "sbatch",
         "--parsable",
@@ -305,6 +318,10 @@ def submit(
     args.extend(str(a) for a in slurm.get("sbatch_args") or [])
     if exclude:
         args.append(f"--exclude={','.join(sorted(exclude))}")
+    if tag:
+        args.append(f"--comment={tag}")
+    if user is not None:
+        args += [f"--uid={user[0]}", f"--gid={user[1]}"]
     args.append(str(work / "batch.sh"))
     out = slurm_cmd(args)
     if out.returncode != 0:
