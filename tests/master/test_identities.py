@@ -12,6 +12,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -262,3 +263,37 @@ def test_the_default_account_on_the_host_is_made_or_renamed(
             subprocess.run(["groupdel", "someone36"], capture_output=True)
     finally:
         gone()
+
+
+def test_search_permission_reaches_a_path_and_lists_nothing(tmp_path: pathlib.Path) -> None:
+    """``_identity.grant_search`` (a Slurm job submitted for a task's OS user): that uid opens
+    a path below directories closed to it (0700, the master's), by name only: it lists none of
+    them, reads no file there the mode closes, and another uid gets nothing."""
+    from determined.master.resources import _identity
+
+    if os.geteuid() != 0:
+        pytest.skip("gives another uid permissions: needs root")
+    base = pathlib.Path(tempfile.mkdtemp(prefix="det-acl35-"))  # pytest's dir is chmodded
+    try:
+        data = base / "data"
+        (data / "work" / "own").mkdir(parents=True)
+        for d in (data, data / "work"):
+            d.chmod(0o700)
+        (data / "master.db").write_text("secret")
+        (data / "master.db").chmod(0o600)
+        (data / "work" / "own" / "f").write_text("mine")
+        os.chown(data / "work" / "own", 64037, 64037)
+        _identity.grant_search([data / "work" / "own"], 64037)
+
+        def as_uid(uid: int, *cmd: str) -> int:
+            args = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
+            return subprocess.run(args, capture_output=True).returncode
+
+        assert as_uid(64037, "cat", str(data / "work" / "own" / "f")) == 0
+        assert as_uid(64037, "ls", str(data)) != 0  # search, not read
+        assert as_uid(64037, "ls", str(data / "work")) != 0
+        assert as_uid(64037, "cat", str(data / "master.db")) != 0
+        assert as_uid(64038, "cat", str(data / "work" / "own" / "f")) != 0
+        assert oct(data.stat().st_mode & 0o777) == "0o710"  # the ACL's mask; group entry ---
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
