@@ -138,6 +138,11 @@ mkdir -p "$RUN/junit"
 # The suite's checkpoint storage (its fixtures' host_path): its tests expect the files of one
 # cluster there (0.37's CI ran on a fresh machine; test_experiment_delete picks the first
 # cluster id's tensorboard/ it finds). Left by an earlier run, another cluster's come first.
+# One run at a time on this /tmp: emptying it under a run still going deletes that run's
+# checkpoints (seen 2026-11-28). A second run may go in its own /tmp, as root:
+#   unshare --mount --propagation private sh -c 'mount --bind DIR /tmp && scripts/reference_e2e.sh ...'
+exec 8>/tmp/determined-integration-checkpoints.lock
+flock -n 8 || die "another reference run uses /tmp/determined-integration-checkpoints (its lock is held); wait for it, or run this one in a /tmp of its own (see the comment here)"
 rm -rf /tmp/determined-integration-checkpoints
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Two masters, each with its own DET_HOME and port: the main one (`--cpu-slots 4`, the issue's
