@@ -148,3 +148,28 @@ def test_a_statement_with_values_it_would_compute_is_refused(store: Store) -> No
 def test_no_rows_runs_nothing(store: Store) -> None:
     with store.tx() as conn:
         ManyRows(metrics.insert(), ("trial_id",)).run(conn, [])  # would fail if it ran
+
+
+def test_a_bad_row_fails_the_whole_run_with_sqlalchemys_error(store: Store) -> None:
+    """A row the database refuses (no such trial) raises what ``conn.execute`` raises, and
+    the transaction stores none of the rows (on PostgreSQL they go in by COPY)."""
+    trial = _trial(store)
+    good = {k: None for k in ROW_KEYS} | {
+        "trial_id": trial,
+        "trial_run_id": 1,
+        "metric_group": "bad-run",
+        "partition": "TRAINING",
+        "steps_completed": 1,
+        "metrics": {"loss": 1.0},
+        "report_time": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc),
+        "archived": False,
+    }
+    rows = [good, {**good, "trial_id": trial + 1000, "steps_completed": 2}, good]
+    with pytest.raises(sa.exc.IntegrityError), store.tx() as conn:
+        ManyRows(metrics.insert(), ROW_KEYS).run(conn, rows)
+    with store.read() as conn:
+        assert conn.execute(sa.select(metrics.c.id).where(_of(trial, "bad-run"))).all() == []
+    with store.tx() as conn:  # the connection went back to the pool fit for the next write
+        ManyRows(metrics.insert(), ROW_KEYS).run(conn, [good])
+    with store.read() as conn:
+        assert len(conn.execute(sa.select(metrics.c.id).where(_of(trial, "bad-run"))).all()) == 1

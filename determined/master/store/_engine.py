@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import pathlib
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pydantic_core
 import sqlalchemy as sa
@@ -161,7 +161,8 @@ def inserted_id(result: sa.CursorResult[Any]) -> int:
 class ManyRows:
     """One INSERT or UPDATE run for many rows through the driver's ``executemany``, past
     SQLAlchemy's per-execution work (the compiled-cache lookup, ``construct_params`` and its
-    generic bind processing of every row: most of a group commit's CPU above SQLite).
+    generic bind processing of every row: most of a group commit's CPU above SQLite). On
+    PostgreSQL an INSERT's rows go in by ``COPY`` instead (see ``_copy``).
 
     The statement is compiled once per dialect, and each value still goes through its column
     type's own bind processor for that dialect, so the rows stored are the rows
@@ -177,12 +178,19 @@ class ManyRows:
         self._stmt = stmt
         self._keys = list(keys)
         self._compiled: dict[str, tuple[str, list[tuple[str, Any]], bool]] = {}
+        # An INSERT of table columns only: on PostgreSQL (psycopg) its rows go in by COPY.
+        self._copy_columns: list[str] | None = None
+        if isinstance(stmt, sa.Insert) and all(k in stmt.table.c for k in self._keys):
+            self._copy_columns = list(self._keys)
 
     def run(self, conn: sa.Connection, rows: list[dict[str, Any]]) -> None:
         """Write ``rows`` (each with exactly the ``keys``) in ``conn``'s transaction."""
         if not rows:
             return
         sql, processors, positional = self._for(conn.dialect)
+        if self._copy_columns is not None and conn.dialect.driver == "psycopg":
+            self._copy(conn, rows, processors)
+            return
         if positional:
             params: list[Any] = [
                 tuple(row[k] if p is None else p(row[k]) for k, p in processors) for row in rows
@@ -192,6 +200,30 @@ class ManyRows:
                 {k: row[k] if p is None else p(row[k]) for k, p in processors} for row in rows
             ]
         conn.exec_driver_sql(sql, params)
+
+    def _copy(
+        self, conn: sa.Connection, rows: list[dict[str, Any]], processors: list[tuple[str, Any]]
+    ) -> None:
+        """The INSERT's rows by ``COPY ... FROM STDIN``, in order (the ids come in the same
+        order): PostgreSQL parses and plans no statement per row, as executemany has it do
+        (half a group commit's time on a 300-report batch, ``benchmarks/master_metrics.py
+        --postgres``). Each value goes through its bind processor as in :meth:`run`."""
+        stmt = cast(sa.Insert, self._stmt)
+        quote = conn.dialect.identifier_preparer
+        table = quote.format_table(stmt.table)
+        names = [n for n, _ in processors]
+        columns = ", ".join(quote.quote(stmt.table.c[n].name) for n in names)
+        sql = f"COPY {table} ({columns}) FROM STDIN"
+        dbapi_error = conn.dialect.loaded_dbapi.Error
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            with cursor.copy(sql) as copy:
+                for row in rows:
+                    copy.write_row([row[k] if p is None else p(row[k]) for k, p in processors])
+        except dbapi_error as e:  # as SQLAlchemy raises the driver's errors (IntegrityError ...)
+            raise sa.exc.DBAPIError.instance(sql, None, e, dbapi_error, dialect=conn.dialect) from e
+        finally:
+            cursor.close()
 
     def _for(self, dialect: sa.Dialect) -> tuple[str, list[tuple[str, Any]], bool]:
         found = self._compiled.get(dialect.name)
