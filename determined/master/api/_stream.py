@@ -78,18 +78,22 @@ class Stamps:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next = int(time.time() * 1_000_000)  # µs: above any seq of an earlier run
-        self._seen: dict[tuple[str, int], tuple[str, int]] = {}
+        # (kind, id) -> (the message's text, its seq, the message)
+        self._seen: dict[tuple[str, int], tuple[str, int, dict[str, Any]]] = {}
 
     def stamp(self, kind: str, rows: dict[int, dict[str, Any]]) -> dict[int, int]:
-        """``{id: seq}``, a new seq for each row whose message differs from the last one."""
+        """``{id: seq}``, a new seq for each row whose message differs from the last one (the
+        same message object as last time is the same message: see ``_stream.matching``)."""
         out: dict[int, int] = {}
         with self._lock:
             for row_id, body in rows.items():
-                text = json.dumps(body, sort_keys=True, default=str)
                 seen = self._seen.get((kind, row_id))
-                if seen is None or seen[0] != text:
-                    self._next += 1
-                    seen = self._seen[(kind, row_id)] = (text, self._next)
+                if seen is None or seen[2] is not body:
+                    text = json.dumps(body, sort_keys=True, default=str)
+                    if seen is None or seen[0] != text:
+                        self._next += 1
+                        seen = (text, self._next, body)
+                    self._seen[(kind, row_id)] = (seen[0], seen[1], body)
                 out[row_id] = seen[1]
         return out
 
