@@ -1,16 +1,18 @@
 """What reads remember per process (issue 37 part 2), on SQLite and PostgreSQL: experiment
-configs decoded once by their stored text (``_experiments.config_of``) and ``/stream``'s
+configs decoded once by their stored text (``_experiments.config_of``), ``/stream``'s
 experiment messages by their row's values (``_stream.matching``), which ``Stamps`` knows by
-identity. A write changes the text or the row, so the next read sees it; a new process (a
-restart) starts with nothing remembered and reads the same."""
+identity, and their upserts' text (``api._stream._upsert``). A write changes the text or the
+row, so the next read sees it; a new process (a restart) starts with nothing remembered and
+reads the same."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import pytest
 
-from determined.master.api._stream import Stamps
+from determined.master.api._stream import Stamps, _upsert
 from determined.master.store import State, Store, _experiments, _stream
 
 pytestmark = pytest.mark.both_stores
@@ -52,6 +54,9 @@ def test_configs_and_stream_messages_follow_writes_and_restarts(
         second = _stream.matching(conn, "experiments", EVERY)
     assert again["config"] is rows[a]["config"] and second[a] is first[a]
     assert stamps.stamp("experiments", second) == seqs
+    sent = _upsert("experiments", a, first[a], seqs[a])  # the upsert's text, written once
+    assert json.loads(sent) == {"experiment": {**first[a], "seq": seqs[a]}}
+    assert _upsert("experiments", a, second[a], seqs[a]) is sent
     # An equal message built anew (another process's, or after the memo was emptied) keeps
     # its seq too.
     assert stamps.stamp("experiments", {a: dict(first[a]), b: first[b]}) == seqs
@@ -67,6 +72,8 @@ def test_configs_and_stream_messages_follow_writes_and_restarts(
     assert third[b]["state"] == State.ACTIVE.value
     changed = stamps.stamp("experiments", third)
     assert changed[a] > seqs[a] and changed[b] > seqs[b]
+    renamed = json.loads(_upsert("experiments", a, third[a], changed[a]))["experiment"]
+    assert (renamed["name"], renamed["seq"]) == ("renamed", changed[a])
 
     # A restart: a fresh process remembers nothing, and reads what was written.
     store.engine.dispose()

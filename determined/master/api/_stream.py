@@ -147,21 +147,43 @@ class _Subscription:
 
     def updates(
         self, current: dict[str, tuple[dict[int, dict[str, Any]], dict[int, int]]]
-    ) -> list[dict[str, Any]]:
-        """The messages that bring the client from what it was sent to ``current``."""
-        out: list[dict[str, Any]] = []
+    ) -> list[str]:
+        """The messages (JSON text) that bring the client from what it was sent to
+        ``current``."""
+        out: list[str] = []
         for kind, (rows, seqs) in current.items():
             sent = self.sent[kind]
             gone = set(sent) - set(rows)
             if gone:
-                out.append({f"{kind}_deleted": range_encode(gone)})
+                out.append(json.dumps({f"{kind}_deleted": range_encode(gone)}))
                 for i in gone:
                     del sent[i]
             for row_id in sorted(rows):
                 if sent.get(row_id) != seqs[row_id]:
-                    out.append({_UPSERT[kind]: {**rows[row_id], "seq": seqs[row_id]}})
+                    out.append(_upsert(kind, row_id, rows[row_id], seqs[row_id]))
                     sent[row_id] = seqs[row_id]
         return out
+
+
+# An experiment's upsert as text, by its id: (seq, message body, text). Every client of a
+# project's experiments is sent the same 1,000 upserts; the body is the very object
+# ``_stream.matching`` remembers while its row is unchanged (kept for that kind alone: the
+# others' bodies are built anew on each read).
+_UPSERTS: dict[int, tuple[int, dict[str, Any], str]] = {}
+_UPSERTS_KEPT = 8192
+
+
+def _upsert(kind: str, row_id: int, body: dict[str, Any], seq: int) -> str:
+    if kind != "experiments":
+        return json.dumps({_UPSERT[kind]: {**body, "seq": seq}})
+    known = _UPSERTS.get(row_id)
+    if known is not None and known[0] == seq and known[1] is body:
+        return known[2]
+    text = json.dumps({_UPSERT[kind]: {**body, "seq": seq}})
+    if len(_UPSERTS) >= _UPSERTS_KEPT:
+        _UPSERTS.clear()
+    _UPSERTS[row_id] = (seq, body, text)
+    return text
 
 
 def _read(
@@ -176,13 +198,13 @@ def _start(
     sub: _Subscription,
     known: dict[str, set[int]],
     current: dict[str, tuple[dict[int, dict[str, Any]], dict[int, int]]],
-) -> list[dict[str, Any]]:
-    """The first messages of a subscription: known rows still at the client's version count
-    as sent; known kinds no longer subscribed to are deleted whole."""
-    out: list[dict[str, Any]] = []
+) -> list[str]:
+    """The first messages (JSON text) of a subscription: known rows still at the client's
+    version count as sent; known kinds no longer subscribed to are deleted whole."""
+    out: list[str] = []
     for kind, ids in known.items():
         if kind not in sub.specs and ids:
-            out.append({f"{kind}_deleted": range_encode(ids)})
+            out.append(json.dumps({f"{kind}_deleted": range_encode(ids)}))
     for kind, (_, seqs) in current.items():
         since = sub.specs[kind]["since"]
         for row_id in known.get(kind, set()):
@@ -241,8 +263,8 @@ async def stream(ws: WebSocket) -> None:
                 sub = _Subscription(specs)
                 await ws.send_text(json.dumps({"sync_id": sync_id, "complete": False}))
                 current = await run_in_threadpool(_read, store, stamps, specs)
-                for msg in _start(sub, known, current):
-                    await ws.send_text(json.dumps(msg))
+                for text in _start(sub, known, current):
+                    await ws.send_text(text)
                 await ws.send_text(json.dumps({"sync_id": sync_id, "complete": True}))
             elif sub is not None:
                 specs = sub.specs
@@ -250,8 +272,8 @@ async def stream(ws: WebSocket) -> None:
                     specs = {k: v for k, v in specs.items() if k in _METRIC_KINDS}
                 if specs:
                     current = await run_in_threadpool(_read, store, stamps, specs)
-                    for msg in sub.updates(current):
-                        await ws.send_text(json.dumps(msg))
+                    for text in sub.updates(current):
+                        await ws.send_text(text)
             receiving, only_reports = await _wake_or_message(ws, signals, receiving)
             if signals.stopping:
                 # Going away: 0.37's client reconnects (to the restarted master) by itself.
