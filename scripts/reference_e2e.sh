@@ -36,8 +36,11 @@ TAG=0.37.0
 REQUIREMENTS=(determined==0.37.0)
 # The suite's imports that its e2e_cpu files need (its requirements.txt also pins TensorFlow, ray,
 # selenium and others for GPU, Kubernetes and SSO jobs, which this script does not run).
-# kubernetes < 37: 37 wants python-dateutil 3, which 0.37's boto3 refuses.
-TEST_REQUIREMENTS=(pytest pytest-timeout pyyaml docker "python-dateutil>=2.1,<3" "kubernetes<37" pexpect)
+# kubernetes < 37: 37 wants python-dateutil 3, which 0.37's boto3 refuses. torch (the CPU build,
+# pinned as ours) and tensorboard: the unmanaged experiments of test_unmanaged.py run in this venv
+# with 0.37's core_v2, which imports them.
+TEST_REQUIREMENTS=(pytest pytest-timeout pyyaml docker "python-dateutil>=2.1,<3" "kubernetes<37" pexpect
+  torch==2.13.0 tensorboard)
 # Under e2e_tests/tests/: agents, webhooks, task and trial logs, commands, the cluster message and
 # the streaming client, about 10 minutes on 2 cores. test_users.py (8 min) and
 # test_exp_continue.py (14 min) cover users and continue but do not fit; run them by name.
