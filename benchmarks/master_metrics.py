@@ -243,8 +243,10 @@ def seed(url: str, admin: str, db_url: str, n: int, per: int, points: int) -> li
 
 def _write_history(db_url: str, trial_ids: list[int], points: int) -> None:
     """``points`` training rows and a validation every tenth step for each trial, and its
-    summaries, as the store's batched report path writes them (``_metrics.ReportBatch``)."""
+    summaries, best and latest validation, as the store's batched report path writes them
+    (``_metrics.ReportBatch``)."""
     from determined.master.store import _metrics, make_engine
+    from determined.master.store import _schema as schema
     from determined.master.store._enums import Partition
 
     engine = make_engine(db_url)
@@ -271,6 +273,19 @@ def _write_history(db_url: str, trial_ids: list[int], points: int) -> None:
         with engine.begin() as conn:
             _metrics._INSERT_MANY.run(conn, rows)  # the batch's own multi-row insert
             _metrics._update_trials_many(columns).run(conn, updates)
+            # The newest validation is also the best (loss falls), as reports would set both.
+            ids = [u["trial_row_id"] for u in updates]
+            newest = (
+                sa.select(sa.func.max(schema.metrics.c.id))
+                .where(schema.metrics.c.trial_id == schema.trials.c.id)
+                .where(schema.metrics.c.partition == VALIDATION.value)
+                .scalar_subquery()
+            )
+            conn.execute(
+                schema.trials.update()
+                .where(schema.trials.c.id.in_(ids))
+                .values(best_validation_id=newest, latest_validation_id=newest)
+            )
     engine.dispose()
 
 

@@ -37,6 +37,9 @@ def test_seeded_history_reads_back_as_reported_history(master: MasterProcess) ->
     listed = s.get(master.url + "/api/v1/experiments?limit=200").json()["experiments"]
     assert {e["id"] for e in listed} >= experiments
     assert all(e["numTrials"] == 4 for e in listed if e["id"] in experiments)
+    # Each trial's newest validation is its best (and latest), and so the experiment's best.
+    best = [e["bestTrialSearcherMetric"] for e in listed if e["id"] in experiments]
+    assert best == [pytest.approx(1.1 / 30)] * 3
     for t in seeded[:: len(seeded) - 1]:  # the first and the last
         trial = s.get(master.url + f"/api/v1/trials/{t['id']}").json()["trial"]
         summary = trial["summaryMetrics"]
@@ -44,6 +47,9 @@ def test_seeded_history_reads_back_as_reported_history(master: MasterProcess) ->
         assert summary["avg_metrics"]["loss"]["min"] == pytest.approx(1.0 / 30)
         assert summary["validation_metrics"]["accuracy"]["count"] == 3
         assert trial["totalBatchesProcessed"] == 30
+        for which in ("bestValidation", "latestValidation"):
+            assert trial[which]["totalBatches"] == 30
+            assert trial[which]["metrics"]["avgMetrics"]["loss"] == pytest.approx(1.1 / 30)
         series = s.get(
             master.url + f"/api/v1/trials/time-series?trialIds={t['id']}"
             "&metricType=METRIC_TYPE_TRAINING&metricNames=loss&maxDatapoints=200"
