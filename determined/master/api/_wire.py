@@ -141,16 +141,13 @@ class ExperimentFacts:
         self.projects = _projects.projects_by_id(conn, {_project_of(e) for e in exps})
         workspace_ids = {int(p["workspace_id"]) for p in self.projects.values()}
         self.workspaces = _projects.workspaces_by_id(conn, workspace_ids)
-        # whole: each experiment's (trial id, best_validation_id), checkpoints and best rows
-        self.trials: dict[int, list[tuple[int, int | None]]] = {}
+        # whole: each experiment's (trial id, its best validation's metrics), checkpoints
+        self.trials: dict[int, list[tuple[int, dict[str, Any] | None]]] = {}
         self.checkpoints: dict[int, list[CheckpointRow]] = {}
-        self.best_rows: dict[int, dict[str, Any]] = {}
         if whole:
-            self.trials = _trials.trial_ids_of_experiments(conn, ids)
+            self.trials = _trials.best_of_experiments(conn, ids)
             trial_ids = [t for ts in self.trials.values() for t, _ in ts]
             self.checkpoints = _checkpoints.of_trials(conn, trial_ids)
-            best = [b for ts in self.trials.values() for _, b in ts if b is not None]
-            self.best_rows = _metrics.rows_by_id(conn, best)
 
     def owner(self, exp: ExperimentRow) -> dict[str, Any]:
         owner = self.owners.get(int(exp["owner_id"]))
@@ -211,7 +208,7 @@ def _experiment_rest(facts: ExperimentFacts, exp: ExperimentRow, redacted: bool)
         for c in facts.checkpoints.get(t, [])
         if c["state"] != _checkpoints.DELETED
     ]
-    best_trial, best_value = _best_trial(facts.best_rows, trials, metric, smaller)
+    best_trial, best_value = _best_trial(trials, metric, smaller)
     start, end = exp["start_time"], exp["end_time"]
     duration = None
     if start is not None:
@@ -246,15 +243,11 @@ def _experiment_rest(facts: ExperimentFacts, exp: ExperimentRow, redacted: bool)
 
 
 def _best_trial(
-    rows: dict[int, dict[str, Any]],
-    trials: list[tuple[int, int | None]],
-    metric: str,
-    smaller: bool,
+    trials: list[tuple[int, dict[str, Any] | None]], metric: str, smaller: bool
 ) -> tuple[int | None, float | None]:
     best: tuple[int | None, float | None] = (None, None)
-    for trial_id, best_id in trials:
-        row = None if best_id is None else rows.get(best_id)
-        value = None if row is None else (row["metrics"] or {}).get(metric)
+    for trial_id, values in trials:
+        value = (values or {}).get(metric)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if best[1] is None or (value < best[1] if smaller else value > best[1]):

@@ -13,7 +13,7 @@ from determined.master.store._engine import chunked, ids_in, inserted_id
 from determined.master.store._enums import AllocationState, State
 from determined.master.store._experiments import next_id
 from determined.master.store._rows import AllocationRow, LiveAllocationRow, TrialRow
-from determined.master.store._schema import allocations, experiments, trials
+from determined.master.store._schema import allocations, experiments, metrics, trials
 from determined.master.store._unmanaged import UNMANAGED_IDS
 
 
@@ -164,17 +164,21 @@ def running_experiments(
     return out
 
 
-def trial_ids_of_experiments(
+def best_of_experiments(
     conn: sa.Connection, experiment_ids: Iterable[int]
-) -> dict[int, list[tuple[int, int | None]]]:
-    """``(trial id, best_validation_id)`` of every trial of ``experiment_ids`` (each a key),
-    by experiment, in ``trials_of``'s order."""
-    out: dict[int, list[tuple[int, int | None]]] = {int(e): [] for e in experiment_ids}
-    columns = (trials.c.id, trials.c.experiment_id, trials.c.best_validation_id)
+) -> dict[int, list[tuple[int, dict[str, Any] | None]]]:
+    """``(trial id, its best validation's metrics or None)`` of every trial of
+    ``experiment_ids`` (each a key), by experiment, in ``trials_of``'s order: one query, and
+    of each best validation only its metrics."""
+    out: dict[int, list[tuple[int, dict[str, Any] | None]]] = {int(e): [] for e in experiment_ids}
+    best = metrics.alias("best")
+    q = sa.select(trials.c.id, trials.c.experiment_id, best.c.metrics).join(
+        best, best.c.id == trials.c.best_validation_id, isouter=True
+    )
     for chunk in chunked(out):
-        q = sa.select(*columns).where(ids_in(trials.c.experiment_id, chunk)).order_by(trials.c.id)
-        for trial_id, exp_id, best in conn.execute(q):
-            out[int(exp_id)].append((int(trial_id), best))
+        found = q.where(ids_in(trials.c.experiment_id, chunk)).order_by(trials.c.id)
+        for trial_id, exp_id, values in conn.execute(found):
+            out[int(exp_id)].append((int(trial_id), values))
     return out
 
 
