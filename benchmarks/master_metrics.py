@@ -482,8 +482,13 @@ def _stream_sync(port: int, admin: str, experiment_id: int) -> None:
     """One ``/stream`` connection's initial sync, as the web UI's would (then closed)."""
     import websocket
 
+    # Without websocket-client's UTF-8 check, pure Python per byte: three quarters of this
+    # client's CPU (~60 ms a sync of 1,000 experiments, 3x the master's), on the shared cores.
     ws = websocket.create_connection(
-        f"ws://127.0.0.1:{port}/stream", header=[f"Authorization: Bearer {admin}"], timeout=120
+        f"ws://127.0.0.1:{port}/stream",
+        header=[f"Authorization: Bearer {admin}"],
+        timeout=120,
+        skip_utf8_validation=True,
     )
     try:
         subscribe = {
