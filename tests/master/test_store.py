@@ -25,7 +25,7 @@ def test_migrations_create_the_schema_on_an_empty_db(
     engine = make_engine(_url(db_url, tmp_path))
     assert current_revision(engine) is None
     migrate(engine)
-    assert current_revision(engine) == "0025"
+    assert current_revision(engine) == "0026"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
     assert diff == [], f"the migrations and _schema.py differ: {diff}"
@@ -40,7 +40,7 @@ def test_migrations_are_idempotent_and_state_survives_reopen(
     first.close()
     second = Store(url)  # migrates again: a no-op
     assert second.cluster_id == cluster_id
-    assert current_revision(second.engine) == "0025"
+    assert current_revision(second.engine) == "0026"
     with second.read() as conn:
         names = [r[0] for r in conn.execute(sa.text("SELECT username FROM users ORDER BY id"))]
     assert names == ["admin", "determined"]  # seeded once, not twice

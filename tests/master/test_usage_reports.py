@@ -21,8 +21,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from determined.master.api._usage import go_csv, go_time
-from determined.master.store import State, Store, _experiments, _tasks, _trials, _usage, sqlite_url
-from determined.master.store._schema import allocations, checkpoints, metrics, tasks, trials
+from determined.master.store import (
+    State,
+    Store,
+    _experiments,
+    _projects,
+    _tasks,
+    _trials,
+    _usage,
+    sqlite_url,
+)
+from determined.master.store._schema import (
+    allocation_usage,
+    allocations,
+    checkpoints,
+    metrics,
+    tasks,
+    trials,
+)
 
 CLUSTER_CPU_SLOTS = 2
 UTC = datetime.timezone.utc
@@ -143,6 +159,7 @@ def _seed(store: Store) -> tuple[int, str, str]:
         conn.execute(trials.update().values(start_time=_at(-10), end_time=_at(120)))
         alloc = _trials.insert_allocation(conn, trial, [{"slots": 1}, {"slots": 1}])["id"]
         conn.execute(allocations.update().values(start_time=_at(0), end_time=_at(120)))
+        conn.execute(allocation_usage.update().values(start_time=_at(0), end_time=_at(120)))
         report = {"trial_id": trial, "trial_run_id": 1, "metrics": {}, "archived": False}
         conn.execute(
             metrics.insert(),
@@ -196,6 +213,32 @@ def test_store_reads_split_runs_into_spans_and_days(store: Store) -> None:
     assert day2.seconds == 60 * 60 * 2
     assert day1.by_username == {"admin": 7200.0, "determined": 1800.0}
     assert day2.by_label == {"l1": 7200.0, "a,b": 7200.0} and day2.by_pool == {"default": 7200.0}
+
+
+@pytest.mark.both_stores
+def test_a_run_keeps_its_workspace_and_outlives_its_experiment(store: Store) -> None:
+    """0.37 reports the workspace a run ran in, and keeps the runs of a deleted experiment."""
+    with store.tx() as conn:
+        ws = _projects.insert_workspace(conn, "first", 1)
+        project = _projects.insert_project(conn, name="p", workspace_id=ws, user_id=1)
+        exp = _experiments.insert_experiment(
+            conn, config={}, original_config="", model_definition=None, owner_id=1,
+            project_id=project,
+        )  # fmt: skip
+        trial = _trials.insert_trial(
+            conn, experiment_id=exp, request_id="r", hparams={}, seed=0, state=State.ACTIVE
+        )
+        alloc = _trials.insert_allocation(conn, trial, [{"slots": 1}])["id"]
+        _trials.update_allocation(conn, alloc, end_time=datetime.datetime.now(UTC))
+        _projects.update_workspace(conn, ws, name="renamed")
+        _experiments.delete_experiment(conn, exp)
+    with store.read() as conn:
+        window = (T0 - datetime.timedelta(days=36500), datetime.datetime.now(UTC))
+        found = _usage.allocations_in(conn, *window, now=window[1])
+    assert [(a.allocation_id, a.experiment_id, a.workspace_name) for a in found] == [
+        (alloc, exp, "first")
+    ]
+    assert found[0].end is not None and found[0].username == "admin"
 
 
 # ---- the routes, on a real master -----------------------------------------------------------

@@ -138,6 +138,23 @@ allocations = sa.Table(
     sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
 )
 
+# What the usage reports read of a trial's run (0.37's ``allocation_workspace_info``): the
+# workspace it ran in, written when it starts, its end when it ends. It outlives the run's
+# experiment (deleting one keeps its usage) and a move of its project. No foreign keys for that.
+allocation_usage = sa.Table(
+    "allocation_usage",
+    metadata,
+    sa.Column("allocation_id", sa.String(255), primary_key=True),
+    sa.Column("experiment_id", sa.Integer, nullable=False),
+    sa.Column("owner_id", sa.Integer, nullable=False),
+    sa.Column("workspace_id", sa.Integer, nullable=True),
+    sa.Column("workspace_name", sa.Text, nullable=False),
+    sa.Column("resource_pool", sa.String(255), nullable=False),
+    sa.Column("slots", sa.Integer, nullable=False),
+    sa.Column("start_time", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("end_time", sa.DateTime(timezone=True), nullable=True),
+)
+
 metrics = sa.Table(
     "metrics",
     metadata,

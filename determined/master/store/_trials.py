@@ -8,7 +8,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from determined.master._errors import NotFound
-from determined.master.store import _time
+from determined.master.store import _time, _usage
 from determined.master.store._engine import chunked, ids_in, inserted_id
 from determined.master.store._enums import AllocationState, State
 from determined.master.store._experiments import next_id
@@ -195,6 +195,7 @@ def insert_allocation(
     trial = require_trial(conn, trial_id)
     run_id = int(trial["run_id"]) + 1
     allocation_id = f"{trial['task_id']}.{run_id}"
+    start = _time.now()
     conn.execute(
         allocations.insert().values(
             id=allocation_id,
@@ -206,9 +207,10 @@ def insert_allocation(
             preempted=False,
             acked=False,
             ready=False,
-            start_time=_time.now(),
+            start_time=start,
         )
     )
+    _usage.record_run_start(conn, allocation_id, int(trial["experiment_id"]), resources, start)
     update_trial(conn, trial_id, run_id=run_id)
     return require_allocation(conn, allocation_id)
 
@@ -250,6 +252,8 @@ def update_allocation(conn: sa.Connection, allocation_id: str, **values: Any) ->
     if "state" in values and isinstance(values["state"], AllocationState):
         values["state"] = values["state"].value
     conn.execute(allocations.update().where(allocations.c.id == allocation_id).values(**values))
+    if "end_time" in values:
+        _usage.record_run_end(conn, allocation_id, values["end_time"])
 
 
 def set_allocation_waiting(conn: sa.Connection, allocation_id: str, waiting: bool) -> None:

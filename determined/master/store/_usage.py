@@ -1,11 +1,12 @@
 """What 0.37's resource-usage reports (``det resources``) read: every allocation a window
 overlaps (trials' runs, and the commands, notebooks, shells, TensorBoards and generic tasks
-that ran), trials' workload spans, and the arithmetic on them.
+that ran), trials' workload spans, and the arithmetic on them; and the record of each trial
+run they read (``allocation_usage``), written as the run starts and ends.
 
 The arithmetic (overlaps, spans between consecutive events, slot-seconds per UTC day) is in
 small pure functions that touch no clock and no database: a running allocation's end is the
-``now`` its caller passes. The reads are plain SELECTs (SQLite and PostgreSQL); nothing here
-writes, and nothing is kept between reports (0.37 kept a ``resource_aggregates`` table).
+``now`` its caller passes. The reads are plain SELECTs (SQLite and PostgreSQL); nothing is kept
+between reports (0.37 kept a ``resource_aggregates`` table).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from determined.master.store._schema import (
+    allocation_usage,
     allocations,
     checkpoints,
     experiments,
@@ -248,44 +250,73 @@ def _slots(resources: Any) -> int:
     return sum(int(r.get("slots") or 0) for r in resources or [] if isinstance(r, dict))
 
 
+def record_run_start(
+    conn: sa.Connection,
+    allocation_id: str,
+    experiment_id: int,
+    resources: Any,
+    start: datetime.datetime,
+) -> None:
+    """Record a trial's new run: its experiment's owner, workspace and pool as they are now
+    (0.37 reports the workspace a run ran in, whatever moves later), its slots and start."""
+    query = (
+        sa.select(experiments.c.owner_id, experiments.c.config, workspaces.c.id, workspaces.c.name)
+        .select_from(
+            experiments.outerjoin(projects, projects.c.id == experiments.c.project_id).outerjoin(
+                workspaces, workspaces.c.id == projects.c.workspace_id
+            )
+        )
+        .where(experiments.c.id == experiment_id)
+    )
+    row = conn.execute(query).one()
+    conn.execute(
+        allocation_usage.insert().values(
+            allocation_id=allocation_id,
+            experiment_id=experiment_id,
+            owner_id=int(row.owner_id),
+            workspace_id=row.id,
+            workspace_name=str(row.name or ""),
+            resource_pool=_experiment_of(row.config).resource_pool,
+            slots=_slots(resources),
+            start_time=start,
+        )
+    )
+
+
+def record_run_end(conn: sa.Connection, allocation_id: str, end: datetime.datetime | None) -> None:
+    conn.execute(
+        allocation_usage.update()
+        .where(allocation_usage.c.allocation_id == allocation_id)
+        .values(end_time=end)
+    )
+
+
 def _trial_allocations(
     conn: sa.Connection, window_start: datetime.datetime, window_end: datetime.datetime
 ) -> list[Allocation]:
-    a = allocations.c
+    """Trials' runs from their records, those of deleted experiments included (0.37 keeps
+    them); labels are the experiment's while it exists."""
+    u = allocation_usage.c
     query = (
-        sa.select(
-            a.id,
-            a.resources,
-            a.start_time,
-            a.end_time,
-            trials.c.experiment_id,
-            users.c.username,
-            workspaces.c.name,
-        )
-        .select_from(
-            allocations.join(trials, trials.c.id == a.trial_id)
-            .join(experiments, experiments.c.id == trials.c.experiment_id)
-            .join(users, users.c.id == experiments.c.owner_id)
-            .outerjoin(projects, projects.c.id == experiments.c.project_id)
-            .outerjoin(workspaces, workspaces.c.id == projects.c.workspace_id)
-        )
-        .where(_may_overlap(a.start_time, a.end_time, window_start, window_end))
+        sa.select(allocation_usage, users.c.username)
+        .select_from(allocation_usage.outerjoin(users, users.c.id == u.owner_id))
+        .where(_may_overlap(u.start_time, u.end_time, window_start, window_end))
     )
     rows = conn.execute(query).all()
     facts = _experiments(conn, (int(r.experiment_id) for r in rows))
     out = []
     for r in rows:
-        exp = facts.get(int(r.experiment_id)) or _experiment_of({})
+        exp = facts.get(int(r.experiment_id))
         out.append(
             Allocation(
-                allocation_id=str(r.id),
+                allocation_id=str(r.allocation_id),
                 task_type="TRIAL",
-                username=str(r.username),
-                workspace_name=str(r.name or ""),
+                username=str(r.username or ""),
+                workspace_name=str(r.workspace_name),
                 experiment_id=int(r.experiment_id),
-                labels=exp.labels,
-                resource_pool=exp.resource_pool,
-                slots=_slots(r.resources),
+                labels=exp.labels if exp is not None else (),
+                resource_pool=str(r.resource_pool),
+                slots=int(r.slots),
                 start=as_utc(r.start_time),
                 end=None if r.end_time is None else as_utc(r.end_time),
             )
@@ -358,7 +389,7 @@ def allocations_in(
 def first_start(conn: sa.Connection) -> datetime.datetime | None:
     """When the first allocation there is began (0.37 aggregates days from that one on)."""
     starts = [
-        conn.execute(sa.select(sa.func.min(allocations.c.start_time))).scalar(),
+        conn.execute(sa.select(sa.func.min(allocation_usage.c.start_time))).scalar(),
         conn.execute(
             sa.select(sa.func.min(tasks.c.start_time)).where(tasks.c.allocation_id.is_not(None))
         ).scalar(),
