@@ -104,3 +104,50 @@ def test_a_shell_key_with_a_passphrase_needs_it(cluster: Cluster) -> None:
     assert opened.returncode == 0, opened.stderr
     assert opened.stdout.split()[:2] == shell["publicKey"].split()[:2]
     cluster.post(f"/api/v1/shells/{shell['id']}/kill")
+
+
+def test_det_inside_a_task_is_its_owner(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    """As 0.37: a task's environment has `det` on PATH and its owner's ``DET_USER`` and
+    ``DET_USER_TOKEN``, so `det` there is the owner (not the default user), until it ends."""
+    if not shutil.which("ssh") or not any(os.access(p, os.X_OK) for p in ("/usr/sbin/sshd",)):
+        pytest.skip("needs OpenSSH (scripts/setup.sh --tests installs it)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    env.update(PYTHONPATH=str(REPO), DET_HOME=str(tmp_path / "home"), DET_MASTER=cluster.url)
+    env.update(DET_USER="admin", DET_PASS="")
+    det = [sys.executable, "-m", "determined.cli"]
+    started = subprocess.run(
+        [*det, "shell", "start", "-d"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 0, started.stderr
+    shell_id = started.stdout.strip().splitlines()[-1]
+    wait_state(cluster, "shell", shell_id, "STATE_RUNNING")
+    deadline = time.monotonic() + 30
+    while True:  # 0.37's e2e test_open_shell
+        proc = subprocess.run(
+            [*det, "shell", "open", shell_id, "det", "user", "whoami"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if proc.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)  # sshd may still be starting
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "You are logged in as user 'admin'" in proc.stdout
+    cluster.post(f"/api/v1/shells/{shell_id}/kill")
+    wait_state(cluster, "shell", shell_id, "STATE_TERMINATED")
+
+    # A command too; its token is the one issued for the run, dead once the run ends.
+    r = cluster.s.post(
+        cluster.url + "/api/v1/commands",
+        json={"config": {"entrypoint": "which det; det user whoami; echo token=$DET_USER_TOKEN"}},
+    )
+    assert r.status_code == 200, r.text
+    task_id = r.json()["command"]["id"]
+    wait_state(cluster, "command", task_id, "STATE_TERMINATED", timeout=60)
+    text = "".join(x["log"] for x in cluster.get(f"/api/v1/tasks/{task_id}/logs")["logs"])
+    assert "You are logged in as user 'admin'" in text, text
+    token = text.split("token=", 1)[1].split()[0]
+    me = cluster.s.get(cluster.url + "/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.status_code == 401, me.text

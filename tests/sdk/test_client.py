@@ -302,6 +302,32 @@ def test_login_reuses_the_token_of_det_user_login(
     assert client.Determined(user="alice", password="Secret123").whoami().username == "alice"
 
 
+def test_login_inside_a_task_is_its_owner(
+    master: MasterProcess, sdk_env: None, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0.37's order inside a task (``DET_USER`` and ``DET_USER_TOKEN`` set, no login cached):
+    the task's token is used unless another user is asked for; ``DET_USER`` without
+    ``DET_PASS`` does not choose the user otherwise."""
+    _, token = _auth.login(master.url, "admin", "")
+    monkeypatch.setenv("DET_USER", "admin")
+    monkeypatch.delenv("DET_PASS", raising=False)
+    monkeypatch.delenv("DET_USER_TOKEN", raising=False)
+    _, name = _auth.login_with_cache(master.url)
+    assert name == "determined"  # no token: 0.37 falls back to the default user
+    _auth.logout(master.url, "determined")
+
+    monkeypatch.setenv("DET_USER_TOKEN", token)
+    sess, name = _auth.login_with_cache(master.url)
+    assert name == "admin" and sess.token == token
+    assert client.Determined().whoami().username == "admin"
+    assert _auth.login_with_cache(master.url, "admin")[0].token == token
+    _, name = _auth.login_with_cache(master.url, "determined")  # asked for: a login of its own
+    assert name == "determined"
+    # A login cached for the chosen user comes first (`det user login` inside the task).
+    sess, name = _auth.login_with_cache(master.url)
+    assert name == "determined" and sess.token != token
+
+
 def test_model_registry(finished: dict[str, Any], sdk_env: None) -> None:
     exp = client.get_experiment(finished["id"])
     best = exp.list_checkpoints(max_results=1)[0]

@@ -4,7 +4,8 @@ the other.
 
 Tokens are cached per master URL in ``<data dir>/auth.json`` (mode 0600), with the active user of
 each master. Without a cached token the default user ``determined`` logs in with an empty
-password (or ``$DET_USER``/``$DET_PASS``), as Determined 0.37 does.
+password (or ``$DET_USER``/``$DET_PASS``; inside a task, its owner's ``$DET_USER`` and
+``$DET_USER_TOKEN``), as Determined 0.37 does.
 """
 
 from __future__ import annotations
@@ -139,6 +140,23 @@ def token_valid(url: str, token: str, *, cert: str | bool | None = None) -> bool
     return True
 
 
+def _chosen_user(
+    requested: str | None, password: str | None, store: TokenStore
+) -> tuple[str, str | None]:
+    """Who logs in, and with what password, in 0.37's order: the user asked for; else
+    ``$DET_USER`` with ``$DET_PASS`` when both are set; else the master's active user in the
+    token store; else ``determined`` with an empty password. (``$DET_PASS`` alone is also the
+    password of a user asked for, where 0.37 prompted.)"""
+    if requested:
+        return requested, password if password is not None else os.environ.get("DET_PASS")
+    env_user, env_pass = os.environ.get("DET_USER"), os.environ.get("DET_PASS")
+    if env_user is not None and env_pass is not None:
+        return env_user, env_pass
+    if store.active_user:
+        return store.active_user, password
+    return DEFAULT_USER, password
+
+
 def login_with_cache(
     url: str,
     user: str | None = None,
@@ -146,35 +164,36 @@ def login_with_cache(
     *,
     cert: str | bool | None = None,
 ) -> tuple[UserSession, str]:
-    """A session as ``user`` (default: the master's active user in the token store, else
-    ``$DET_USER``, else ``determined``) and that user's name.
+    """A session as ``user`` (default: see :func:`_chosen_user`) and that user's name.
 
-    A cached token that the master still accepts is reused; otherwise the user logs in with
-    ``password`` (else ``$DET_PASS``; the default user may use an empty one) and the new token
-    is cached, so the next client, CLI or SDK, reuses it.
+    A cached token that the master still accepts is reused. Else, inside a task (whose
+    environment has its owner's ``$DET_USER`` and ``$DET_USER_TOKEN``, as 0.37's), the task's
+    token, unless another user was asked for. Otherwise the user logs in with the password and
+    the new token is cached, so the next client, CLI or SDK, reuses it.
 
     Raises:
         LoginError: no valid cached token and no password for a non-default user, or a wrong
             password.
     """
     store = TokenStore(url)
-    user = user or store.active_user or os.environ.get("DET_USER") or DEFAULT_USER
+    requested = user
+    user, password = _chosen_user(requested, password, store)
+    token = store.token(user)
+    if token is not None:
+        if token_valid(store.url, token, cert=cert):
+            return UserSession(store.url, token, cert=cert), user
+        store.drop(user)
+    task_user, task_token = os.environ.get("DET_USER"), os.environ.get("DET_USER_TOKEN")
+    if task_user is not None and task_token is not None and requested in (None, "", task_user):
+        return UserSession(store.url, task_token, cert=cert), task_user
+    if password is None and user == DEFAULT_USER:
+        password = ""  # 0.37's default user has an empty password
     if password is None:
-        token = store.token(user)
-        if token is not None:
-            if token_valid(store.url, token, cert=cert):
-                return UserSession(store.url, token, cert=cert), user
-            store.drop(user)
-        if "DET_PASS" in os.environ:
-            password = os.environ["DET_PASS"]
-        elif user == DEFAULT_USER:
-            password = ""
-        else:
-            raise LoginError(
-                f"user {user!r} has no valid session on {store.url}; run `det user login "
-                f"{user}` or pass a password",
-                status=401,
-            )
+        raise LoginError(
+            f"user {user!r} has no valid session on {store.url}; run `det user login "
+            f"{user}` or pass a password",
+            status=401,
+        )
     sess, token = login(store.url, user, password, cert=cert)
     store.set_token(user, token)
     return sess, user

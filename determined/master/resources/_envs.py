@@ -8,8 +8,9 @@ after it (with their own ``.pth`` files, so editable installs work), so a trial 
 package the master has without copying any. It has no pip of its own: ``pip``/``pip3`` in its
 ``bin`` run the master's pip module with the environment's interpreter, which installs into the
 environment (pip leaves a package it finds outside the environment alone and installs the new
-version beside it). Created once per experiment (in a temporary directory, renamed into place,
-so a crash never leaves half of one), reused by every run of it, deleted with it.
+version beside it); ``det`` there is the master's CLI, as 0.37's task images had it. Created
+once per experiment (in a temporary directory, renamed into place, so a crash never leaves half
+of one), reused by every run of it, deleted with it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ PIP_SHIM = """#!{python}
 import runpy, sys
 sys.argv[0] = "pip"
 runpy.run_module("pip", run_name="__main__", alter_sys=True)
+"""
+DET_SHIM = """#!{python}
+# The master's `det`, run with this environment's interpreter (redetermined).
+import sys
+from determined.cli import main
+sys.exit(main())
 """
 
 
@@ -82,9 +89,9 @@ def _ensure(root: Path, target: Path) -> Path:
         lines = [f"import site; site.addsitedir({d!r})" for d in _base_site_dirs()]
         (site_dir / PTH_NAME).write_text("\n".join(lines) + "\n")
         final_python = python_of(target)
-        for name in ("pip", "pip3"):
+        for name, text in (("pip", PIP_SHIM), ("pip3", PIP_SHIM), ("det", DET_SHIM)):
             shim = staging / "bin" / name
-            shim.write_text(PIP_SHIM.format(python=final_python))
+            shim.write_text(text.format(python=final_python))
             shim.chmod(0o755)
         _fix_activation_paths(staging, target)
         try:

@@ -108,6 +108,7 @@ class TaskRuns:
             token = _users.issue_token(
                 conn, int(task["owner_id"]), kind="user", allocation_id=allocation_id
             )
+            owner = str(_users.require_user(conn, int(task["owner_id"]))["username"])
         environment = _envs.ensure_task(self._m.env_root, task_id)
         return _tasks.prepare(
             task,
@@ -117,6 +118,7 @@ class TaskRuns:
             cluster_id=self._m.store.cluster_id,
             allocation_id=allocation_id,
             token=token,
+            owner=owner,
             slot_ids=slots,
             gpu=self._m.gpu,
         )

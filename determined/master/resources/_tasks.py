@@ -241,6 +241,7 @@ def prepare(
     cluster_id: str,
     allocation_id: str,
     token: str,
+    owner: str,
     slot_ids: list[int],
     gpu: bool,
 ) -> TaskLaunch:
@@ -271,7 +272,9 @@ def prepare(
     }
     user_env = _user_env(config, gpu)
     env = process_env(user_env, work_dir, gpu=gpu, slot_ids=slot_ids, ids=ids, token=token)
-    env["DET_USER_TOKEN"] = token
+    # As 0.37's: `det` in the task is its owner, with the owner's token for this allocation
+    # (revoked when it ends); common.api._auth reads them.
+    env.update(DET_USER=owner, DET_USER_TOKEN=token)
     _envs.activate(env, environment)
     python = str(_envs.python_of(environment))
     ports: dict[str, int | str] = {}
