@@ -3,6 +3,7 @@ through the master's proxy (``det shell open``: the tunnel is ssh's ProxyCommand
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shlex
@@ -14,7 +15,7 @@ import time
 import pytest
 import websocket
 from _kit.tasks import wait_state
-from _kit.trial_cluster import Cluster
+from _kit.trial_cluster import Cluster, config
 
 pytestmark = pytest.mark.e2e
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -150,4 +151,23 @@ def test_det_inside_a_task_is_its_owner(cluster: Cluster, tmp_path: pathlib.Path
     assert "You are logged in as user 'admin'" in text, text
     token = text.split("token=", 1)[1].split()[0]
     me = cluster.s.get(cluster.url + "/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.status_code == 401, me.text
+
+
+def test_det_inside_a_trial_is_its_owner(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    """A trial too (0.37's DET_USER/DET_USER_TOKEN): a user token for the run, not the
+    allocation's restricted one, dead once the run ends."""
+    cfg = config(tmp_path / "out", max_length=1)
+    cfg["entrypoint"] = "det user whoami && python3 train.py"
+    exp = cluster.create(cfg)
+    cluster.wait_experiment(exp, "STATE_COMPLETED", timeout=120)
+    [trial] = cluster.get(f"/api/v1/experiments/{exp}/trials")["trials"]
+    text = "".join(x["log"] for x in cluster.logs(trial["taskId"]))
+    assert "You are logged in as user 'admin'" in text, text
+    [env_file] = (tmp_path / "out").glob("*.env.json")
+    env = json.loads(env_file.read_text())
+    assert env["DET_USER"] == "admin" and env["DET_USER_TOKEN"] != env["DET_SESSION_TOKEN"]
+    me = cluster.s.get(
+        cluster.url + "/api/v1/me", headers={"Authorization": f"Bearer {env['DET_USER_TOKEN']}"}
+    )
     assert me.status_code == 401, me.text

@@ -143,17 +143,19 @@ def token_valid(url: str, token: str, *, cert: str | bool | None = None) -> bool
 def _chosen_user(
     requested: str | None, password: str | None, store: TokenStore
 ) -> tuple[str, str | None]:
-    """Who logs in, and with what password, in 0.37's order: the user asked for; else
-    ``$DET_USER`` with ``$DET_PASS`` when both are set; else the master's active user in the
-    token store; else ``determined`` with an empty password. (``$DET_PASS`` alone is also the
-    password of a user asked for, where 0.37 prompted.)"""
+    """Who logs in, and with what password: the user asked for; else the master's active user
+    in the token store (the last ``det user login``); else ``$DET_USER`` with ``$DET_PASS``
+    when both are set; else ``determined`` (empty password). As 0.37, but for one thing: 0.37
+    let ``$DET_USER``/``$DET_PASS`` outrank an explicit ``det user login`` (docs/cli.md).
+    ``$DET_PASS`` is also the password of a user asked for, where 0.37 prompted."""
+    env_pass = os.environ.get("DET_PASS")
     if requested:
-        return requested, password if password is not None else os.environ.get("DET_PASS")
-    env_user, env_pass = os.environ.get("DET_USER"), os.environ.get("DET_PASS")
+        return requested, password if password is not None else env_pass
+    if store.active_user:
+        return store.active_user, password if password is not None else env_pass
+    env_user = os.environ.get("DET_USER")
     if env_user is not None and env_pass is not None:
         return env_user, env_pass
-    if store.active_user:
-        return store.active_user, password
     return DEFAULT_USER, password
 
 

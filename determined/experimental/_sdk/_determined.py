@@ -54,8 +54,9 @@ def _config_text(config: str | pathlib.Path | dict[str, Any]) -> str:
 class Determined:
     """A session with one master, logged in as one user.
 
-    ``master`` defaults to ``$DET_MASTER``; ``user`` to the master's active user in the token
-    store that ``det user login`` writes (else ``$DET_USER``, else ``determined``). Without a
+    ``master`` defaults to ``$DET_MASTER``; ``user`` is chosen as ``det`` chooses it
+    (the master's active user in the token store that ``det user login`` writes, else
+    ``$DET_USER`` with ``$DET_PASS``, else ``determined``; in a task, its owner). Without a
     ``password`` a cached token of that user is reused, as the CLI does; with one the user logs
     in and the token is cached for the CLI too.
 

@@ -46,8 +46,7 @@ def _client_session(client: Any) -> Session:
 
 
 def _login(master: str) -> Session:
-    """A session as ``det`` would open it: the cached token of the active user, or a login as
-    ``$DET_USER`` (default ``determined``) with ``$DET_PASS``."""
+    """A session as ``det`` would open it (``common.api._auth.login_with_cache``)."""
     try:
         sess, _ = _auth.login_with_cache(canonicalize_master_url(master), None)
     except (ValueError, _auth.LoginError) as e:  # a bad URL, or no login

@@ -66,6 +66,8 @@ class LaunchSpec:
     # spans several (simulated) agents.
     containers: list[list[int]] = dataclasses.field(default_factory=list)
     port_offset: int = 0  # DET_UNIQUE_PORT_OFFSET: see pick_port_offset
+    user: str = ""  # DET_USER and DET_USER_TOKEN: the owner's name and user token for the run
+    user_token: str = ""
 
     def __post_init__(self) -> None:
         if not self.containers:
@@ -239,6 +241,8 @@ def trial_env(
     )
     if spec.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = spec.latest_checkpoint
+    if spec.user_token:
+        env.update(DET_USER=spec.user, DET_USER_TOKEN=spec.user_token)
     return env
 
 

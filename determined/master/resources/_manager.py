@@ -368,10 +368,16 @@ class Manager:
     ) -> tuple[_launcher.LaunchSpec, _identity.Identity | None]:
         """What a new run of ``alloc`` is (a free port offset its own) and whom it runs as.
         Raises LaunchError when the sandbox refuses its owner."""
-        with self.store.read() as conn:
+        with self.store.tx() as conn:
             spec = _launcher.launch_spec(conn, alloc, token, containers, self.gpu)
             owner = _experiments.owner_of(conn, spec.experiment_id)
             self.check_owner(conn, owner)
+            # 0.37's DET_USER/DET_USER_TOKEN: `det` in the trial is its owner; the token is
+            # the run's, revoked with its allocation token when the run ends.
+            spec.user = str(_users.require_user(conn, owner)["username"])
+            spec.user_token = _users.issue_token(
+                conn, owner, kind="user", allocation_id=spec.allocation_id
+            )
             workspace = _identity.experiment_workspace(conn, spec.experiment_id)
             identity = self.identity_of(conn, owner, workspace)
         spec.port_offset = _launcher.pick_port_offset({r.port_offset for r in self.runs.values()})
