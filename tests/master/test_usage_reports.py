@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from _kit.cli import Det
 from _kit.reference import Ref
 from _kit.trial_cluster import Cluster, config
@@ -239,6 +240,30 @@ def test_a_run_keeps_its_workspace_and_outlives_its_experiment(store: Store) -> 
         (alloc, exp, "first")
     ]
     assert found[0].end is not None and found[0].username == "admin"
+
+
+@pytest.mark.both_stores
+def test_migration_0026_records_the_runs_there_were(store: Store) -> None:
+    """Runs from before ``allocation_usage`` are recorded by the migration that adds it."""
+    from alembic import command
+    from alembic.config import Config
+
+    from determined.master.store._engine import _MIGRATIONS
+
+    exp, alloc, _ = _seed(store)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0025")
+        command.upgrade(cfg, "head")
+    with store.read() as conn:
+        [row] = conn.execute(sa.select(allocation_usage)).mappings().all()
+    assert (row["allocation_id"], row["experiment_id"], row["workspace_name"]) == (
+        alloc, exp, "Uncategorized"
+    )  # fmt: skip
+    assert (row["slots"], row["resource_pool"], row["owner_id"]) == (2, "default", 1)
+    assert row["end_time"] is not None
 
 
 # ---- the routes, on a real master -----------------------------------------------------------
