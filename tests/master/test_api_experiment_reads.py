@@ -3,6 +3,8 @@ paged as Determined 0.37's SDK asks (``list_trials(sort_by, order_by)``, ``iter_
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from _kit.master import MasterProcess, Run
 
@@ -65,3 +67,30 @@ def test_unknown_routes_answer_in_the_gateways_error_shape(shared_master: Master
     r = admin.put(shared_master.url + "/api/v1/experiments")
     assert r.status_code == 405 and r.json()["code"] == 12
     assert r.json()["message"] == "Method Not Allowed"
+
+
+def test_an_experiment_shows_its_model_definitions_size(shared_master: MasterProcess) -> None:
+    """``GET /experiments/{id}`` reads the model definition's length, not its bytes: the size
+    is the stored tar.gz's (``model_def``), as the experiment list shows it."""
+    s = shared_master.session()
+    content = base64.b64encode(b"print('train')\n" * 500).decode()
+    body = {
+        "config": RANDOM,
+        "modelDefinition": [{"path": "train.py", "type": "0", "content": content}],
+        "activate": False,
+    }
+    r = s.post(shared_master.url + "/api/v1/experiments", json=body)
+    assert r.status_code == 200, r.text
+    exp_id = r.json()["experiment"]["id"]
+    tgz = s.get(shared_master.url + f"/api/v1/experiments/{exp_id}/model_def").json()["b64Tgz"]
+    size = len(base64.b64decode(tgz))
+    assert size > 100
+    shown = s.get(shared_master.url + f"/api/v1/experiments/{exp_id}").json()
+    assert shown["experiment"]["modelDefinitionSize"] == size
+    assert shown["config"] == shown["experiment"]["config"] and shown["config"]["name"] == "three"
+    listed = s.get(
+        shared_master.url + "/api/v1/experiments", params={"experimentIdFilter.incl": exp_id}
+    ).json()["experiments"]
+    assert [e["modelDefinitionSize"] for e in listed] == [size]
+    missing = s.get(shared_master.url + "/api/v1/experiments/999999")
+    assert missing.status_code == 404 and "experiment 999999 not found" in missing.text

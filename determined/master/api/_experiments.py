@@ -122,7 +122,7 @@ def get_experiment(experiment_id: int, caller: Caller, reads: ReadsDep) -> Respo
 
 def describe_experiment(conn: sa.Connection, experiment_id: int, redacted: bool) -> dict[str, Any]:
     """``GET /experiments/{id}``'s body (a read function: see _read_workers)."""
-    exp = _experiments.require_experiment(conn, experiment_id)
+    exp = _experiments.require_shown(conn, experiment_id)
     body = experiment_json(conn, exp, redacted=redacted)
     return {"experiment": body, "config": body["config"], "jobSummary": None}
 

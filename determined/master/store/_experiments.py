@@ -108,6 +108,16 @@ def experiments_by_id(conn: sa.Connection, ids: Iterable[int]) -> dict[int, Expe
     return out
 
 
+def require_shown(conn: sa.Connection, experiment_id: int) -> ExperimentRow:
+    """The experiment's row as ``experiments_by_id`` reads it, to show: without its model
+    definition's bytes (up to megabytes, read on every poll of its page only for their length)
+    and with the shared config (never change it). Raises NotFound (404) when there is none."""
+    exp = experiments_by_id(conn, [experiment_id]).get(int(experiment_id))
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return exp
+
+
 # Experiment configs by their stored JSON text, decoded once per process: a listing of 1,000
 # experiments decoded 1,000 configs (~20 ms) on every request. The text is the key, so a
 # changed config is another key: nothing to invalidate after writes or restarts.
