@@ -277,7 +277,7 @@ def _display_state(conn: sa.Connection, trial: TrialRow) -> str:
 
 def trial_json(conn: sa.Connection, trial: TrialRow) -> dict[str, Any]:
     """``v1Trial``."""
-    exp = _experiments.require_experiment(conn, trial["experiment_id"])
+    exp = _experiments.require_shown(conn, trial["experiment_id"])
     metric, _ = experiment.searcher_metric(exp["config"])
     best = _metrics.get_row(conn, trial["best_validation_id"])
     ckpts = [
