@@ -253,8 +253,10 @@ def test_metrics_are_written_to_tensorboard_unless_disabled() -> None:
     from determined.common import _paths
 
     run_local(validation_period=Batch(5))
-    (events,) = list(_paths.default_tensorboard_dir().rglob("*tfevents*"))
-    acc = EventAccumulator(str(events.parent))
+    # One run's directory; its writer starts a new file each wall-clock second it writes in.
+    files = sorted(_paths.default_tensorboard_dir().rglob("*tfevents*"))
+    assert files and len({f.parent for f in files}) == 1, files
+    acc = EventAccumulator(str(files[0].parent))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     assert {"Determined/loss", "Determined/val_loss"} <= tags
@@ -263,7 +265,7 @@ def test_metrics_are_written_to_tensorboard_unless_disabled() -> None:
         trial = MLPTrial(ctx)
         assert ctx.get_enable_tensorboard_logging() is False
         det_torch.Trainer(trial, ctx).fit(max_length=Batch(2))
-    assert len(list(_paths.default_tensorboard_dir().rglob("*tfevents*"))) == 1
+    assert sorted(_paths.default_tensorboard_dir().rglob("*tfevents*")) == files
 
 
 def test_progress_bar_counts_batches(capsys: pytest.CaptureFixture[str]) -> None:
