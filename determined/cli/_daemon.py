@@ -235,4 +235,8 @@ def stop(master: LocalMaster, timeout: float = 15.0) -> None:
             os.kill(master.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        # Gone before we say so: a killed process lingers until the kernel has torn it down.
+        deadline = time.monotonic() + 5.0
+        while _alive(master.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
     forget(master.data_dir)
