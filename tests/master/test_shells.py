@@ -21,7 +21,9 @@ pytestmark = pytest.mark.e2e
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_a_shell_runs_a_command_over_real_ssh(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+def _start_shell(cluster: Cluster, tmp_path: pathlib.Path) -> tuple[list[str], dict[str, str], str]:
+    """``det shell start -d`` as admin (skipped without OpenSSH): det's argv, its environment
+    and the shell's id."""
     if not shutil.which("ssh") or not any(os.access(p, os.X_OK) for p in ("/usr/sbin/sshd",)):
         pytest.skip("needs OpenSSH (scripts/setup.sh --tests installs it)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
@@ -32,7 +34,11 @@ def test_a_shell_runs_a_command_over_real_ssh(cluster: Cluster, tmp_path: pathli
         [*det, "shell", "start", "-d"], env=env, capture_output=True, text=True, timeout=60
     )
     assert started.returncode == 0, started.stderr
-    shell_id = started.stdout.strip().splitlines()[-1]
+    return det, env, started.stdout.strip().splitlines()[-1]
+
+
+def test_a_shell_runs_a_command_over_real_ssh(cluster: Cluster, tmp_path: pathlib.Path) -> None:
+    det, env, shell_id = _start_shell(cluster, tmp_path)
     shell = cluster.get(f"/api/v1/shells/{shell_id}")["shell"]
     assert shell["privateKey"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     wait_state(cluster, "shell", shell["id"], "STATE_RUNNING")
@@ -110,17 +116,7 @@ def test_a_shell_key_with_a_passphrase_needs_it(cluster: Cluster) -> None:
 def test_det_inside_a_task_is_its_owner(cluster: Cluster, tmp_path: pathlib.Path) -> None:
     """As 0.37: a task's environment has `det` on PATH and its owner's ``DET_USER`` and
     ``DET_USER_TOKEN``, so `det` there is the owner (not the default user), until it ends."""
-    if not shutil.which("ssh") or not any(os.access(p, os.X_OK) for p in ("/usr/sbin/sshd",)):
-        pytest.skip("needs OpenSSH (scripts/setup.sh --tests installs it)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    env.update(PYTHONPATH=str(REPO), DET_HOME=str(tmp_path / "home"), DET_MASTER=cluster.url)
-    env.update(DET_USER="admin", DET_PASS="")
-    det = [sys.executable, "-m", "determined.cli"]
-    started = subprocess.run(
-        [*det, "shell", "start", "-d"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert started.returncode == 0, started.stderr
-    shell_id = started.stdout.strip().splitlines()[-1]
+    det, env, shell_id = _start_shell(cluster, tmp_path)
     wait_state(cluster, "shell", shell_id, "STATE_RUNNING")
     deadline = time.monotonic() + 30
     while True:  # 0.37's e2e test_open_shell
