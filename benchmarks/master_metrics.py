@@ -420,6 +420,7 @@ async def _drive_trial(
 ) -> dict[str, Any]:
     conn = await TrialConn.open(port)
     latencies: list[float] = []
+    sent_at: list[float] = []  # each report's send, in seconds since the schedule's start
     statuses: dict[int, int] = {}
     behind = 0.0
     info = f"GET /info HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
@@ -445,11 +446,18 @@ async def _drive_trial(
         start = time.monotonic()
         status, answer = await conn.request(data)
         latencies.append(time.monotonic() - start)
+        sent_at.append(start - t0)
         statuses[status] = statuses.get(status, 0) + 1
         if status != 200 and statuses[status] == 1:
             print(f"trial {trial['id']}: HTTP {status}: {answer[:300]!r}", file=sys.stderr)
     conn.close()
-    return {"id": trial["id"], "latencies": latencies, "statuses": statuses, "behind": behind}
+    return {
+        "id": trial["id"],
+        "latencies": latencies,
+        "sent_at": sent_at,
+        "statuses": statuses,
+        "behind": behind,
+    }
 
 
 # What a reader asks, in turn: a page of the experiment list, one experiment, one trial's
@@ -628,6 +636,10 @@ def drive(
         reads, reader_cpu = reading.get() if reading is not None else ([], 0.0)
     results = [r for part, _ in parts for r in part]
     lat = sorted(x for r in results for x in r["latencies"])
+    windows: dict[int, list[float]] = {}
+    for r in results:
+        for at, x in zip(r["sent_at"], r["latencies"], strict=True):
+            windows.setdefault(int(at // WINDOW_S), []).append(x)
     statuses: dict[int, int] = {}
     for r in results:
         for code, n in r["statuses"].items():
@@ -643,6 +655,7 @@ def drive(
         "max": lat[-1],
         "behind": max(r["behind"] for r in results),
         "per_trial": {r["id"]: r["statuses"].get(200, 0) for r in results},
+        "windows": {w: sorted(xs) for w, xs in sorted(windows.items())},
         "reads": {k: sorted(x for r in reads for x in r[k]) for k in READS} if reads else {},
         "client_cpu": sum(cpu for _, cpu in parts),
         "reader_cpu": reader_cpu,
@@ -771,6 +784,20 @@ def stored_counts(url: str, admin: str, db_url: str, trial_ids: list[int]) -> An
         loss = (trial["summaryMetrics"] or {}).get("avg_metrics", {}).get("loss", {})
         summary[t] = int(loss.get("count", 0))
     return rows, summary
+
+
+# The metric run's latency is also printed by window of this many seconds: a tail from the
+# run's first seconds (trials' first reports) reads differently from one spread over the run.
+WINDOW_S = 5
+
+
+def _windows(windows: dict[int, list[float]]) -> str:
+    """Report latency p99 / max (ms) in each WINDOW_S window of the metric run."""
+    parts = [
+        f"{w * WINDOW_S}-{(w + 1) * WINDOW_S}s {_pct(xs, 0.99):.0f}/{xs[-1] * 1e3:.0f}"
+        for w, xs in windows.items()
+    ]
+    return "  by window (p99/max ms): " + ", ".join(parts)
 
 
 def _pct(sorted_seconds: list[float], q: float) -> float:
@@ -944,6 +971,7 @@ def _run(args: argparse.Namespace, data_dir: pathlib.Path, db_url: str) -> int:
             seeded,
         )
         print(_line("metrics", run))
+        print(_windows(run["windows"]))
         inside = group_commit(url, admin)
         print(
             f"CPU ms per report by process: "
