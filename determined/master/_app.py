@@ -26,7 +26,7 @@ from determined.master import _read_workers, api, ingest, resources, webhooks
 from determined.master._errors import ApiError, Unauthenticated
 from determined.master._periodic import Periodic
 from determined.master._signals import STREAM_KEY, Signals
-from determined.master.api._auth import bearer_token, principal_of
+from determined.master.api._auth import TokenResolver, bearer_token, principal_of
 from determined.master.api._hot import HotLane, HotRoutes
 from determined.master.api._services import Services
 from determined.master.api._stream import Stamps
@@ -447,6 +447,8 @@ def create_app(
         first_after=unmanaged_trial_timeout,
     )
     reads = _read_workers.ReadWorkers(store, read_workers)
+    tokens = TokenResolver(store)  # the token cache's refreshes, the hot lane's first reads
+    store.tokens.refresh = tokens.refresh
     writer = None
     if write_worker:
         writer = ingest.WriteWorker(store.url, transactions=lambda: store.transactions)
@@ -468,6 +470,7 @@ def create_app(
         if rm is not None:
             rm.stop()
         hooks.close()
+        tokens.close()
         reads.close()
         if writer is not None:
             writer.close()  # writes still pending then are committed in this process
@@ -500,7 +503,7 @@ def create_app(
     hot = HotRoutes(_UntypedJson(app.serve), services, app.exception_handlers)
     guards = _Guards(hot, allowed=allowed_host_names(host, allowed_hosts), store=store)
     app.front = guards
-    app.hot_lane = HotLane(hot, guards.clears)
+    app.hot_lane = HotLane(hot, guards.clears, tokens)
     for router in api.ROUTERS:
         app.include_router(router)
     if dev_endpoints:

@@ -200,13 +200,11 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             super().on_message_complete()
             return
         done = functools.partial(self._hot_done, cycle)
+        to_app = functools.partial(self._to_app, cycle, self.app)
         try:
-            taken = self.lane.run(cycle.ticket, bytes(cycle.body), done)
+            self.lane.run(cycle.ticket, bytes(cycle.body), done, to_app)
         except Exception as e:  # noqa: BLE001 - answered as the app answers it (a 500 if not)
             done(e)
-            return
-        if not taken:
-            self._to_app(cycle, self.app)
 
     def _hot_done(self, hot: _HotRequest, error: BaseException | None) -> None:
         """The lane stored the report (``error`` None) or refused it: answer."""

@@ -253,6 +253,33 @@ def test_allocation_tokens_live_longer_in_the_cache_than_users_tokens() -> None:
     assert cache.get("a") is None and len(cache) == 0
 
 
+def test_an_entry_in_use_is_handed_for_refresh_once_before_its_time_is_up() -> None:
+    clock = _Clock()
+    cache: _token_cache.TokenCache[str] = _token_cache.TokenCache(
+        ttl_s=2.0, allocation_ttl_s=10.0, clock=clock
+    )
+    asked: list[tuple[str, str]] = []
+    cache.refresh = lambda digest, value: asked.append((digest, value))
+    for i in range(50):
+        assert cache.put(f"a{i}", f"v{i}", generation=cache.generation(), allocation_id=f"t.{i}")
+    clock.now += 10.0 * _token_cache.REFRESH_FROM - 0.01
+    assert [cache.get(f"a{i}") for i in range(50)] == [f"v{i}" for i in range(50)]
+    assert asked == []  # not due before REFRESH_FROM of the entry's time
+    clock.now += 10.0 * (_token_cache.REFRESH_TO - _token_cache.REFRESH_FROM) / 2
+    for i in range(50):
+        cache.get(f"a{i}")
+    halfway = len(asked)
+    assert 0 < halfway < 50  # each entry's point is its own: they are not refreshed together
+    clock.now = 100.0 + 10.0 * _token_cache.REFRESH_TO
+    for _ in range(3):
+        assert [cache.get(f"a{i}") for i in range(50)] == [f"v{i}" for i in range(50)]
+    assert sorted(asked) == sorted((f"a{i}", f"v{i}") for i in range(50))  # each once
+    # The refresh's read replaces the entry, with a time of its own; one not refreshed ends.
+    assert cache.put("a0", "v0 again", generation=cache.generation(), allocation_id="t.0")
+    clock.now = 100.0 + 10.0
+    assert cache.get("a0") == "v0 again" and cache.get("a1") is None
+
+
 def test_a_read_that_predates_a_forget_is_not_cached() -> None:
     cache: _token_cache.TokenCache[str] = _token_cache.TokenCache()
     before = cache.generation()

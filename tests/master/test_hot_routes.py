@@ -4,6 +4,7 @@ takes that route), and the master's checks in front (Host, body size, CSRF) stil
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -86,3 +87,48 @@ def test_the_checks_in_front_apply_to_the_hot_path(shared_master: MasterProcess)
     browser.cookies.set("auth", run.token)
     assert browser.post(url, json=_report(run, 2)).status_code == 403
     assert _post(run.trial, url, _report(run, 2)) == (200, {})
+
+
+# A token the cache does not hold yet (each Run's is fresh) is read by the master's token
+# resolver and the report goes on in the lane; whatever it is not, the route answers.
+
+
+def test_a_trials_first_report_is_answered_as_the_route(shared_master: MasterProcess) -> None:
+    cold, warm, other = Run(shared_master), Run(shared_master), Run(shared_master)
+    assert warm.metrics("training", 1, {"loss": 1.0}).status_code == 200
+    assert cold.metrics("training", 1, {"loss": 1.0}).status_code == 200  # its first
+    assert cold.get(f"/api/v1/trials/{cold.trial_id}")["trial"]["totalBatchesProcessed"] == 1
+    # Another trial's token, not cached yet: 403 with the route's message.
+    url = shared_master.url + f"/api/v1/trials/{warm.trial_id}/metrics"
+    status, body = _post(other.trial, url, _report(warm, 2))
+    assert status == 403 and f"not {warm.trial_id}" in body["message"]
+    # A first report whose body does not parse: the route's 400, as for a cached token.
+    fresh = Run(shared_master)
+    url = shared_master.url + f"/api/v1/trials/{fresh.trial_id}/metrics"
+    assert _post(fresh.trial, url, b"{not json") == _post(fresh.admin, url, b"{not json")
+
+
+def test_a_first_report_with_a_dead_or_unknown_token_is_refused(
+    shared_master: MasterProcess,
+) -> None:
+    run = Run(shared_master)
+    assert run.exit() == "STATE_COMPLETED"  # its token is revoked before it was ever used
+    url = shared_master.url + f"/api/v1/trials/{run.trial_id}/metrics"
+    status, body = _post(run.trial, url, _report(run, 1))
+    assert status == 401 and "token" in body["message"]
+    stranger = shared_master.session("not-a-token", allocation=True)
+    assert _post(stranger, url, _report(run, 1))[0] == 401
+
+
+def test_many_trials_first_reports_at_once_are_each_stored_once(
+    shared_master: MasterProcess,
+) -> None:
+    runs = [Run(shared_master) for _ in range(24)]
+    with ThreadPoolExecutor(len(runs)) as pool:
+        statuses = list(
+            pool.map(lambda r: r.metrics("training", 1, {"loss": 1.0}).status_code, runs)
+        )
+    assert statuses == [200] * len(runs)
+    for run in runs:
+        trial = run.get(f"/api/v1/trials/{run.trial_id}")["trial"]
+        assert trial["summaryMetrics"]["avg_metrics"]["loss"]["count"] == 1

@@ -239,8 +239,9 @@ class _Routes:
 
 class _Lane:
     """Takes POSTs to /hot...: a body ``ok <seconds>`` is stored after that delay, ``err``
-    is refused, ``raise`` makes ``run`` raise, anything else is not taken (the app serves
-    it)."""
+    is refused, ``raise`` makes ``run`` raise, ``later <seconds>`` is handed to the app after
+    that delay (as a token read first that turns out not to be the lane's), anything else is
+    handed to the app at once."""
 
     def __init__(self) -> None:
         self.routes = _Routes()
@@ -250,19 +251,20 @@ class _Lane:
         assert all(name == name.lower() for name, _ in headers)
         return url if url.startswith(b"/hot") else None
 
-    def run(self, ticket: Any, raw: bytes, done: Any) -> bool:
+    def run(self, ticket: Any, raw: bytes, done: Any, to_app: Any) -> None:
         loop = asyncio.get_running_loop()
         if raw.startswith(b"ok"):
             self.taken.append(ticket + b" " + raw)
             loop.call_later(float(raw.split()[1]), done, None)
-            return True
-        if raw.startswith(b"raise"):
+        elif raw.startswith(b"raise"):
             raise RuntimeError("the lane failed")
-        if raw.startswith(b"err"):
+        elif raw.startswith(b"err"):
             self.taken.append(ticket + b" " + raw)
             loop.call_later(0.01, done, ValueError(raw.decode()))
-            return True
-        return False
+        elif raw.startswith(b"later"):
+            loop.call_later(float(raw.split()[1]), to_app)
+        else:
+            to_app()
 
 
 class _LaneApp:
@@ -351,6 +353,9 @@ def test_the_hot_lane_keeps_answers_in_order_and_hands_back_what_it_does_not_tak
         # first in line, the app serves) wait their turn.
         sock.sendall(_post("/hot/1", b"ok 0.3") + _post("/r2", b"b2") + _post("/hot/3", b"ok 0"))
         answers = _read_answers(sock, 3)
+        # Handed to the app later, with a request pipelined behind it.
+        sock.sendall(_post("/hot/8", b"later 0.2") + _post("/hot/9", b"ok 0"))
+        answers += _read_answers(sock, 2)
         for request in (
             _post("/hot/4", b"ok 0"),
             _post("/hot/5", b"declined: the app serves it"),
@@ -363,6 +368,8 @@ def test_the_hot_lane_keeps_answers_in_order_and_hands_back_what_it_does_not_tak
         (b"HTTP/1.1 200 OK", b"{}"),
         (b"HTTP/1.1 200 OK", b"/r2 b2"),
         (b"HTTP/1.1 200 OK", b"/hot/3 ok 0"),
+        (b"HTTP/1.1 200 OK", b"/hot/8 later 0.2"),
+        (b"HTTP/1.1 200 OK", b"/hot/9 ok 0"),
         (b"HTTP/1.1 200 OK", b"{}"),
         (b"HTTP/1.1 200 OK", b"/hot/5 declined: the app serves it"),
         (b"HTTP/1.1 409 Conflict", b"refused err 6"),

@@ -15,19 +15,26 @@ allocation's token (its allocation, task, trial, experiment).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
+import logging
+import threading
 import types
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
+import sqlalchemy as sa
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
 from determined.master._errors import PermissionDenied, Unauthenticated
 from determined.master.api._services import services
-from determined.master.store import Store, _experiments, _trials, _users
+from determined.master.store import Store, _experiments, _token_cache, _trials, _users
+
+logger = logging.getLogger("determined.master")
 
 TOKEN_HEADERS = ("authorization", "grpc-metadata-x-allocation-token", "x-allocation-token")
 HEADER_NAMES = frozenset(h.encode() for h in TOKEN_HEADERS)  # as raw ASGI headers name them
@@ -161,25 +168,137 @@ def _resolve(store: Store, token: str, digest: str) -> Principal:
     """The caller from the database (then cached), or 401. Blocks: run it off the event loop."""
     generation = store.tokens.generation()  # before reading: see TokenCache.put
     with store.read() as conn:
-        info = _users.lookup_token(conn, token)
-        if info is None:
-            raise Unauthenticated("invalid or expired token; log in again")
-        alloc = trial = None
-        if info.kind == "allocation" and info.allocation_id is not None:
-            alloc = _trials.get_allocation(conn, info.allocation_id)
-            trial = None if alloc is None else _trials.get_trial(conn, int(alloc["trial_id"]))
-            if alloc is None or trial is None:
-                raise Unauthenticated(
-                    f"allocation {info.allocation_id} of this token no longer exists"
-                )
-    principal = Principal(
+        principal = _principal_in(conn, token)
+    _cache(store, digest, principal, generation)
+    return principal
+
+
+def _principal_in(conn: sa.Connection, token: str) -> Principal:
+    """The principal of ``token`` as the database has it, or 401."""
+    info = _users.lookup_token(conn, token)
+    if info is None:
+        raise Unauthenticated("invalid or expired token; log in again")
+    alloc = trial = None
+    if info.kind == "allocation" and info.allocation_id is not None:
+        alloc = _trials.get_allocation(conn, info.allocation_id)
+        trial = None if alloc is None else _trials.get_trial(conn, int(alloc["trial_id"]))
+        if alloc is None or trial is None:
+            raise Unauthenticated(f"allocation {info.allocation_id} of this token no longer exists")
+    return Principal(
         token=token,
         info=info,
         allocation=None if alloc is None else _fixed(alloc, ALLOCATION_KEYS),
         trial=None if trial is None else _fixed(trial, TRIAL_KEYS),
     )
-    store.tokens.put(digest, principal, generation=generation, allocation_id=info.allocation_id)
-    return principal
+
+
+def _cache(store: Store, digest: str, principal: Principal, generation: int) -> None:
+    allocation_id = principal.info.allocation_id
+    store.tokens.put(digest, principal, generation=generation, allocation_id=allocation_id)
+
+
+# Told once a token has been read into the cache, on the event loop that asked.
+Resolved = Callable[[], None]
+
+
+class TokenResolver:
+    """Reads tokens into the master's token cache in a thread of its own, every token asked
+    for meanwhile in one read transaction: the cache's background refreshes
+    (``TokenCache.refresh``) and the hot lane's tokens not yet cached (``api._hot.HotLane``:
+    800 trials reporting to a master that just started would otherwise each take the slow way,
+    one database read and a thread-pool hop apiece, all in the same second).
+
+    A token that is no longer valid is dropped from the cache; its requests then take the slow
+    way, which answers 401 with the reason.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._cond = threading.Condition()
+        # digest -> (token, who waits: (their loop, callback) pairs)
+        self._asked: dict[str, tuple[str, list[tuple[asyncio.AbstractEventLoop, Resolved]]]] = {}
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def refresh(self, digest: str, principal: Principal) -> None:
+        """``TokenCache.refresh``: read ``principal``'s token again, nobody waiting."""
+        self._ask(principal.token, digest, None)
+
+    def resolve_soon(self, token: str, digest: str, done: Resolved) -> None:
+        """Read ``token`` (digest ``digest``) into the cache, then call ``done()`` on the
+        running event loop (the cache has its principal then, or nothing if it is not valid or
+        could not be read)."""
+        self._ask(token, digest, (asyncio.get_running_loop(), done))
+
+    def close(self) -> None:
+        """Stop the thread once what was asked for is read."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(10)
+
+    def _ask(
+        self, token: str, digest: str, waiter: tuple[asyncio.AbstractEventLoop, Resolved] | None
+    ) -> None:
+        with self._cond:
+            if self._closed:
+                if waiter is not None:
+                    waiter[0].call_soon(waiter[1])  # no cache entry: the slow way
+                return
+            _, waiters = self._asked.setdefault(digest, (token, []))
+            if waiter is not None:
+                waiters.append(waiter)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._read_forever, name="token-resolver", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def _read_forever(self) -> None:
+        while True:
+            with self._cond:
+                while not self._asked and not self._closed:
+                    self._cond.wait()
+                if not self._asked:
+                    return
+                asked, self._asked = self._asked, {}
+            try:
+                self._read(asked)
+            except Exception:  # noqa: BLE001 - the waiters take the slow way, which reports it
+                logger.exception("could not read tokens into the cache")
+            by_loop: dict[asyncio.AbstractEventLoop, list[Resolved]] = {}
+            for _, waiters in asked.values():
+                for loop, done in waiters:
+                    by_loop.setdefault(loop, []).append(done)
+            for loop, callbacks in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                    loop.call_soon_threadsafe(_call_each, callbacks)
+
+    def _read(self, asked: dict[str, tuple[str, Any]]) -> None:
+        generation = self.store.tokens.generation()  # before reading: see TokenCache.put
+        found: dict[str, Principal | None] = {}
+        with self.store.read() as conn:
+            for digest, (token, _) in asked.items():
+                try:
+                    found[digest] = _principal_in(conn, token)
+                except Unauthenticated:
+                    found[digest] = None
+        for digest, principal in found.items():
+            if principal is None:
+                self.store.tokens.forget(_token_cache.Pending(digests={digest}))
+            else:
+                _cache(self.store, digest, principal, generation)
+
+
+def _call_each(callbacks: list[Resolved]) -> None:
+    for done in callbacks:
+        try:
+            done()
+        except Exception:  # noqa: BLE001 - one waiter's failure must not strand the others
+            logger.exception("a token's waiter failed")
 
 
 async def authenticate(request: Request) -> Principal:

@@ -124,11 +124,7 @@ class HotRoutes:
         """Whether the request's token is in the token cache, an allocation's, of
         ``trial_id``: the common case (anything else takes the route)."""
         principal = _cached_allocation(self.services.store, headers)
-        return (
-            principal is not None
-            and principal.trial is not None
-            and int(principal.trial["id"]) == trial_id
-        )
+        return principal is not None and _reports_for(principal, trial_id)
 
     async def answer_error(self, error: BaseException, scope: Any, receive: Any, send: Any) -> None:
         """Answer ``error`` raised while storing a report as the app's exception handlers
@@ -148,22 +144,34 @@ class HotRoutes:
         return None
 
 
-# A request HotLane took: (trial id, route name), see HotLane.take.
-Ticket = tuple[int, str]
+# A request HotLane took: (trial id, route name, the token to read first: (token, digest), or
+# None when the cache holds it), see HotLane.take.
+Ticket = tuple[int, str, tuple[str, str] | None]
 
 
 class HotLane:
     """The hot routes' common case taken from the HTTP protocol, before any ASGI machinery
     (see module doc). ``take`` looks at a request's head, ``run`` at its body.
 
+    A token the cache does not hold yet (a trial's first report, or the first after the master
+    started) is read by ``resolver`` with the others asked for meanwhile, then the report goes
+    on in the lane if the token is the trial's allocation's, else to the application.
+
     Args:
         routes: the app's hot routes (their token check and error answers).
         clears: whether a request's headers pass the master's checks in front for sure
             (``_app._Guards.clears``).
+        resolver: reads tokens the cache does not hold (None: such requests go to the
+            application).
     """
 
-    def __init__(self, routes: HotRoutes, clears: Callable[[Mapping[bytes, bytes]], bool]) -> None:
-        self.routes, self.clears = routes, clears
+    def __init__(
+        self,
+        routes: HotRoutes,
+        clears: Callable[[Mapping[bytes, bytes]], bool],
+        resolver: _auth.TokenResolver | None = None,
+    ) -> None:
+        self.routes, self.clears, self.resolver = routes, clears, resolver
 
     def take(self, url: bytes, headers: list[tuple[bytes, bytes]]) -> Ticket | None:
         """The ticket of a POST to ``url`` with ``headers`` (names lowercased) that is the
@@ -172,30 +180,88 @@ class HotLane:
         if match is None:
             return None
         named = dict(headers)
-        trial_id = int(match.group(1))
-        if not self.clears(named) or not self.routes.reporter_cached(trial_id, named):
+        if not self.clears(named):
             return None
-        return trial_id, match.group(2).decode()
+        trial_id = int(match.group(1))
+        route = match.group(2).decode()
+        store = self.routes.services.store
+        principal = _cached_allocation(store, named)
+        if principal is not None:
+            return (trial_id, route, None) if _reports_for(principal, trial_id) else None
+        if self.resolver is None:
+            return None
+        token = _token_of(named)
+        if token is None or store.tokens.get(token[1]) is not None:  # a user's token: the app
+            return None
+        return trial_id, route, token
 
-    def run(self, ticket: Ticket, raw: bytes, done: Callable[[BaseException | None], None]) -> bool:
+    def run(
+        self,
+        ticket: Ticket,
+        raw: bytes,
+        done: Callable[[BaseException | None], None],
+        to_app: Callable[[], None],
+    ) -> None:
         """Store the report in ``raw`` (call from the event loop); ``done(None)`` once it is
-        stored, ``done(error)`` once it is refused (answer with :meth:`HotRoutes.answer_error`).
-        False: not taken (a body that does not parse, a validation): the application serves
-        the request, and ``done`` is never called."""
-        trial_id, route = ticket
+        stored, ``done(error)`` once it is refused (answer with :meth:`HotRoutes.answer_error`),
+        or ``to_app()`` when the lane does not take it after all (a body that does not parse, a
+        validation, a token that is not the trial's allocation's): the application serves the
+        request then. Exactly one of them is called, now or later."""
+        trial_id, route, unread = ticket
+        if unread is None:
+            self._store(trial_id, route, raw, done, to_app)
+            return
+        token, digest = unread
+
+        def resolved() -> None:
+            principal = self.routes.services.store.tokens.get(digest)
+            if principal is None or not _reports_for(principal, trial_id):
+                to_app()  # not the trial's allocation's token: the app answers why
+            else:
+                try:
+                    self._store(trial_id, route, raw, done, to_app)
+                except Exception as e:  # noqa: BLE001 - answered as the app answers it
+                    done(e)
+
+        assert self.resolver is not None
+        self.resolver.resolve_soon(token, digest, resolved)
+
+    def _store(
+        self,
+        trial_id: int,
+        route: str,
+        raw: bytes,
+        done: Callable[[BaseException | None], None],
+        to_app: Callable[[], None],
+    ) -> None:
         try:
             group, body = _REPORTS[route](raw)
         except Exception:  # noqa: BLE001 - the route answers with its own message
-            return False
+            to_app()
+            return
         if group == "validation":
-            return False  # the searcher waits for it: the route's coroutine
+            to_app()  # the searcher waits for it: the route's coroutine
+            return
         try:
             report = _trials.parsed_report(trial_id, group, body)
         except Exception as e:  # noqa: BLE001 - answered as the app answers it
             done(e)
-            return True
+            return
         self.routes.services.ingest.record_soon(report, done)
-        return True
+
+
+def _reports_for(principal: _auth.Principal, trial_id: int) -> bool:
+    """Whether ``principal`` is the allocation's of ``trial_id`` (a user's has no trial)."""
+    return principal.trial is not None and int(principal.trial["id"]) == trial_id
+
+
+def _token_of(headers: Mapping[bytes, bytes]) -> tuple[str, str] | None:
+    """(token, digest) of the request's bearer token (_auth.bearer_token's rule), or None."""
+    for name in _TOKEN_HEADERS:
+        value = headers.get(name)
+        if value and (token := _auth.bearer_of(value.decode("latin-1"))) is not None:
+            return token, _users.token_digest(token)
+    return None
 
 
 def _cached_allocation(store: Store, headers: Mapping[bytes, bytes]) -> _auth.Principal | None:
