@@ -351,59 +351,6 @@ class Conn:
                 return status, b"".join(p[:-2] for p in parts)
 
 
-class TrialConn(asyncio.Protocol):
-    """A trial's keep-alive connection: a request is bytes out, and its answer (a head and
-    Content-Length bytes of body; the master answers reports so) is cut from what arrives as
-    it arrives, with no stream reader's line-by-line reads. The benchmark's clients share the
-    machine's cores with the master: they are part of the measurement, so they stay cheap."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
-
-    @classmethod
-    async def open(cls, port: int) -> TrialConn:
-        loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(cls, "127.0.0.1", port)
-        return conn
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        end = self.buffer.find(b"\r\n\r\n")
-        if end < 0 or self.waiter is None:
-            return
-        head = bytes(self.buffer[:end]).lower()
-        at = head.find(b"\r\ncontent-length:")
-        if at < 0:
-            self.waiter.set_exception(RuntimeError(f"an answer without a length: {head!r}"))
-            return
-        length = int(head[at + 17 :].split(b"\r\n", 1)[0])
-        if len(self.buffer) < end + 4 + length:
-            return
-        body = bytes(self.buffer[end + 4 : end + 4 + length])
-        del self.buffer[: end + 4 + length]
-        waiter, self.waiter = self.waiter, None
-        waiter.set_result((int(head[9:12]), body))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(ConnectionError(f"the master closed the connection: {exc}"))
-
-    async def request(self, data: bytes) -> tuple[int, bytes]:
-        assert self.transport is not None
-        self.waiter = asyncio.get_running_loop().create_future()
-        self.transport.write(data)
-        return await self.waiter
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
 # A training report, as the trial's client sends it (floats as json.dumps writes them).
 _BODY = (
     '{"group": "training", "metrics": {"trialId": %d, "trialRunId": %d, "stepsCompleted": %d, '
@@ -415,49 +362,107 @@ def _metric_body(trial: dict[str, Any], step: int) -> bytes:
     return (_BODY % (trial["id"], trial["runId"], step, 1.0 / step, step)).encode()
 
 
-async def _drive_trial(
-    port: int, trial: dict[str, Any], mode: str, hz: float, count: int, t0: float
-) -> dict[str, Any]:
-    conn = await TrialConn.open(port)
-    latencies: list[float] = []
-    sent_at: list[float] = []  # each report's send, in seconds since the schedule's start
-    statuses: dict[int, int] = {}
-    behind = 0.0
-    info = f"GET /info HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
-    head = (
-        f"POST /api/v1/trials/{trial['id']}/metrics HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-        f"Grpc-Metadata-x-allocation-token: Bearer {trial['token']}\r\n"
-        "Content-Length: %d\r\n\r\n"
-    ).encode()
-    offset = t0 + trial.get("offset", 0.0)
-    for k in range(count):
-        due = offset + k / hz
-        now = time.monotonic()
+class TrialClient(asyncio.Protocol):
+    """One trial on its keep-alive connection: report k goes out at ``t0 + offset + k / hz``
+    (on the loop's clock), or as soon as report k-1 is answered if that is later; an answer (a
+    head and Content-Length bytes of body: the master answers reports so) is cut from what
+    arrives as it arrives. Callbacks only, no task or future per report: the benchmark's
+    clients share the machine's cores with the master, they are part of the measurement, so
+    they stay cheap. ``finished`` gets the trial's results."""
+
+    def __init__(
+        self, trial: dict[str, Any], port: int, mode: str, hz: float, count: int, t0: float
+    ) -> None:
+        self.trial, self.mode, self.hz, self.count = trial, mode, hz, count
+        self.loop = asyncio.get_running_loop()
+        self.t0 = t0 + trial.get("offset", 0.0)  # on the loop's clock
+        self.finished: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        self.info = f"GET /info HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+        self.head = (
+            f"POST /api/v1/trials/{trial['id']}/metrics HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Grpc-Metadata-x-allocation-token: Bearer {trial['token']}\r\n"
+            "Content-Length: %d\r\n\r\n"
+        ).encode()
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.k = 0
+        self.started = 0.0
+        self.latencies: list[float] = []
+        self.sent_at: list[float] = []  # each report's send, in seconds since the schedule's start
+        self.statuses: dict[int, int] = {}
+        self.behind = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._next()
+
+    def _next(self) -> None:
+        if self.k == self.count:
+            assert self.transport is not None
+            self.transport.close()
+            self.finished.set_result(
+                {
+                    "id": self.trial["id"],
+                    "latencies": self.latencies,
+                    "sent_at": self.sent_at,
+                    "statuses": self.statuses,
+                    "behind": self.behind,
+                }
+            )
+            return
+        due = self.t0 + self.k / self.hz
+        now = self.loop.time()
         if due > now:
-            await asyncio.sleep(due - now)
+            self.loop.call_at(due, self._send)
         else:
-            behind = max(behind, now - due)
-        if mode == "info":
-            data = info
+            self.behind = max(self.behind, now - due)
+            self._send()
+
+    def _send(self) -> None:
+        if self.mode == "info":
+            data = self.info
         else:
-            body = _metric_body(trial, k + 1)
-            data = head % len(body) + body
-        start = time.monotonic()
-        status, answer = await conn.request(data)
-        latencies.append(time.monotonic() - start)
-        sent_at.append(start - t0)
-        statuses[status] = statuses.get(status, 0) + 1
-        if status != 200 and statuses[status] == 1:
-            print(f"trial {trial['id']}: HTTP {status}: {answer[:300]!r}", file=sys.stderr)
-    conn.close()
-    return {
-        "id": trial["id"],
-        "latencies": latencies,
-        "sent_at": sent_at,
-        "statuses": statuses,
-        "behind": behind,
-    }
+            body = _metric_body(self.trial, self.k + 1)
+            data = self.head % len(body) + body
+        self.started = time.monotonic()
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = bytes(self.buffer[:end]).lower()
+        at = head.find(b"\r\ncontent-length:")
+        if at < 0:
+            self._fail(RuntimeError(f"an answer without a length: {head!r}"))
+            return
+        length = int(head[at + 17 :].split(b"\r\n", 1)[0])
+        if len(self.buffer) < end + 4 + length:
+            return
+        answered = time.monotonic()
+        body = bytes(self.buffer[end + 4 : end + 4 + length])
+        del self.buffer[: end + 4 + length]
+        self.latencies.append(answered - self.started)
+        self.sent_at.append(self.started - self.t0 + self.trial.get("offset", 0.0))
+        status = int(head[9:12])
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        if status != 200 and self.statuses[status] == 1:
+            print(f"trial {self.trial['id']}: HTTP {status}: {body[:300]!r}", file=sys.stderr)
+        self.k += 1
+        self._next()
+
+    def _fail(self, error: BaseException) -> None:
+        if not self.finished.done():
+            self.finished.set_exception(error)
+        if self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.finished.done():
+            self._fail(ConnectionError(f"the master closed the connection: {exc}"))
 
 
 # What a reader asks, in turn: a page of the experiment list, one experiment, one trial's
@@ -579,11 +584,16 @@ def _client(args: tuple[int, list[dict[str, Any]], str, float, int, float]) -> A
     port, trials, mode, hz, count, t0_wall = args
 
     async def main() -> list[Any]:
-        # t0 is shared as wall time (monotonic clocks differ between processes only in origin).
-        t0 = time.monotonic() + (t0_wall - time.time())
-        return list(
-            await asyncio.gather(*(_drive_trial(port, t, mode, hz, count, t0) for t in trials))
-        )
+        loop = asyncio.get_running_loop()
+        # t0 is shared as wall time; each trial's schedule runs on this loop's clock.
+        t0 = loop.time() + (t0_wall - time.time())
+        clients = []
+        for t in trials:
+            _, client = await loop.create_connection(
+                lambda t=t: TrialClient(t, port, mode, hz, count, t0), "127.0.0.1", port
+            )
+            clients.append(client)
+        return list(await asyncio.gather(*(c.finished for c in clients)))
 
     cpu = time.process_time()
     loop = _new_loop()
