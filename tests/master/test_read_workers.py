@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from _kit.master import MasterProcess, Run
 
-from determined.master._read_workers import encode
+from determined.master._read_workers import READ_WORKER_NICE, encode
 from determined.master.api._experiment_filters import ExperimentFilter, IdFilter
 from determined.master.api._experiments import describe_experiment, experiment_page
 from determined.master.api._logs import trial_log_body
@@ -174,6 +174,15 @@ def test_workers_answer_what_the_read_functions_answer_in_process(master: Master
     assert [p["batches"] for p in series[0]["metrics"][0]["data"]] == [1, 2, 3]
     listed = by_http["list"].json()
     assert listed["pagination"]["total"] == 3 and len(listed["experiments"]) == 2
+
+
+def test_the_workers_yield_the_cpu_to_the_master_and_its_writes(master: MasterProcess) -> None:
+    assert READ_WORKER_NICE > 0
+    assert master.proc is not None
+    mine = os.getpriority(os.PRIO_PROCESS, master.proc.pid)
+    for pid in _workers(master):
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + READ_WORKER_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, _write_worker(master)) == mine
 
 
 def test_a_read_functions_error_is_answered_as_in_process(master: MasterProcess) -> None:
