@@ -75,10 +75,14 @@ def _warm() -> None:
     """Nothing: submitted once per worker by ``start`` so that the pool starts them now."""
 
 
-def _answer_in_worker(fn: ReadFn, args: tuple[Any, ...]) -> bytes:
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _in_worker(fn: ReadFn, args: tuple[Any, ...], finish: Callable[[Any], Any]) -> Any:
     assert _worker_engine is not None, "not a read worker"
     with _worker_engine.connect() as conn:
-        return encode(fn(conn, *args))
+        return finish(fn(conn, *args))
 
 
 class ReadWorkers:
@@ -105,16 +109,25 @@ class ReadWorkers:
         return Response(self.body(fn, *args), media_type="application/json")
 
     def body(self, fn: ReadFn, *args: Any) -> bytes:
+        """``fn(conn, *args)`` as JSON bytes (see ``encode``)."""
+        return self._run(fn, args, encode)
+
+    def call(self, fn: ReadFn, *args: Any) -> Any:
+        """``fn(conn, *args)``'s value itself (pickled back from the worker), for the master's
+        own use of a read."""
+        return self._run(fn, args, _as_is)
+
+    def _run(self, fn: ReadFn, args: tuple[Any, ...], finish: Callable[[Any], Any]) -> Any:
         pool = self._get_pool()
         if pool is not None:
             try:
-                return pool.submit(_answer_in_worker, fn, args).result()
+                return pool.submit(_in_worker, fn, args, finish).result()
             except concurrent.futures.process.BrokenProcessPool:
                 logger.error("a read worker died: starting the read workers again")
                 self._drop_pool(pool)
                 self.start()
         with self._store.read() as conn:
-            return encode(fn(conn, *args))
+            return finish(fn(conn, *args))
 
     def _get_pool(self) -> concurrent.futures.ProcessPoolExecutor | None:
         if self._processes <= 0:

@@ -1,7 +1,7 @@
 """What reads remember per process (issue 37 part 2), on SQLite and PostgreSQL: experiment
 configs decoded once by their stored text (``_experiments.config_of``), ``/stream``'s
-experiment messages by their row's values (``_stream.matching``), which ``Stamps`` knows by
-identity, and their upserts' text (``api._stream._upsert``). A write changes the text or the
+experiment messages' text by their row's values (``_stream.matching``), which ``Stamps``
+compares, and their upserts' text (``api._stream._upsert``). A write changes the text or the
 row, so the next read sees it; a new process (a restart) starts with nothing remembered and
 reads the same."""
 
@@ -46,20 +46,20 @@ def test_configs_and_stream_messages_follow_writes_and_restarts(
         rows = _experiments.experiments_by_id(conn, [a, b])
         first = _stream.matching(conn, "experiments", EVERY)
     assert [rows[a]["config"]["name"], rows[b]["config"]["name"]] == ["a", "b"]
-    assert first[a]["name"] == "a" and first[a]["state"] == State.PAUSED.value
+    message = json.loads(first[a])
+    assert message["name"] == "a" and message["state"] == State.PAUSED.value
     seqs = stamps.stamp("experiments", first)
 
-    with store.read() as conn:  # nothing written: the same config and message objects
+    with store.read() as conn:  # nothing written: the same config object and message text
         again = _experiments.experiments_by_id(conn, [a])[a]
         second = _stream.matching(conn, "experiments", EVERY)
     assert again["config"] is rows[a]["config"] and second[a] is first[a]
     assert stamps.stamp("experiments", second) == seqs
-    sent = _upsert("experiments", a, first[a], seqs[a])  # the upsert's text, written once
-    assert json.loads(sent) == {"experiment": {**first[a], "seq": seqs[a]}}
-    assert _upsert("experiments", a, second[a], seqs[a]) is sent
-    # An equal message built anew (another process's, or after the memo was emptied) keeps
+    sent = _upsert("experiments", first[a], seqs[a])  # written around the message's text
+    assert sent == json.dumps({"experiment": {**message, "seq": seqs[a]}})
+    # An equal message written anew (another process's, or after the memo was emptied) keeps
     # its seq too.
-    assert stamps.stamp("experiments", {a: dict(first[a]), b: first[b]}) == seqs
+    assert stamps.stamp("experiments", {a: json.dumps(message), b: first[b]}) == seqs
 
     with store.tx() as conn:  # a rename (the config) and a state change (the row)
         config = {**rows[a]["config"], "name": "renamed"}
@@ -68,11 +68,11 @@ def test_configs_and_stream_messages_follow_writes_and_restarts(
     with store.read() as conn:
         rows = _experiments.experiments_by_id(conn, [a, b])
         third = _stream.matching(conn, "experiments", EVERY)
-    assert rows[a]["config"]["name"] == "renamed" and third[a]["name"] == "renamed"
-    assert third[b]["state"] == State.ACTIVE.value
+    assert rows[a]["config"]["name"] == "renamed" and json.loads(third[a])["name"] == "renamed"
+    assert json.loads(third[b])["state"] == State.ACTIVE.value
     changed = stamps.stamp("experiments", third)
     assert changed[a] > seqs[a] and changed[b] > seqs[b]
-    renamed = json.loads(_upsert("experiments", a, third[a], changed[a]))["experiment"]
+    renamed = json.loads(_upsert("experiments", third[a], changed[a]))["experiment"]
     assert (renamed["name"], renamed["seq"]) == ("renamed", changed[a])
 
     # A restart: a fresh process remembers nothing, and reads what was written.

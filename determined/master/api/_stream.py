@@ -13,6 +13,10 @@ changes; under thousands of reports a second a subscription to every experiment 
 would otherwise read them all again for each), and otherwise within :data:`POLL_S` (projects
 and the registry change through plain routes).
 
+The rows a subscription covers are read and written out as their messages' JSON text by the
+read workers (``store._stream.read``, see ``_read_workers``): the master only stamps them and
+sends them.
+
 ``seq``: a per-master counter stamped on a row each time its message changes, started from the
 clock so that it keeps rising across master restarts; a client's ``since`` skips the known
 rows stamped at or before it.
@@ -31,10 +35,11 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
 from determined.master._errors import ApiError
+from determined.master._read_workers import ReadWorkers
 from determined.master._signals import STREAM_KEY, STREAM_METRICS_KEY, Signals
 from determined.master.api._auth import authenticate_connection
 from determined.master.api._services import services
-from determined.master.store import Store, _stream
+from determined.master.store import _stream
 
 router = APIRouter()
 
@@ -78,22 +83,19 @@ class Stamps:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next = int(time.time() * 1_000_000)  # µs: above any seq of an earlier run
-        # (kind, id) -> (the message's text, its seq, the message)
-        self._seen: dict[tuple[str, int], tuple[str, int, dict[str, Any]]] = {}
+        # (kind, id) -> (the message's text, its seq)
+        self._seen: dict[tuple[str, int], tuple[str, int]] = {}
 
-    def stamp(self, kind: str, rows: dict[int, dict[str, Any]]) -> dict[int, int]:
-        """``{id: seq}``, a new seq for each row whose message differs from the last one (the
-        same message object as last time is the same message: see ``_stream.matching``)."""
+    def stamp(self, kind: str, rows: dict[int, str]) -> dict[int, int]:
+        """``{id: seq}`` of rows given as their messages' text: a new seq for each row whose
+        text differs from the last one."""
         out: dict[int, int] = {}
         with self._lock:
-            for row_id, body in rows.items():
+            for row_id, text in rows.items():
                 seen = self._seen.get((kind, row_id))
-                if seen is None or seen[2] is not body:
-                    text = json.dumps(body, sort_keys=True, default=str)
-                    if seen is None or seen[0] != text:
-                        self._next += 1
-                        seen = (text, self._next, body)
-                    self._seen[(kind, row_id)] = (seen[0], seen[1], body)
+                if seen is None or seen[0] != text:
+                    self._next += 1
+                    seen = self._seen[(kind, row_id)] = (text, self._next)
                 out[row_id] = seen[1]
         return out
 
@@ -145,9 +147,7 @@ class _Subscription:
         self.specs = specs
         self.sent: dict[str, dict[int, int]] = {kind: {} for kind in specs}
 
-    def updates(
-        self, current: dict[str, tuple[dict[int, dict[str, Any]], dict[int, int]]]
-    ) -> list[str]:
+    def updates(self, current: dict[str, tuple[dict[int, str], dict[int, int]]]) -> list[str]:
         """The messages (JSON text) that bring the client from what it was sent to
         ``current``."""
         out: list[str] = []
@@ -160,44 +160,29 @@ class _Subscription:
                     del sent[i]
             for row_id in sorted(rows):
                 if sent.get(row_id) != seqs[row_id]:
-                    out.append(_upsert(kind, row_id, rows[row_id], seqs[row_id]))
+                    out.append(_upsert(kind, rows[row_id], seqs[row_id]))
                     sent[row_id] = seqs[row_id]
         return out
 
 
-# An experiment's upsert as text, by its id: (seq, message body, text). Every client of a
-# project's experiments is sent the same 1,000 upserts; the body is the very object
-# ``_stream.matching`` remembers while its row is unchanged (kept for that kind alone: the
-# others' bodies are built anew on each read).
-_UPSERTS: dict[int, tuple[int, dict[str, Any], str]] = {}
-_UPSERTS_KEPT = 8192
+def _upsert(kind: str, text: str, seq: int) -> str:
+    """``json.dumps({"experiment": {**body, "seq": seq}})``, written around the body's text."""
+    return f'{{"{_UPSERT[kind]}": {text[:-1]}, "seq": {seq}}}}}'
 
 
-def _upsert(kind: str, row_id: int, body: dict[str, Any], seq: int) -> str:
-    if kind != "experiments":
-        return json.dumps({_UPSERT[kind]: {**body, "seq": seq}})
-    known = _UPSERTS.get(row_id)
-    if known is not None and known[0] == seq and known[1] is body:
-        return known[2]
-    text = json.dumps({_UPSERT[kind]: {**body, "seq": seq}})
-    if len(_UPSERTS) >= _UPSERTS_KEPT:
-        _UPSERTS.clear()
-    _UPSERTS[row_id] = (seq, body, text)
-    return text
-
-
-def _read(
-    store: Store, stamps: Stamps, specs: dict[str, dict[str, Any]]
-) -> dict[str, tuple[dict[int, dict[str, Any]], dict[int, int]]]:
-    with store.read() as conn:
-        rows = {kind: _stream.matching(conn, kind, spec["ids"]) for kind, spec in specs.items()}
+async def _read(
+    reads: ReadWorkers, stamps: Stamps, specs: dict[str, dict[str, Any]]
+) -> dict[str, tuple[dict[int, str], dict[int, int]]]:
+    rows = await run_in_threadpool(
+        reads.call, _stream.read, {kind: spec["ids"] for kind, spec in specs.items()}
+    )
     return {kind: (r, stamps.stamp(kind, r)) for kind, r in rows.items()}
 
 
 def _start(
     sub: _Subscription,
     known: dict[str, set[int]],
-    current: dict[str, tuple[dict[int, dict[str, Any]], dict[int, int]]],
+    current: dict[str, tuple[dict[int, str], dict[int, int]]],
 ) -> list[str]:
     """The first messages (JSON text) of a subscription: known rows still at the client's
     version count as sent; known kinds no longer subscribed to are deleted whole."""
@@ -244,7 +229,7 @@ async def stream(ws: WebSocket) -> None:
         await ws.close(code=1008, reason=str(e)[:120])
         return
     await ws.accept()
-    store: Store = services(ws).store
+    reads: ReadWorkers = services(ws).reads
     signals: Signals = services(ws).signals
     stamps: Stamps = services(ws).stream_stamps
     sub: _Subscription | None = None
@@ -262,7 +247,7 @@ async def stream(ws: WebSocket) -> None:
                     return
                 sub = _Subscription(specs)
                 await ws.send_text(json.dumps({"sync_id": sync_id, "complete": False}))
-                current = await run_in_threadpool(_read, store, stamps, specs)
+                current = await _read(reads, stamps, specs)
                 for text in _start(sub, known, current):
                     await ws.send_text(text)
                 await ws.send_text(json.dumps({"sync_id": sync_id, "complete": True}))
@@ -271,7 +256,7 @@ async def stream(ws: WebSocket) -> None:
                 if only_reports:
                     specs = {k: v for k, v in specs.items() if k in _METRIC_KINDS}
                 if specs:
-                    current = await run_in_threadpool(_read, store, stamps, specs)
+                    current = await _read(reads, stamps, specs)
                     for text in sub.updates(current):
                         await ws.send_text(text)
             receiving, only_reports = await _wake_or_message(ws, signals, receiving)

@@ -4,6 +4,7 @@ streaming client reads (``determined.common.streams.wire``), without their ``seq
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -196,29 +197,39 @@ def _select(kind: str) -> tuple[sa.Select[Any], dict[str, Any], Callable[..., di
 
 def matching(
     conn: sa.Connection, kind: str, spec: Mapping[str, Sequence[int] | None]
-) -> dict[int, dict[str, Any]]:
-    """``{id: message body}`` of the rows of ``kind`` the subscription ``spec`` matches."""
+) -> dict[int, str]:
+    """``{id: message body's JSON text}`` of the rows of ``kind`` the subscription ``spec``
+    matches (the text as ``json.dumps`` writes it: ``api._stream`` compares it to know a
+    changed row, and writes the upsert around it)."""
     q, cols, body = _select(kind)
     q = _where(q, spec, cols)
     if q is None:
         return {}
     if kind != "experiments":
-        return {int(r["id"]): body(r) for r in conn.execute(q).mappings()}
+        return {int(r["id"]): json.dumps(body(r)) for r in conn.execute(q).mappings()}
     # An experiment's row holds no decoded JSON (its config is text): a row read before gives
-    # the very message built then, and ``Stamps`` knows an identical message by identity,
-    # without writing it out again (1,000 experiments of a project, on every sync).
+    # the very text written then (1,000 experiments of a project, on every sync).
     out = {}
     for r in conn.execute(q).mappings():
         key = tuple(r.values())
-        message = _EXPERIMENTS.get(key)
-        if message is None:
+        text = _EXPERIMENTS.get(key)
+        if text is None:
             if len(_EXPERIMENTS) >= _EXPERIMENTS_KEPT:
                 _EXPERIMENTS.clear()
-            message = _EXPERIMENTS[key] = body(r)
-        out[int(r["id"])] = message
+            text = _EXPERIMENTS[key] = json.dumps(body(r))
+        out[int(r["id"])] = text
     return out
 
 
-# Experiment messages by their row's values (shared: never change one).
-_EXPERIMENTS: dict[tuple[Any, ...], dict[str, Any]] = {}
+def read(
+    conn: sa.Connection, specs: Mapping[str, Mapping[str, Sequence[int] | None]]
+) -> dict[str, dict[int, str]]:
+    """``matching`` of each kind of a subscription (``{kind: spec}``): a read function (see
+    ``_read_workers``), so that a sync of 1,000 experiments is read and written out beside
+    the master's process, not in it."""
+    return {kind: matching(conn, kind, spec) for kind, spec in specs.items()}
+
+
+# Experiment messages' text by their row's values.
+_EXPERIMENTS: dict[tuple[Any, ...], str] = {}
 _EXPERIMENTS_KEPT = 8192
