@@ -466,8 +466,10 @@ def _serve(app: MasterApp, **options: Any) -> None:
             super().handle_exit(sig, frame)
 
     from determined.master._http_protocol import CoalescingHttpToolsProtocol
+    from determined.master._ws_protocol import PlainTextWSProtocol
 
     options.setdefault("http", CoalescingHttpToolsProtocol)
+    options.setdefault("ws", PlainTextWSProtocol)
     # The trials' long polls must not hold the shutdown for long.
     config = uvicorn.Config(app, access_log=False, timeout_graceful_shutdown=2, **options)
     tune_gc()

@@ -290,3 +290,79 @@ def test_reference_client_resumes_across_a_master_restart(tmp_path: pathlib.Path
     # One sync as the client's user sees it, however many reconnects happened underneath.
     assert seen[0] == ["sync", "only", False] and seen.count(["sync", "only", True]) == 1
     assert seen[-1] == ["project", "after-restart"]
+
+
+def _wsproto_sync(master: MasterProcess, startup: dict[str, Any], compress: bool) -> Any:
+    """A sync read over a raw socket by a wsproto client, offering permessage-deflate or no
+    extension: ``(whether the master took the extension, the JSON messages)``."""
+    import socket
+    import urllib.parse
+
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Message, Request, TextMessage
+    from wsproto.extensions import PerMessageDeflate
+
+    where = urllib.parse.urlsplit(master.url)
+    token = master.session().headers["Authorization"]
+    client = WSConnection(ConnectionType.CLIENT)
+    got: list[Any] = []
+    accepted = None
+    text = ""
+    with socket.create_connection((where.hostname, where.port), timeout=60) as sock:
+        sock.sendall(
+            client.send(
+                Request(
+                    host=f"{where.hostname}:{where.port}",
+                    target="/stream",
+                    extensions=[PerMessageDeflate()] if compress else [],
+                    extra_headers=[(b"authorization", token.encode())],
+                )
+            )
+        )
+        while {"sync_id": startup["sync_id"], "complete": True} not in got:
+            data = sock.recv(65536)
+            assert data, "the master closed the stream"
+            client.receive_data(data)
+            for event in client.events():
+                if isinstance(event, AcceptConnection):
+                    accepted = [e.name for e in event.extensions]
+                    sock.sendall(client.send(Message(data=json.dumps(startup))))
+                elif isinstance(event, TextMessage):
+                    text += event.data
+                    if event.message_finished:
+                        got.append(json.loads(text))
+                        text = ""
+    return accepted, got
+
+
+@pytest.mark.e2e
+def test_stream_frames_are_the_same_with_and_without_compression(master: MasterProcess) -> None:
+    """A client offering no extension gets the master's own text frames
+    (``_ws_protocol.text_frame``); one offering permessage-deflate (as browsers do) gets
+    wsproto's compressed ones: the same messages either way."""
+    s = master.session()
+    r = s.post(master.url + "/api/v1/workspaces", json={"name": "frames"})
+    assert r.status_code == 200, r.text
+    ws_id = r.json()["workspace"]["id"]
+    for i in range(3):  # messages of a few hundred bytes: past a frame's 1-byte length
+        body = {"name": f"frames-{i}", "description": "x" * 200 * i, "workspaceId": ws_id}
+        r = s.post(master.url + f"/api/v1/workspaces/{ws_id}/projects", json=body)
+        assert r.status_code == 200, r.text
+    startup = {"sync_id": "f", "subscribe": {"projects": {"workspace_ids": [ws_id]}}}
+    plain, plain_got = _wsproto_sync(master, startup, compress=False)
+    deflated, deflated_got = _wsproto_sync(master, startup, compress=True)
+    assert (plain, deflated) == ([], ["permessage-deflate"])
+    assert plain_got == deflated_got
+    names = [m["project"]["name"] for m in plain_got if "project" in m]
+    assert sorted(names) == ["frames-0", "frames-1", "frames-2"]
+
+
+@pytest.mark.parametrize("size", [0, 1, 125, 126, 127, 65535, 65536, 70001])
+def test_text_frames_are_wsprotos(size: int) -> None:
+    from wsproto.frame_protocol import FrameProtocol
+
+    from determined.master._ws_protocol import text_frame
+
+    text = "é" * (size // 2) + "a" * (size % 2)
+    framed = FrameProtocol(client=False, extensions=[]).send_data(text, fin=True)
+    assert text_frame(text.encode()) == bytes(framed)
