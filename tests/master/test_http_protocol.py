@@ -286,8 +286,7 @@ class _NoAccessLog(CoalescingHttpToolsProtocol):
         self.access_log = False
 
 
-@pytest.fixture(scope="module")
-def lane_server() -> Iterator[tuple[int, _Lane]]:
+def _lane_server(keep_alive_s: float) -> Iterator[tuple[int, _Lane]]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
@@ -299,6 +298,7 @@ def lane_server() -> Iterator[tuple[int, _Lane]]:
         http=_NoAccessLog,
         log_level="warning",
         access_log=False,
+        timeout_keep_alive=keep_alive_s,  # type: ignore[arg-type]
     )
     serving = uvicorn.Server(config)
     thread = threading.Thread(target=serving.run, daemon=True)
@@ -310,6 +310,17 @@ def lane_server() -> Iterator[tuple[int, _Lane]]:
     yield port, app.hot_lane
     serving.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def lane_server() -> Iterator[tuple[int, _Lane]]:
+    yield from _lane_server(5.0)
+
+
+@pytest.fixture(scope="module")
+def short_keep_alive() -> Iterator[int]:
+    for port, _ in _lane_server(0.6):
+        yield port
 
 
 def _post(path: str, body: bytes, extra: str = "") -> bytes:
@@ -421,3 +432,22 @@ def test_a_lane_that_raises_is_answered_as_the_app_answers_errors(
         assert _read_answers(sock, 1) == [(b"HTTP/1.1 409 Conflict", b"refused the lane failed")]
         sock.sendall(_post("/hot/2", b"ok 0"))  # and the connection serves on
         assert _read_answers(sock, 1) == [(b"HTTP/1.1 200 OK", b"{}")]
+
+
+def test_a_connection_in_use_is_kept_and_an_idle_one_closed_after_the_keep_alive(
+    short_keep_alive: int,
+) -> None:
+    with socket.create_connection(("127.0.0.1", short_keep_alive), timeout=10) as sock:
+        # Requests 0.25 s apart for 1.5 s, past the 0.6 s keep-alive: the connection lives.
+        for i in range(6):
+            hot_or_app = b"/hot/%d" % i if i % 2 else b"/app/%d" % i
+            sock.sendall(_post(hot_or_app.decode(), b"ok 0"))
+            assert _read_answers(sock, 1)[0][0] == b"HTTP/1.1 200 OK"
+            time.sleep(0.25)
+        # A request whose answer comes after the keep-alive: busy, not idle, meanwhile.
+        sock.sendall(_post("/hot/slow", b"ok 0.8"))
+        assert _read_answers(sock, 1) == [(b"HTTP/1.1 200 OK", b"{}")]
+        idle_from = time.monotonic()
+        assert sock.recv(65536) == b""  # then idle: the server closes it
+        idle = time.monotonic() - idle_from
+    assert 0.5 <= idle <= 3.0, idle
