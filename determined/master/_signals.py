@@ -15,6 +15,13 @@ STREAM_KEY = "stream"
 STREAM_METRICS_KEY = "stream:metrics"
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # called from a thread without a loop
+        return None
+
+
 class Signals:
     """Created with the app; every method is safe to call from any thread.
 
@@ -50,8 +57,14 @@ class Signals:
             return
         with self._lock:
             entries = list(self._watchers.get(key, ()))
+        here = _running_loop()
         for loop, event in entries:
-            loop.call_soon_threadsafe(event.set)
+            if loop is here:
+                # On its own loop (the hot lane's reports are): set now. Through
+                # call_soon_threadsafe each report cost a wake-up write per watcher.
+                event.set()
+            else:
+                loop.call_soon_threadsafe(event.set)
 
     def wake_all(self) -> None:
         """Wake every long poll (the master is stopping: answer them now, not at their
