@@ -22,6 +22,20 @@ from determined.core._checkpoint import (
 from determined.core._distributed import DistributedContext
 
 
+def _warm_s3_client() -> None:
+    """Import boto3 and load its S3 model into the default session once, here: the forkserver
+    (``_kit.dist_worker``) imports this module before it forks the ranks, which then create
+    their clients in milliseconds instead of ~0.3 s of CPU each."""
+    try:
+        import boto3
+    except ImportError:  # without the s3 extra there is nothing to warm
+        return
+    boto3.client("s3", region_name="us-east-1", aws_access_key_id="-", aws_secret_access_key="-")
+
+
+_warm_s3_client()
+
+
 def _checkpoint(d: DistributedContext, arg: dict[str, Any]) -> CheckpointContext:
     cfg = arg["storage"]
     sm = storage.build(cfg) if isinstance(cfg, dict) else storage.SharedFSStorageManager(cfg)

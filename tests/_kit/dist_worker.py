@@ -21,7 +21,19 @@ import numpy as np
 from determined.core._distributed import DistributedContext
 
 _CTX = mp.get_context("forkserver")
-_CTX.set_forkserver_preload(["_kit.dist_worker", "determined.core._distributed"])
+# A process has one forkserver, and the first start fixes what it preloads. In a test run that
+# is this one, so it also preloads for the other processes forked from it: the rank programs of
+# test_checkpoint_shard with boto3's S3 client (_kit.checkpoint_scenarios), and the master's
+# write workers started in-process (test_write_worker, test_report_batch), which would import
+# the store and its writes again each (~0.3 to 0.5 s of CPU per process).
+_CTX.set_forkserver_preload(
+    [
+        "_kit.dist_worker",
+        "determined.core._distributed",
+        "_kit.checkpoint_scenarios",
+        "determined.master.ingest",
+    ]
+)
 
 Scenario = Callable[[dict[str, Any], Any], Any]
 
