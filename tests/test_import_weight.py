@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+
+import pytest
 
 HEAVY = ("determined.core", "zmq", "numpy", "tensorboard", "torch")
 
@@ -34,27 +37,7 @@ print(json.dumps(added))
 """
 
 
-def _python(code: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def test_the_client_layers_the_cli_and_the_master_load_no_core_api() -> None:
-    added = json.loads(_python(_LOADS, *ENTRIES))
-    heavy = {
-        name: [m for m in mods if m.split(".")[0] in HEAVY or m.startswith("determined.core")]
-        for name, mods in added.items()
-    }
-    assert all(not mods for mods in heavy.values()), {k: v[:5] for k, v in heavy.items() if v}
-    assert "determined.common.api._session" in added["determined.common.api"]  # it sees imports
-
-
-def test_the_lazy_names_resolve_as_before() -> None:
-    out = _python(
-        """
+_LAZY_NAMES = """
 import sys
 import determined as det
 assert "determined.core" not in sys.modules
@@ -76,5 +59,46 @@ for module, name in ((det, "no_such_name"), (tb, "no_such_name")):
         raise AssertionError(name)
 print("ok")
 """
-    )
-    assert out.strip() == "ok"
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Both programs, started at once in fresh interpreters (each mostly imports; one alone
+    leaves a core idle); a test waits for its own."""
+    programs = {"loads": [_LOADS, *ENTRIES], "lazy_names": [_LAZY_NAMES]}
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, argv in programs.items()
+    }
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:  # its test did not wait for it (failed before)
+            proc.kill()
+            proc.communicate()
+
+
+def _output(proc: subprocess.Popen[str]) -> str:
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == 0, stderr
+    return stdout
+
+
+def test_the_client_layers_the_cli_and_the_master_load_no_core_api(
+    runs: dict[str, subprocess.Popen[str]],
+) -> None:
+    added = json.loads(_output(runs["loads"]))
+    heavy = {
+        name: [m for m in mods if m.split(".")[0] in HEAVY or m.startswith("determined.core")]
+        for name, mods in added.items()
+    }
+    assert all(not mods for mods in heavy.values()), {k: v[:5] for k, v in heavy.items() if v}
+    assert "determined.common.api._session" in added["determined.common.api"]  # it sees imports
+
+
+def test_the_lazy_names_resolve_as_before(runs: dict[str, subprocess.Popen[str]]) -> None:
+    assert _output(runs["lazy_names"]).strip() == "ok"
