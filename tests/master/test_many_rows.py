@@ -46,7 +46,10 @@ row = st.fixed_dictionaries(
         "partition": st.sampled_from(["TRAINING", "VALIDATION", "GENERIC"]),
         "steps_completed": st.integers(0, 2**40),
         "metrics": st.dictionaries(st.text(max_size=6), json_value, max_size=4),
-        "batch_metrics": st.none() | st.lists(st.dictionaries(st.text(max_size=3), json_value)),
+        # Bounded as "metrics" is: unbounded lists of dicts of JSON made drawing the rows ~80%
+        # of this module's time, and a longer array is stored no differently.
+        "batch_metrics": st.none()
+        | st.lists(st.dictionaries(st.text(max_size=3), json_value, max_size=4), max_size=4),
         "report_time": report_time,
         "archived": st.booleans(),
     }
