@@ -22,7 +22,7 @@ from determined.master.api._experiment_filters import ExperimentFilter, IdFilter
 from determined.master.api._experiments import describe_experiment, experiment_page
 from determined.master.api._logs import trial_log_body
 from determined.master.api._time_series import metric_groups, trial_series
-from determined.master.store import _engine, _trials
+from determined.master.store import _engine
 
 pytestmark = pytest.mark.e2e
 
@@ -157,10 +157,12 @@ def test_workers_answer_what_the_read_functions_answer_in_process(master: Master
     # A logs tail is NDJSON lines, not one JSON value: the same bytes both ways.
     tail = s.get(master.url + f"/api/v1/trials/{first.trial_id}/logs", params={"tail": 20})
     with engine.connect() as conn:
-        tasks = _trials.task_ids_of(conn, _trials.require_trial(conn, first.trial_id))
-        tail_in_process = trial_log_body(conn, first.trial_id, tasks, 0, 20, 0, False, 20)
+        tail_in_process = trial_log_body(conn, first.trial_id, 0, 20, 0, False, 20)
     engine.dispose()
     assert tail.status_code == 200 and tail.content == tail_in_process
+    # A trial that does not exist: 404 from the worker, as in-process.
+    missing = s.get(master.url + "/api/v1/trials/987654/logs", params={"tail": 20})
+    assert missing.status_code == 404 and "987654" in missing.json()["message"], missing.text
     lines = [json.loads(line)["result"]["log"] for line in tail.content.splitlines()]
     assert lines == [f"line {i}\n" for i in range(10, 30)]
     for name, r in by_http.items():

@@ -338,7 +338,6 @@ def _first_lines(
 def trial_log_body(
     conn: sa.Connection,
     trial_id: int,
-    task_id: _logs.TaskIds,
     head: int,
     tail: int,
     limit: int,
@@ -346,7 +345,9 @@ def trial_log_body(
     newest: int | None,
 ) -> bytes:
     """``GET /trials/{id}/logs``' body without filters or ``follow`` (a read function, see
-    _read_workers: its answer is these NDJSON bytes)."""
+    _read_workers: its answer is these NDJSON bytes); 404 for a trial that does not exist."""
+    trial = _trials.require_trial(conn, trial_id)
+    task_id = _trials.task_ids_of(conn, trial)  # every task of a continued trial
 
     def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return _select(rows, head, tail, limit, desc)
@@ -451,9 +452,6 @@ def trial_logs(
     first/last N, ``limit`` + ``orderBy`` as in the reference (after the filters); ``follow``
     then streams new lines until the trial is terminal and quiet."""
     caller.check_trial(trial_id)
-    with store.read() as conn:
-        trial = _trials.require_trial(conn, trial_id)
-        task_ids = _trials.task_ids_of(conn, trial)  # every task of a continued trial
     desc = order_by in ("ORDER_BY_DESC", "desc")
 
     def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -466,9 +464,13 @@ def trial_logs(
     if filters.is_empty() and not head:
         newest = tail or (limit if desc else None) or None
     if not follow and filters.is_empty():
-        # A read worker's (see _read_workers): the lines' JSON is no work for this process.
-        args = (trial_id, task_ids, head, tail, limit, desc, newest)
+        # A read worker's (see _read_workers): the trial's tasks and the lines' JSON are no
+        # work for this process.
+        args = (trial_id, head, tail, limit, desc, newest)
         return Response(reads.body(trial_log_body, *args), media_type="application/json")
+    with store.read() as conn:
+        trial = _trials.require_trial(conn, trial_id)
+        task_ids = _trials.task_ids_of(conn, trial)  # every task of a continued trial
     lines = _trial_lines(store, trial_id, task_ids, picked, follow, keep, newest)
     if not follow:  # one body, not a chunk (and a thread hop) per line
         return Response(b"".join(lines), media_type="application/json")
