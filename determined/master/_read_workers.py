@@ -19,6 +19,7 @@ which is then started anew, and that read is answered in-process.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import concurrent.futures.process
 import json
@@ -31,6 +32,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from fastapi import Response
+from starlette.concurrency import run_in_threadpool
 
 from determined.master._interpreter_tuning import tune_gc
 from determined.master._worker_processes import die_with, start_context
@@ -103,29 +105,33 @@ class ReadWorkers:
             for _ in range(self._processes):
                 pool.submit(_warm)
 
-    def answer(self, fn: ReadFn, *args: Any) -> Response:
+    async def answer(self, fn: ReadFn, *args: Any) -> Response:
         """``fn(conn, *args)`` as a JSON response. Errors ``fn`` raises (NotFound, ...) are
         raised here, as they would be in-process."""
-        return Response(self.body(fn, *args), media_type="application/json")
+        return Response(await self.body(fn, *args), media_type="application/json")
 
-    def body(self, fn: ReadFn, *args: Any) -> bytes:
+    async def body(self, fn: ReadFn, *args: Any) -> bytes:
         """``fn(conn, *args)`` as JSON bytes (see ``encode``)."""
-        return self._run(fn, args, encode)
+        return await self._run(fn, args, encode)
 
-    def call(self, fn: ReadFn, *args: Any) -> Any:
+    async def call(self, fn: ReadFn, *args: Any) -> Any:
         """``fn(conn, *args)``'s value itself (pickled back from the worker), for the master's
         own use of a read."""
-        return self._run(fn, args, _as_is)
+        return await self._run(fn, args, _as_is)
 
-    def _run(self, fn: ReadFn, args: tuple[Any, ...], finish: Callable[[Any], Any]) -> Any:
+    async def _run(self, fn: ReadFn, args: tuple[Any, ...], finish: Callable[[Any], Any]) -> Any:
+        # Awaited on the event loop: the caller's route needs no thread of the pool to wait in.
         pool = self._get_pool()
         if pool is not None:
             try:
-                return pool.submit(_in_worker, fn, args, finish).result()
+                return await asyncio.wrap_future(pool.submit(_in_worker, fn, args, finish))
             except concurrent.futures.process.BrokenProcessPool:
                 logger.error("a read worker died: starting the read workers again")
                 self._drop_pool(pool)
                 self.start()
+        return await run_in_threadpool(self._in_process, fn, args, finish)
+
+    def _in_process(self, fn: ReadFn, args: tuple[Any, ...], finish: Callable[[Any], Any]) -> Any:
         with self._store.read() as conn:
             return finish(fn(conn, *args))
 

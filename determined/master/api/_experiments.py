@@ -114,10 +114,10 @@ def context_directory(task_id: str, caller: Caller, store: StoreDep) -> dict[str
 
 
 @router.get("/experiments/{experiment_id}", response_model=ExperimentAnswer)
-def get_experiment(experiment_id: int, caller: Caller, reads: ReadsDep) -> Response:
+async def get_experiment(experiment_id: int, caller: Caller, reads: ReadsDep) -> Response:
     caller.check_experiment(experiment_id)
     # Only the experiment's own trials read its secrets (check_experiment above).
-    return reads.answer(describe_experiment, experiment_id, not caller.is_allocation)
+    return await reads.answer(describe_experiment, experiment_id, not caller.is_allocation)
 
 
 def describe_experiment(conn: sa.Connection, experiment_id: int, redacted: bool) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def describe_experiment(conn: sa.Connection, experiment_id: int, redacted: bool)
 
 
 @router.get("/experiments", response_model=ExperimentsAnswer)
-def list_experiments(
+async def list_experiments(
     caller: Caller,
     reads: ReadsDep,
     offset: int = Query(0, ge=0),
@@ -168,7 +168,7 @@ def list_experiments(
         hide_archived_parents=archived is False and not project_id,
         ids=_experiment_filters.IdFilter(id_lt, id_lte, id_gt, id_gte, id_incl, id_not_in),
     )
-    return reads.answer(experiment_page, wanted, project_id, sort_by, order_by, offset, limit)
+    return await reads.answer(experiment_page, wanted, project_id, sort_by, order_by, offset, limit)
 
 
 def experiment_page(

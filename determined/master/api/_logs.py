@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from determined.master._errors import InvalidArgument, NotFound, PermissionDenied
 from determined.master.api._auth import Caller, Principal
@@ -436,7 +437,7 @@ def trial_log_fields(
 
 
 @router.get("/trials/{trial_id}/logs")
-def trial_logs(
+async def trial_logs(
     trial_id: int,
     caller: Caller,
     store: StoreDep,
@@ -457,7 +458,6 @@ def trial_logs(
     def picked(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return _select(rows, head, tail, limit, desc)
 
-    keep = filters.keep()
     # Unfiltered, the newest N lines are all a tail (or a newest-first page) can show: read
     # only those, not every line the trial ever logged.
     newest = None
@@ -467,7 +467,22 @@ def trial_logs(
         # A read worker's (see _read_workers): the trial's tasks and the lines' JSON are no
         # work for this process.
         args = (trial_id, head, tail, limit, desc, newest)
-        return Response(reads.body(trial_log_body, *args), media_type="application/json")
+        return Response(await reads.body(trial_log_body, *args), media_type="application/json")
+    # Its database reads block: in the thread pool.
+    return await run_in_threadpool(
+        _trial_logs_here, store, trial_id, picked, follow, filters.keep(), newest
+    )
+
+
+def _trial_logs_here(
+    store: Store,
+    trial_id: int,
+    picked: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    follow: bool,
+    keep: Callable[[dict[str, Any]], bool],
+    newest: int | None,
+) -> Response:
+    """``trial_logs``' answer read in this process: filtered, or followed."""
     with store.read() as conn:
         trial = _trials.require_trial(conn, trial_id)
         task_ids = _trials.task_ids_of(conn, trial)  # every task of a continued trial

@@ -32,7 +32,6 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from starlette.concurrency import run_in_threadpool
 
 from determined.master._errors import ApiError
 from determined.master._read_workers import ReadWorkers
@@ -173,9 +172,7 @@ def _upsert(kind: str, text: str, seq: int) -> str:
 async def _read(
     reads: ReadWorkers, stamps: Stamps, specs: dict[str, dict[str, Any]]
 ) -> dict[str, tuple[dict[int, str], dict[int, int]]]:
-    rows = await run_in_threadpool(
-        reads.call, _stream.read, {kind: spec["ids"] for kind, spec in specs.items()}
-    )
+    rows = await reads.call(_stream.read, {kind: spec["ids"] for kind, spec in specs.items()})
     return {kind: (r, stamps.stamp(kind, r)) for kind, r in rows.items()}
 
 

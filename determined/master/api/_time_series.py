@@ -90,7 +90,7 @@ def _series(
 
 
 @router.get("/trials/time-series", response_model=None)
-def compare_trials(
+async def compare_trials(
     request: Request,
     caller: Caller,
     reads: ReadsDep,
@@ -117,7 +117,7 @@ def compare_trials(
     end = end_batches or 2**31 - 1
     for trial_id in trial_ids:
         caller.check_trial(trial_id)
-    return reads.answer(trial_series, trial_ids, wanted, start_batches, end, most)
+    return await reads.answer(trial_series, trial_ids, wanted, start_batches, end, most)
 
 
 def trial_series(
