@@ -10,9 +10,16 @@ import pytest
 from _kit import postgres, tiers
 from _kit.master import MasterProcess
 from _kit.recording_master import RecordingMaster
+from hypothesis import settings
 
 import determined
 import determined._info
+
+# The suite runs two workers on two cores beside masters and trial processes: how long one
+# drawn example takes says nothing about the code, and hypothesis' default 200 ms deadline
+# failed tests at random under that load. Tests that need a deadline set their own.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 def pytest_configure(config: pytest.Config) -> None:
