@@ -447,7 +447,7 @@ def create_app(
         first_after=unmanaged_trial_timeout,
     )
     reads = _read_workers.ReadWorkers(store, read_workers)
-    tokens = TokenResolver(store)  # the token cache's refreshes, the hot lane's first reads
+    tokens = TokenResolver(store, reads)  # the token cache's refreshes, the hot lane's first reads
     store.tokens.refresh = tokens.refresh
     writer = None
     if write_worker:

@@ -119,6 +119,19 @@ class ReadWorkers:
         own use of a read."""
         return await self._run(fn, args, _as_is)
 
+    def call_blocking(self, fn: ReadFn, *args: Any) -> Any:
+        """:meth:`call` for a thread of the master's own (not the event loop): waits there for
+        the worker's answer, so the master's process spends no CPU on the read itself."""
+        pool = self._get_pool()
+        if pool is not None:
+            try:
+                return pool.submit(_in_worker, fn, args, _as_is).result()
+            except concurrent.futures.process.BrokenProcessPool:
+                logger.error("a read worker died: starting the read workers again")
+                self._drop_pool(pool)
+                self.start()
+        return self._in_process(fn, args, _as_is)
+
     async def _run(self, fn: ReadFn, args: tuple[Any, ...], finish: Callable[[Any], Any]) -> Any:
         # Awaited on the event loop: the caller's route needs no thread of the pool to wait in.
         pool = self._get_pool()

@@ -363,15 +363,15 @@ def test_a_lookup_racing_a_revoke_is_not_cached(
         assert user_id is not None
         token = _users.issue_token(conn, user_id)
     digest = _users.token_digest(token)
-    lookup, looked_up, go = _users.lookup_token, threading.Event(), threading.Event()
+    lookup, looked_up, go = _users.token_owners, threading.Event(), threading.Event()
 
-    def slow_lookup(conn: Any, t: str) -> Any:
+    def slow_lookup(conn: Any, t: Any) -> Any:
         info = lookup(conn, t)
         looked_up.set()
         assert go.wait(10)
         return info
 
-    monkeypatch.setattr(_users, "lookup_token", slow_lookup)
+    monkeypatch.setattr(_users, "token_owners", slow_lookup)
     with ThreadPoolExecutor(1) as pool:
         if read == "before the revoke":
             racing = pool.submit(_auth._resolve, store, token, digest)
@@ -386,7 +386,7 @@ def test_a_lookup_racing_a_revoke_is_not_cached(
         go.set()
         assert racing.result(10).token == token  # served as before: it read a live token
     assert store.tokens.get(digest) is None
-    monkeypatch.setattr(_users, "lookup_token", lookup)
+    monkeypatch.setattr(_users, "token_owners", lookup)
     with pytest.raises(Unauthenticated):
         _auth._resolve(store, token, digest)
     store.close()

@@ -31,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 
 from determined.master._errors import PermissionDenied, Unauthenticated
+from determined.master._read_workers import ReadWorkers
 from determined.master.api._services import services
 from determined.master.store import Store, _experiments, _token_cache, _trials, _users
 
@@ -38,9 +39,6 @@ logger = logging.getLogger("determined.master")
 
 TOKEN_HEADERS = ("authorization", "grpc-metadata-x-allocation-token", "x-allocation-token")
 HEADER_NAMES = frozenset(h.encode() for h in TOKEN_HEADERS)  # as raw ASGI headers name them
-# What a principal keeps of its allocation and trial: set when they are created, never updated.
-ALLOCATION_KEYS = ("id", "task_id", "trial_id", "run_id")
-TRIAL_KEYS = ("id", "experiment_id", "task_id", "warm_start_checkpoint")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,9 +48,14 @@ class Principal:
     token: str
     info: _users.TokenInfo
     # For allocation tokens: the fields of its allocation and trial rows that never change
-    # (ALLOCATION_KEYS, TRIAL_KEYS), read-only as the principal is shared through the cache.
+    # (_users.ALLOCATION_KEYS, _users.TRIAL_KEYS), read-only: the token cache shares them.
     allocation: Mapping[str, Any] | None = None
     trial: Mapping[str, Any] | None = None
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled as plain dicts (a read worker reads principals for the master's token cache:
+        # TokenResolver); a mapping proxy itself does not pickle.
+        return _principal, (self.token, self.info, _plain(self.allocation), _plain(self.trial))
 
     @property
     def is_allocation(self) -> bool:
@@ -160,8 +163,24 @@ def _bearer(request: HTTPConnection) -> str | None:
     return bearer_token(request.headers.get) or request.cookies.get("auth") or None
 
 
-def _fixed(row: Mapping[str, Any], keys: tuple[str, ...]) -> Mapping[str, Any]:
-    return types.MappingProxyType({k: row[k] for k in keys})
+def _plain(fields: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if fields is None else dict(fields)
+
+
+def _principal(
+    token: str,
+    info: _users.TokenInfo,
+    allocation: dict[str, Any] | None,
+    trial: dict[str, Any] | None,
+) -> Principal:
+    """A principal whose allocation and trial fields are read-only (it is shared through the
+    token cache); also how a pickled one is made again."""
+    return Principal(
+        token=token,
+        info=info,
+        allocation=None if allocation is None else types.MappingProxyType(allocation),
+        trial=None if trial is None else types.MappingProxyType(trial),
+    )
 
 
 def _resolve(store: Store, token: str, digest: str) -> Principal:
@@ -175,21 +194,19 @@ def _resolve(store: Store, token: str, digest: str) -> Principal:
 
 def _principal_in(conn: sa.Connection, token: str) -> Principal:
     """The principal of ``token`` as the database has it, or 401."""
-    info = _users.lookup_token(conn, token)
-    if info is None:
+    digest = _users.token_digest(token)
+    return _principal_of_owner(token, _users.token_owners(conn, [digest]).get(digest))
+
+
+def _principal_of_owner(token: str, owner: _users.TokenOwner | None) -> Principal:
+    """The principal of ``token`` whose owner the database gave (None: none), or 401."""
+    if owner is None:
         raise Unauthenticated("invalid or expired token; log in again")
-    alloc = trial = None
-    if info.kind == "allocation" and info.allocation_id is not None:
-        alloc = _trials.get_allocation(conn, info.allocation_id)
-        trial = None if alloc is None else _trials.get_trial(conn, int(alloc["trial_id"]))
-        if alloc is None or trial is None:
-            raise Unauthenticated(f"allocation {info.allocation_id} of this token no longer exists")
-    return Principal(
-        token=token,
-        info=info,
-        allocation=None if alloc is None else _fixed(alloc, ALLOCATION_KEYS),
-        trial=None if trial is None else _fixed(trial, TRIAL_KEYS),
-    )
+    info = owner.info
+    gone = owner.allocation is None or owner.trial is None
+    if info.kind == "allocation" and info.allocation_id is not None and gone:
+        raise Unauthenticated(f"allocation {info.allocation_id} of this token no longer exists")
+    return _principal(token, info, owner.allocation, owner.trial)
 
 
 def _cache(store: Store, digest: str, principal: Principal, generation: int) -> None:
@@ -202,18 +219,24 @@ Resolved = Callable[[], None]
 
 
 class TokenResolver:
-    """Reads tokens into the master's token cache in a thread of its own, every token asked
+    """Reads tokens into the master's token cache from a thread of its own, every token asked
     for meanwhile in one read transaction: the cache's background refreshes
     (``TokenCache.refresh``) and the hot lane's tokens not yet cached (``api._hot.HotLane``:
     800 trials reporting to a master that just started would otherwise each take the slow way,
     one database read and a thread-pool hop apiece, all in the same second).
 
+    The read itself runs in a read worker (``reads``) where the master has them: in the
+    master's process, the refreshes of 800 trials' tokens held its GIL for a few milliseconds a
+    batch, and every report waited meanwhile (report p99 30 -> 150 ms in the 5-second windows
+    of ``benchmarks/master_metrics.py`` where they fell).
+
     A token that is no longer valid is dropped from the cache; its requests then take the slow
     way, which answers 401 with the reason.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, reads: ReadWorkers | None = None) -> None:
         self.store = store
+        self.reads = reads
         self._cond = threading.Condition()
         # digest -> (token, who waits: (their loop, callback) pairs)
         self._asked: dict[str, tuple[str, list[tuple[asyncio.AbstractEventLoop, Resolved]]]] = {}
@@ -279,18 +302,31 @@ class TokenResolver:
 
     def _read(self, asked: dict[str, tuple[str, Any]]) -> None:
         generation = self.store.tokens.generation()  # before reading: see TokenCache.put
-        found: dict[str, Principal | None] = {}
-        with self.store.read() as conn:
-            for digest, (token, _) in asked.items():
-                try:
-                    found[digest] = _principal_in(conn, token)
-                except Unauthenticated:
-                    found[digest] = None
+        tokens = {digest: token for digest, (token, _) in asked.items()}
+        found: dict[str, Principal | None]
+        if self.reads is not None:
+            found = self.reads.call_blocking(principals_of, tokens)
+        else:
+            with self.store.read() as conn:
+                found = principals_of(conn, tokens)
         for digest, principal in found.items():
             if principal is None:
                 self.store.tokens.forget(_token_cache.Pending(digests={digest}))
             else:
                 _cache(self.store, digest, principal, generation)
+
+
+def principals_of(conn: sa.Connection, tokens: dict[str, str]) -> dict[str, Principal | None]:
+    """The principal of each of ``tokens`` (by digest), None for one that is not valid (a read
+    function: see ``_read_workers``)."""
+    owners = _users.token_owners(conn, tokens)
+    found: dict[str, Principal | None] = {}
+    for digest, token in tokens.items():
+        try:
+            found[digest] = _principal_of_owner(token, owners.get(digest))
+        except Unauthenticated:
+            found[digest] = None
+    return found
 
 
 def _call_each(callbacks: list[Resolved]) -> None:

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from determined.master._errors import Conflict, NotFound
 from determined.master.store import _engine, _time, _token_cache
 from determined.master.store._engine import inserted_id
-from determined.master.store._schema import tokens, users
+from determined.master.store._schema import allocations, tokens, trials, users
 
 PASSWORD_SALT = "GubPEmmotfiK9TMD6Zdw"  # the reference clients' fixed client-side salt
 # OWASP's argon2id minimum (19 MiB, 2 passes): ~30 ms a login here; argon2-cffi's defaults
@@ -291,27 +291,76 @@ def issue_token(
     return token
 
 
-# Built once: every request runs it.
-_LOOKUP_TOKEN = (
-    sa.select(tokens.c.kind, tokens.c.allocation_id, users.c.id, users.c.username)
-    .add_columns(users.c.admin, users.c.active)
+@dataclasses.dataclass(frozen=True)
+class TokenOwner:
+    """A live token's owner as the database has it: its user (``info``) and, for an
+    allocation's token, the fields of its allocation and trial that never change
+    (ALLOCATION_KEYS, TRIAL_KEYS; None where that row no longer exists)."""
+
+    info: TokenInfo
+    allocation: dict[str, Any] | None = None
+    trial: dict[str, Any] | None = None
+
+
+# What a token's owner keeps of its allocation and trial: set when they are created, never
+# updated (a cached principal may hold them as long as its token lives).
+ALLOCATION_KEYS = ("id", "task_id", "trial_id", "run_id")
+TRIAL_KEYS = ("id", "experiment_id", "task_id", "warm_start_checkpoint")
+_MOST_DIGESTS = 500  # per query: SQLite's bound parameters are limited
+
+# Built once: every token read runs it.
+_OWNERS = (
+    sa.select(tokens.c.digest, tokens.c.kind, tokens.c.allocation_id)
+    .add_columns(users.c.id, users.c.username, users.c.admin, users.c.active)
+    .add_columns(*(allocations.c[k].label(f"alloc_{k}") for k in ALLOCATION_KEYS))
+    .add_columns(*(trials.c[k].label(f"trial_{k}") for k in TRIAL_KEYS))
     .join(users, users.c.id == tokens.c.user_id)
-    .where(tokens.c.digest == sa.bindparam("digest"), tokens.c.revoked.is_(False))
+    .outerjoin(allocations, allocations.c.id == tokens.c.allocation_id)
+    .outerjoin(trials, trials.c.id == allocations.c.trial_id)
+    .where(tokens.c.digest.in_(sa.bindparam("digests", expanding=True)))
+    .where(tokens.c.revoked.is_(False))
 )
+
+
+def token_owners(conn: sa.Connection, digests: Iterable[str]) -> dict[str, TokenOwner]:
+    """The owners of the live tokens among ``digests``, by digest; unknown and revoked tokens
+    and those of deactivated users are left out. One query for up to 500 tokens: a master that
+    restarts under 800 running trials reads all their tokens at once."""
+    wanted = list(dict.fromkeys(digests))
+    found: dict[str, TokenOwner] = {}
+    for at in range(0, len(wanted), _MOST_DIGESTS):
+        chunk = wanted[at : at + _MOST_DIGESTS]
+        for row in conn.execute(_OWNERS, {"digests": chunk}).mappings():
+            if not row["active"]:
+                continue
+            info = TokenInfo(
+                user_id=row["id"],
+                username=row["username"],
+                admin=bool(row["admin"]),
+                kind=row["kind"],
+                allocation_id=row["allocation_id"],
+            )
+            allocation = trial = None
+            if info.kind == "allocation" and row["allocation_id"] is not None:
+                allocation = _fields(row, "alloc_", ALLOCATION_KEYS)
+                trial = _fields(row, "trial_", TRIAL_KEYS)
+            found[row["digest"]] = TokenOwner(info, allocation, trial)
+    return found
+
+
+def _fields(row: Any, prefix: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """The ``keys`` of an outer-joined row's ``prefix``ed columns; None where it joined none
+    (its id is NULL)."""
+    if row[f"{prefix}id"] is None:
+        return None
+    return {k: row[prefix + k] for k in keys}
 
 
 def lookup_token(conn: sa.Connection, token: str) -> TokenInfo | None:
     """The owner of a live token, or None (unknown, revoked, or its user deactivated)."""
-    row = conn.execute(_LOOKUP_TOKEN, {"digest": token_digest(token)}).mappings().first()
-    if row is None or not row["active"]:
-        return None
-    return TokenInfo(
-        user_id=row["id"],
-        username=row["username"],
-        admin=bool(row["admin"]),
-        kind=row["kind"],
-        allocation_id=row["allocation_id"],
-    )
+    digest = token_digest(token)
+    owner = token_owners(conn, [digest]).get(digest)
+    return None if owner is None else owner.info
 
 
 def revoke_token(conn: sa.Connection, token: str) -> None:
