@@ -45,9 +45,7 @@ def _tokens(store: Store) -> dict[str, str]:
             "admin": _users.issue_token(conn, 1),
             "user": _users.issue_token(conn, determined),
             "allocation": _users.issue_token(conn, 1, kind="allocation", allocation_id=live),
-            "allocation gone": _users.issue_token(
-                conn, 1, kind="allocation", allocation_id=gone
-            ),
+            "allocation gone": _users.issue_token(conn, 1, kind="allocation", allocation_id=gone),
             "revoked": _users.issue_token(conn, determined),
             "inactive user": _users.issue_token(conn, inactive),
         }
