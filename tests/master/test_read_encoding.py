@@ -69,6 +69,11 @@ def test_nan_and_infinities_are_refused_as_jsonresponse_refuses_them(bad: float)
         encode({"metrics": {"loss": bad}})
 
 
+def test_what_neither_can_write_is_refused_as_the_json_module_refuses_it() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        encode({"name": "\ud800"})  # a lone surrogate
+
+
 def test_strings_that_name_nan_are_written_as_strings() -> None:
     body = {"note": "NaN", "other": ["Infinity", "-Infinity"]}
     assert encode(body) == _reference(body)

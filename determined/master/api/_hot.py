@@ -182,18 +182,16 @@ class HotLane:
         named = dict(headers)
         if not self.clears(named):
             return None
+        token = _request_token(named)
+        if token is None:
+            return None
         trial_id = int(match.group(1))
-        route = match.group(2).decode()
-        store = self.routes.services.store
-        principal = _cached_allocation(store, named)
-        if principal is not None:
-            return (trial_id, route, None) if _reports_for(principal, trial_id) else None
-        if self.resolver is None:
-            return None
-        token = _token_of(named)
-        if token is None or store.tokens.get(token[1]) is not None:  # a user's token: the app
-            return None
-        return trial_id, route, token
+        principal = self.routes.services.store.tokens.get(token[1])
+        if principal is None:  # not read yet: the resolver reads it, if there is one
+            return None if self.resolver is None else (trial_id, match.group(2).decode(), token)
+        if principal.is_allocation and _reports_for(principal, trial_id):
+            return trial_id, match.group(2).decode(), None
+        return None  # a user's token, or another trial's: the application answers
 
     def run(
         self,
@@ -255,26 +253,21 @@ def _reports_for(principal: _auth.Principal, trial_id: int) -> bool:
     return principal.trial is not None and int(principal.trial["id"]) == trial_id
 
 
-def _token_of(headers: Mapping[bytes, bytes]) -> tuple[str, str] | None:
-    """(token, digest) of the request's bearer token (_auth.bearer_token's rule), or None."""
+def _request_token(headers: Mapping[bytes, bytes]) -> tuple[str, str] | None:
+    """(token, digest) of the request's bearer token (_auth.bearer_token's rule, on the raw
+    header values), or None."""
     for name in _TOKEN_HEADERS:
         value = headers.get(name)
-        if value and (token := _auth.bearer_of(value.decode("latin-1"))) is not None:
-            return token, _users.token_digest(token)
+        if value and (token := _header_token(value)) is not None:
+            return token
     return None
 
 
 def _cached_allocation(store: Store, headers: Mapping[bytes, bytes]) -> _auth.Principal | None:
     """The principal of the request's token if the token cache holds it and it is an
     allocation's; None sends the request the slow way (which reads the database)."""
-    digest = None
-    for name in _TOKEN_HEADERS:  # _auth.bearer_token's rule, on the raw header values
-        value = headers.get(name)
-        if value and (digest := _header_digest(value)) is not None:
-            break
-    if digest is None:
-        return None
-    principal: _auth.Principal | None = store.tokens.get(digest)
+    token = _request_token(headers)
+    principal: _auth.Principal | None = None if token is None else store.tokens.get(token[1])
     if principal is None or not principal.is_allocation:
         return None
     return principal
@@ -283,13 +276,13 @@ def _cached_allocation(store: Store, headers: Mapping[bytes, bytes]) -> _auth.Pr
 _TOKEN_HEADERS = tuple(h.encode() for h in _auth.TOKEN_HEADERS)
 
 
-# A header's token digest, remembered: a trial sends the same header with each of its reports,
-# and reading and hashing it was a few percent of the master's CPU per report.
+# A header's token and its digest, remembered: a trial sends the same header with each of its
+# reports, and reading and hashing it was a few percent of the master's CPU per report.
 @functools.lru_cache(maxsize=16384)
-def _header_digest(value: bytes) -> str | None:
-    """The digest of the bearer token in one token header's raw ``value`` (None: none)."""
+def _header_token(value: bytes) -> tuple[str, str] | None:
+    """(token, digest) of the bearer token in one token header's raw ``value`` (None: none)."""
     token = _auth.bearer_of(value.decode("latin-1"))
-    return None if token is None else _users.token_digest(token)
+    return None if token is None else (token, _users.token_digest(token))
 
 
 async def _read_body(receive: Any) -> bytes | None:
