@@ -133,13 +133,17 @@ class ReadWorkers:
         own use of a read."""
         return await self._run(fn, args, _as_is)
 
-    def call_blocking(self, fn: ReadFn, *args: Any) -> Any:
+    def call_blocking(self, fn: ReadFn, *args: Any, timeout: float | None = None) -> Any:
         """:meth:`call` for a thread of the master's own (not the event loop): waits there for
-        the worker's answer, so the master's process spends no CPU on the read itself."""
+        the worker's answer, so the master's process spends no CPU on the read itself.
+
+        Raises:
+            TimeoutError: no answer within ``timeout`` seconds (None: no limit).
+        """
         pool = self._get_pool()
         if pool is not None:
             try:
-                return pool.submit(_in_worker, fn, args, _as_is).result()
+                return pool.submit(_in_worker, fn, args, _as_is).result(timeout)
             except concurrent.futures.process.BrokenProcessPool:
                 logger.error("a read worker died: starting the read workers again")
                 self._drop_pool(pool)

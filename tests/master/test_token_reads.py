@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import pathlib
 import pickle
+import time
 import types
 from collections.abc import Iterator
 
@@ -150,3 +151,33 @@ def test_the_resolver_reads_tokens_in_the_read_workers(
 
 def _no_read() -> None:
     raise AssertionError("the master's process read the database itself")
+
+
+def test_a_read_worker_that_does_not_answer_sends_the_waiters_the_slow_way(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = _tokens(store)["allocation"]
+    monkeypatch.setattr(_auth, "READ_TIMEOUT_S", 0.5)
+    reads = ReadWorkers(store, 1)
+    resolver = _auth.TokenResolver(store, reads)
+    pool = reads._get_pool()
+    assert pool is not None
+    busy = pool.submit(time.sleep, 4)  # the only worker: busy past the resolver's patience
+    try:
+
+        async def resolve() -> float:
+            done = asyncio.Event()
+            start = time.monotonic()
+            resolver.resolve_soon(token, _users.token_digest(token), done.set)
+            await asyncio.wait_for(done.wait(), 10)
+            return time.monotonic() - start
+
+        waited = asyncio.run(resolve())
+        assert 0.4 < waited < 3.5, waited
+        assert store.tokens.get(_users.token_digest(token)) is None  # nothing read: slow way
+        busy.result(10)
+        asyncio.run(resolve())  # the worker answers again
+        assert store.tokens.get(_users.token_digest(token)) == _alone(store, token)
+    finally:
+        resolver.close()
+        reads.close()

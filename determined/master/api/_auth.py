@@ -216,6 +216,9 @@ def _cache(store: Store, digest: str, principal: Principal, generation: int) -> 
 
 # Told once a token has been read into the cache, on the event loop that asked.
 Resolved = Callable[[], None]
+# The longest TokenResolver waits for a read worker's answer: past it, whoever waits takes the
+# slow way (the request reads its token itself) rather than every later token waiting too.
+READ_TIMEOUT_S = 30.0
 
 
 class TokenResolver:
@@ -305,7 +308,7 @@ class TokenResolver:
         tokens = {digest: token for digest, (token, _) in asked.items()}
         found: dict[str, Principal | None]
         if self.reads is not None:
-            found = self.reads.call_blocking(principals_of, tokens)
+            found = self.reads.call_blocking(principals_of, tokens, timeout=READ_TIMEOUT_S)
         else:
             with self.store.read() as conn:
                 found = principals_of(conn, tokens)
