@@ -145,9 +145,7 @@ class ReadWorkers:
             try:
                 return pool.submit(_in_worker, fn, args, _as_is).result(timeout)
             except concurrent.futures.process.BrokenProcessPool:
-                logger.error("a read worker died: starting the read workers again")
-                self._drop_pool(pool)
-                self.start()
+                self._restart(pool)
         return self._in_process(fn, args, _as_is)
 
     async def _run(self, fn: ReadFn, args: tuple[Any, ...], finish: Callable[[Any], Any]) -> Any:
@@ -157,10 +155,14 @@ class ReadWorkers:
             try:
                 return await asyncio.wrap_future(pool.submit(_in_worker, fn, args, finish))
             except concurrent.futures.process.BrokenProcessPool:
-                logger.error("a read worker died: starting the read workers again")
-                self._drop_pool(pool)
-                self.start()
+                self._restart(pool)
         return await run_in_threadpool(self._in_process, fn, args, finish)
+
+    def _restart(self, pool: concurrent.futures.ProcessPoolExecutor) -> None:
+        """A worker of ``pool`` died: start the workers anew (the read is answered here)."""
+        logger.error("a read worker died: starting the read workers again")
+        self._drop_pool(pool)
+        self.start()
 
     def _in_process(self, fn: ReadFn, args: tuple[Any, ...], finish: Callable[[Any], Any]) -> Any:
         with self._store.read() as conn:

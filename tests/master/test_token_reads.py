@@ -94,10 +94,11 @@ def test_a_batch_of_tokens_reads_as_each_token_alone(store: Store) -> None:
 
 
 def _owner_allocation(store: Store, token: str) -> str:
+    digest = _users.token_digest(token)
     with store.read() as conn:
-        info = _users.lookup_token(conn, token)
-    assert info is not None and info.allocation_id is not None
-    return info.allocation_id
+        owner = _users.token_owners(conn, [digest]).get(digest)
+    assert owner is not None and owner.info.allocation_id is not None
+    return owner.info.allocation_id
 
 
 def test_more_tokens_than_one_query_binds_are_read(store: Store) -> None:

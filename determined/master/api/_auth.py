@@ -228,7 +228,8 @@ class TokenResolver:
     800 trials reporting to a master that just started would otherwise each take the slow way,
     one database read and a thread-pool hop apiece, all in the same second).
 
-    The read itself runs in a read worker (``reads``) where the master has them: in the
+    The read itself runs in a read worker (``reads``; without them, or with none given, in
+    this process) where the master has them: in the
     master's process, the refreshes of 800 trials' tokens held its GIL for a few milliseconds a
     batch, and every report waited meanwhile (report p99 30 -> 150 ms in the 5-second windows
     of ``benchmarks/master_metrics.py`` where they fell).
@@ -239,7 +240,7 @@ class TokenResolver:
 
     def __init__(self, store: Store, reads: ReadWorkers | None = None) -> None:
         self.store = store
-        self.reads = reads
+        self.reads = reads if reads is not None else ReadWorkers(store, 0)
         self._cond = threading.Condition()
         # digest -> (token, who waits: (their loop, callback) pairs)
         self._asked: dict[str, tuple[str, list[tuple[asyncio.AbstractEventLoop, Resolved]]]] = {}
@@ -306,12 +307,9 @@ class TokenResolver:
     def _read(self, asked: dict[str, tuple[str, Any]]) -> None:
         generation = self.store.tokens.generation()  # before reading: see TokenCache.put
         tokens = {digest: token for digest, (token, _) in asked.items()}
-        found: dict[str, Principal | None]
-        if self.reads is not None:
-            found = self.reads.call_blocking(principals_of, tokens, timeout=READ_TIMEOUT_S)
-        else:
-            with self.store.read() as conn:
-                found = principals_of(conn, tokens)
+        found: dict[str, Principal | None] = self.reads.call_blocking(
+            principals_of, tokens, timeout=READ_TIMEOUT_S
+        )
         for digest, principal in found.items():
             if principal is None:
                 self.store.tokens.forget(_token_cache.Pending(digests={digest}))

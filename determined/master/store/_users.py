@@ -306,7 +306,6 @@ class TokenOwner:
 # updated (a cached principal may hold them as long as its token lives).
 ALLOCATION_KEYS = ("id", "task_id", "trial_id", "run_id")
 TRIAL_KEYS = ("id", "experiment_id", "task_id", "warm_start_checkpoint")
-_MOST_DIGESTS = 500  # per query: SQLite's bound parameters are limited
 
 # Built once: every token read runs it.
 _OWNERS = (
@@ -328,8 +327,8 @@ def token_owners(conn: sa.Connection, digests: Iterable[str]) -> dict[str, Token
     restarts under 800 running trials reads all their tokens at once."""
     wanted = list(dict.fromkeys(digests))
     found: dict[str, TokenOwner] = {}
-    for at in range(0, len(wanted), _MOST_DIGESTS):
-        chunk = wanted[at : at + _MOST_DIGESTS]
+    for at in range(0, len(wanted), _engine.IN_CHUNK):
+        chunk = wanted[at : at + _engine.IN_CHUNK]
         for row in conn.execute(_OWNERS, {"digests": chunk}).mappings():
             if not row["active"]:
                 continue
@@ -354,13 +353,6 @@ def _fields(row: Any, prefix: str, keys: tuple[str, ...]) -> dict[str, Any] | No
     if row[f"{prefix}id"] is None:
         return None
     return {k: row[prefix + k] for k in keys}
-
-
-def lookup_token(conn: sa.Connection, token: str) -> TokenInfo | None:
-    """The owner of a live token, or None (unknown, revoked, or its user deactivated)."""
-    digest = token_digest(token)
-    owner = token_owners(conn, [digest]).get(digest)
-    return None if owner is None else owner.info
 
 
 def revoke_token(conn: sa.Connection, token: str) -> None:
